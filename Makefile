@@ -1,0 +1,15 @@
+# `make test`: install what the tests need (Chromium from the package manager when missing,
+# the package with its dev extra) and run the whole suite.
+PYTHON ?= python3
+
+.PHONY: test browser install
+test: browser install
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PYTHON) -m pytest
+
+install:
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
+	  { if command -v apt-get >/dev/null; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium); \
+	    else echo "no Chromium found: install one (see README, 'Getting a browser')" >&2; exit 1; fi; }

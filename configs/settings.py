@@ -1,0 +1,205 @@
+"""Layered settings: shipped defaults < user file < project file < environment < flags.
+
+Every layer is validated as it is merged, so an error names the layer that caused it.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from configs.yamlsource import YamlError, line_of, load_yaml
+
+DEFAULT_FILE = Path(__file__).with_name("default.yaml")
+USER_FILE = Path("~/.config/ga/config.yaml")
+PROJECT_FILE = Path("ga.yaml")
+ENV_ALIASES = {"GA_HOME": ("home",), "GA_MODEL": ("worker", "model"), "GA_CHROMIUM": ("web", "chromium")}
+
+
+class ConfigError(ValueError):
+    """A user-caused configuration problem; str() is one line naming file, key and fix."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class MemorySettings(Section):
+    root: Optional[Path] = None
+    l1_max_lines: int = 30
+    l1_max_chars: int = 2000
+    archive_keep_months: int = 12
+
+
+class WorkerSettings(Section):
+    model: Optional[str] = None
+    max_turns: int = 40
+    max_tokens: Optional[int] = None
+    max_cost: Optional[float] = None
+    code_timeout: int = 60
+    code_timeout_max: int = 600
+    allow_read: list[Path] = []
+    allow_write: list[Path] = []
+
+
+class OutputCaps(Section):
+    code_run: int = 10000
+    web_execute_js: int = 8000
+    web_scan_html: int = 35000
+    web_scan_text: int = 10000
+    file_read: int = 20000
+    file_read_line: int = 1280
+
+
+class ContextSettings(Section):
+    context_tokens: int = 24000
+    chars_per_token: int = 3
+    compress_every: int = 5
+    keep_recent: int = 10
+    strict_keep_recent: int = 4
+    tag_keep_chars: int = 800
+    evict_to: float = 0.6
+    anchor_turns: int = 20
+    schema_resend_every: int = 10
+    caps: OutputCaps = OutputCaps()
+
+    @property
+    def budget_chars(self) -> int:
+        return self.context_tokens * self.chars_per_token
+
+
+class FanoutSettings(Section):
+    address: Optional[str] = None
+    concurrency: int = 4
+    retries: int = 2
+    runs_dir: Path = Path("./runs")
+    max_depth: int = 2
+
+
+class WebSettings(Section):
+    chromium: Optional[Path] = None
+    headless: bool = True
+
+
+class ExploreSettings(Section):
+    idle_window: str = "30m"
+    max_cycles_per_day: int = 4
+    max_spend_per_day: float = 1.0
+
+
+class LogSettings(Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_file: Optional[Path] = None
+
+
+class Settings(Section):
+    home: Path = Path("~/.ga")
+    memory: MemorySettings = MemorySettings()
+    worker: WorkerSettings = WorkerSettings()
+    context: ContextSettings = ContextSettings()
+    fanout: FanoutSettings = FanoutSettings()
+    web: WebSettings = WebSettings()
+    explore: ExploreSettings = ExploreSettings()
+    log: LogSettings = LogSettings()
+
+    @property
+    def home_dir(self) -> Path:
+        return self.home.expanduser()
+
+    @property
+    def memory_root(self) -> Path:
+        return (self.memory.root or self.home_dir / "memory").expanduser()
+
+
+def load_settings(
+    overrides: Optional[dict[str, Any]] = None,
+    *,
+    user_file: Optional[Path] = None,
+    project_file: Optional[Path] = None,
+    environ: Optional[dict[str, str]] = None,
+) -> Settings:
+    """Merge every layer in order and validate; raise ConfigError on the first bad layer."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    layers = [DEFAULT_FILE, (user_file or USER_FILE).expanduser(), project_file or PROJECT_FILE]
+    for path in layers:
+        if path.is_file():
+            data, lines = _read_layer(path)
+            _merge(merged, data)
+            _validate(merged, str(path), lines)
+    _merge(merged, _env_layer(environ))
+    _validate(merged, "environment", {})
+    _merge(merged, _nest({k: v for k, v in (overrides or {}).items() if v is not None}))
+    return _validate(merged, "command-line flags", {})
+
+
+def _read_layer(path: Path) -> tuple[dict, dict]:
+    try:
+        data, lines = load_yaml(path)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
+    if data is None:
+        return {}, lines
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: the file must be a mapping of settings sections; see configs/default.yaml")
+    return data, lines
+
+
+def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if name in ENV_ALIASES:
+            keys = ENV_ALIASES[name]
+        elif name.startswith("GA_") and "__" in name:
+            keys = tuple(part.lower() for part in name[3:].split("__"))
+        else:
+            continue
+        _merge(layer, _nest({".".join(keys): yaml.safe_load(raw) if raw else None}))
+    return layer
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for dotted, value in flat.items():
+        node = nested
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return nested
+
+
+def _merge(base: dict, layer: dict) -> None:
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _validate(data: dict, source: str, lines: dict) -> Settings:
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ConfigError(_describe(error, source, lines)) from None
+
+
+def _describe(error: dict, source: str, lines: dict) -> str:
+    loc = tuple(error["loc"])
+    key = ".".join(str(part) for part in loc)
+    line = line_of(lines, loc)
+    where = f"{source}:{line}" if line else source
+    if error["type"] == "extra_forbidden":
+        model: Any = Settings
+        for part in loc[:-1]:
+            model = model.model_fields[part].annotation
+        allowed = list(model.model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"{where}: unknown key '{key}'; {hint}allowed here: {', '.join(allowed)}"
+    return f"{where}: '{key}': {error['msg']} (got {error.get('input')!r}); see configs/default.yaml for the allowed values"

@@ -1,0 +1,15 @@
+"""Shared fixtures. Every test runs with its own GA_HOME so nothing touches ~/.ga."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
+
+
+@pytest.fixture(autouse=True)
+def ga_home(tmp_path, monkeypatch):
+    home = tmp_path / "ga-home"
+    monkeypatch.setenv("GA_HOME", str(home))
+    return home

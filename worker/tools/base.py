@@ -1,0 +1,53 @@
+"""What every tool is: a name, a pydantic argument model, a function; and what it runs in."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Type
+
+from pydantic import BaseModel
+
+from configs import Settings
+from worker.types import ToolResult
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch for one task."""
+
+    task_id: str
+    workdir: Path
+    settings: Settings
+    memory: Any  # worker.memview.MemoryView: snapshot reads, staged writes, access stats
+    interactive: bool = False
+    ask: Optional[Callable[[str, list[str]], str]] = None  # asks the person when interactive
+    key_info: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # per-task state a tool keeps (e.g. browser context)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: Type[BaseModel]
+    run: Callable[[ToolContext, Any], ToolResult]
+
+    def schema(self) -> dict[str, Any]:
+        params = self.args.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def tool(name: str, description: str, args: Type[BaseModel]) -> Callable:
+    """Register a tool function under GenericAgent's name."""
+
+    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable:
+        REGISTRY[name] = Tool(name, description, args, func)
+        return func
+
+    return register
