@@ -1,0 +1,364 @@
+"""L4 session archive: raw histories of finished sessions, compressed by month, bounded, searchable.
+
+Lives in <root>/archive/, outside the generations, and is append-only:
+  raw/YYYY-MM/<date>_<task>.jsonl   a finished session's history.jsonl, copied as is
+  YYYY-MM.jsonl.gz                  compact records (one per session) of that month
+  summary.jsonl                     one line per month dropped past `keep_months`
+Every change is made under an exclusive flock on archive/.lock and lands by write-temp + fsync +
+rename, so a crash at any point loses no session (at worst a session is in both raw and its month
+until the next compress, which then only deletes the raw copy).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Iterator, Optional
+from urllib.parse import quote, unquote
+
+FAULT_ENV = "GA_ARCHIVE_FAULT"  # "point" or "point:N": the process SIGKILLs itself at the Nth pass
+TEMP_MARK = ".tmp-"
+ARG_CHARS = 40
+LINE_CHARS = 200
+USER_CHARS = 500
+ANCHOR_TAGS = re.compile(r"<(history|key_info|earlier_context|tool_result)>.*?</\1>", re.S)
+TEXT_TOOL_USE = re.compile(r"<tool_use>(.*?)</tool_use>", re.S)
+MONTH = re.compile(r"^\d{4}-\d{2}$")
+DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+_fault_passes: dict[str, int] = {}
+
+
+def _fault(point: str) -> None:
+    wanted, _, nth = os.environ.get(FAULT_ENV, "").partition(":")
+    if wanted == point:
+        _fault_passes[point] = _fault_passes.get(point, 0) + 1
+        if _fault_passes[point] == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, lines: list[str], *, gz: bool) -> None:
+    tmp = path.with_name(f"{path.name}{TEMP_MARK}{os.getpid()}")
+    opener = gzip.open if gz else open
+    with opener(tmp, "wt", encoding="utf-8") as out:
+        out.writelines(line + "\n" for line in lines)
+    with open(tmp, "rb") as done:
+        os.fsync(done.fileno())
+    _fault("before_rename")
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _encode_task(task_id: str) -> str:
+    """Reversible, filesystem-safe; '~' is kept free as the duplicate separator."""
+    return quote(task_id, safe="").replace("~", "%7E")[:180]
+
+
+class Archive:
+    """The L4 archive of one memory root; safe to use from many processes at once."""
+
+    def __init__(self, root: Path | str, *, keep_months: int = 12):
+        if keep_months < 1:
+            raise ValueError(f"keep_months must be at least 1 (got {keep_months})")
+        self.dir = Path(root) / "archive"
+        self.raw_dir = self.dir / "raw"
+        self.keep_months = keep_months
+
+    # ---- writing -------------------------------------------------------------------------------
+
+    def store_session(self, task_id: str, history_path: Path | str, when: Optional[datetime] = None) -> Path:
+        """Copy a finished session's history.jsonl into raw/; returns the archived path."""
+        source = Path(history_path)
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: no such history file to archive")
+        when = when or datetime.now().astimezone()
+        day = when.strftime("%Y-%m-%d")
+        month_dir = self.raw_dir / day[:7]
+        with self._locked(fcntl.LOCK_EX):
+            month_dir.mkdir(parents=True, exist_ok=True)
+            tmp = month_dir / f"{day}_{_encode_task(task_id)}{TEMP_MARK}{os.getpid()}"
+            shutil.copyfile(source, tmp)
+            with open(tmp, "rb") as done:
+                os.fsync(done.fileno())
+            os.utime(tmp, (when.timestamp(), when.timestamp()))
+            target = self._free_name(month_dir, f"{day}_{_encode_task(task_id)}")
+            os.link(tmp, target)  # never replaces: an archived session is never overwritten
+            os.unlink(tmp)
+            _fsync_dir(month_dir)
+        return target
+
+    def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, Any]:
+        """Fold raw sessions older than N days into their monthly archive, then drop old months."""
+        now = now or datetime.now().astimezone()
+        cutoff = (now - timedelta(days=older_than_days)).strftime("%Y-%m-%d")
+        compressed: list[str] = []
+        with self._locked(fcntl.LOCK_EX):
+            self._remove_temps()
+            by_month: dict[str, list[Path]] = {}
+            for raw in self._raw_files():
+                if raw.name[:10] < cutoff:
+                    by_month.setdefault(raw.name[:7], []).append(raw)
+            for month, raws in sorted(by_month.items()):
+                compressed += self._fold_month(month, raws)
+            dropped = self._drop_old_months(now)
+        return {"compressed": compressed, "months_dropped": dropped}
+
+    def _fold_month(self, month: str, raws: list[Path]) -> list[str]:
+        path = self.dir / f"{month}.jsonl.gz"
+        records = self._read_month(path)
+        known = {record["source"] for record in records}
+        added = [compact_session(raw) for raw in raws if raw.name not in known]
+        if added:
+            records += added
+            records.sort(key=lambda record: (record["date"], record["source"]))
+            _write_atomic(path, [json.dumps(record, ensure_ascii=False) for record in records], gz=True)
+        _fault("after_month_write")
+        for raw in raws:
+            raw.unlink()
+            _fault("after_raw_unlink")
+        with contextlib.suppress(OSError):  # the month's raw directory, once empty
+            raws[0].parent.rmdir()
+        return [record["source"] for record in added]
+
+    def _drop_old_months(self, now: datetime) -> list[str]:
+        first_kept = _month_minus(now.strftime("%Y-%m"), self.keep_months - 1)
+        old = [p for p in self._month_files() if p.name[:7] < first_kept]
+        if not old:
+            return []
+        summary_path = self.dir / "summary.jsonl"
+        summaries = _read_jsonl(summary_path)
+        done = {entry["month"] for entry in summaries}
+        for path in old:
+            month = path.name[:7]
+            if month not in done:
+                records = self._read_month(path)
+                summaries.append({
+                    "month": month, "state": "summarized", "sessions": len(records),
+                    "task_ids": sorted({r["task_id"] for r in records})[:200],
+                })
+        _write_atomic(summary_path, [json.dumps(entry, ensure_ascii=False) for entry in summaries], gz=False)
+        _fault("after_summary_write")
+        for path in old:
+            path.unlink()
+        return [path.name[:7] for path in old]
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def search(self, date: Optional[str] = None, task_id: Optional[str] = None,
+               text: Optional[str] = None) -> list[dict[str, Any]]:
+        """Sessions matching every given filter: date "YYYY-MM-DD" or "YYYY-MM", exact task id,
+        case-insensitive text in the user lines, step summaries or final answer."""
+        if date is not None and not (DAY.match(date) or MONTH.match(date)):
+            raise ValueError(f"date {date!r}: expected YYYY-MM-DD or YYYY-MM")
+        needle = text.lower() if text else None
+        found: list[dict[str, Any]] = []
+        if not self.dir.is_dir():
+            return found
+        with self._locked(fcntl.LOCK_SH):
+            candidates = [r for p in self._month_files() if _month_matches(p.name[:7], date)
+                          for r in self._read_month(p)]
+            folded = {record["source"] for record in candidates}  # a crash can leave both copies
+            candidates += [compact_session(p, state="raw") for p in self._raw_files()
+                           if _month_matches(p.name[:7], date) and p.name not in folded]
+            summaries = _read_jsonl(self.dir / "summary.jsonl")
+        for record in candidates:
+            if date and not record["date"].startswith(date):
+                continue
+            if task_id is not None and record["task_id"] != task_id:
+                continue
+            if needle and needle not in _searchable(record):
+                continue
+            found.append(record)
+        for entry in summaries:  # dropped months: only their task ids are left
+            if needle or not _month_matches(entry["month"], date):
+                continue
+            if task_id is not None and task_id not in entry["task_ids"]:
+                continue
+            found.append(entry)
+        return sorted(found, key=lambda r: (r.get("date", r.get("month", "")), r.get("task_id", "")))
+
+    def status(self) -> dict[str, Any]:
+        """Counts for display: raw sessions, months archived, months summarized."""
+        if not self.dir.is_dir():
+            return {"raw_sessions": 0, "months": {}, "summarized_months": []}
+        with self._locked(fcntl.LOCK_SH):
+            months = {p.name[:7]: len(self._read_month(p)) for p in self._month_files()}
+            return {
+                "raw_sessions": len(list(self._raw_files())),
+                "months": months,
+                "summarized_months": [e["month"] for e in _read_jsonl(self.dir / "summary.jsonl")],
+            }
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, mode: int) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "a+") as lock:
+            fcntl.flock(lock, mode)  # released by the kernel if the holder dies
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _raw_files(self) -> Iterator[Path]:
+        if self.raw_dir.is_dir():
+            for month_dir in sorted(self.raw_dir.iterdir()):
+                yield from sorted(p for p in month_dir.glob("*.jsonl*") if TEMP_MARK not in p.name)
+
+    def _month_files(self) -> list[Path]:
+        return sorted(p for p in self.dir.glob("????-??.jsonl.gz"))
+
+    def _read_month(self, path: Path) -> list[dict[str, Any]]:
+        if not path.exists():
+            return []
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+
+    def _remove_temps(self) -> None:
+        """Temps are only ever written under the exclusive lock, so any seen here are orphans."""
+        for tmp in list(self.dir.glob(f"*{TEMP_MARK}*")) + list(self.raw_dir.glob(f"*/*{TEMP_MARK}*")):
+            tmp.unlink(missing_ok=True)
+
+    @staticmethod
+    def _free_name(directory: Path, stem: str) -> Path:
+        target, n = directory / f"{stem}.jsonl", 1
+        while target.exists():
+            n += 1
+            target = directory / f"{stem}~{n}.jsonl"
+        return target
+
+
+# ---- compaction of one session --------------------------------------------------------------
+
+
+def compact_session(raw: Path, *, state: str = "compressed") -> dict[str, Any]:
+    """The compact record of a raw history: user lines, one line per agent turn, final answer."""
+    stem = raw.name.split(".jsonl")[0]
+    task_part = stem[11:].split("~")[0]
+    users: list[str] = []
+    seen_users: set[str] = set()
+    steps: list[str] = []
+    final = ""
+    turns = 0
+    for entry in _read_jsonl(raw, tolerant=True):
+        turns += 1
+        messages = list(_messages(entry))
+        for message in messages:
+            if message.get("role") == "user":
+                line = _user_line(message.get("content"))
+                if line and line not in seen_users:
+                    seen_users.add(line)
+                    users.append(line)
+        replies = [m for m in messages if m.get("role") == "assistant"]
+        if replies:
+            step, answer = _agent_line(replies[-1])  # the reply received this turn is the last one
+            steps.append(f"{turns}: {step}")
+            final = answer or final
+    return {
+        "source": raw.name, "task_id": unquote(task_part), "date": stem[:10], "state": state,
+        "turns": turns, "user": users, "steps": steps, "final": final,
+    }
+
+
+def _messages(node: Any) -> Iterator[dict[str, Any]]:
+    """Every OpenAI-style message inside a history entry, in order, wherever it is nested."""
+    if isinstance(node, dict):
+        if isinstance(node.get("role"), str):
+            yield node
+            return
+        for value in node.values():
+            yield from _messages(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _messages(value)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _user_line(content: Any) -> str:
+    return _one_line(ANCHOR_TAGS.sub("", _text(content)), USER_CHARS)
+
+
+def _agent_line(message: dict[str, Any]) -> tuple[str, str]:
+    """(one-line summary, final answer if this turn answered without calling a tool)."""
+    content = _text(message.get("content"))
+    calls = [_call_line(c.get("function", c)) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    for block in TEXT_TOOL_USE.findall(content):
+        with contextlib.suppress(ValueError, AttributeError):
+            calls.append(_call_line(json.loads(block)))
+    if calls:
+        return _one_line("; ".join(calls), LINE_CHARS), ""
+    answer = content.strip()
+    return _one_line(f"answer: {answer}", LINE_CHARS), answer
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    args: Any = call.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return f"{call.get('name', '?')}({_one_line(args, ARG_CHARS)})"
+    if not isinstance(args, dict):
+        args = {"": args}
+    shown = ", ".join(f"{k}={_one_line(str(v), ARG_CHARS)}" if k else _one_line(str(v), ARG_CHARS)
+                      for k, v in args.items())
+    return f"{call.get('name', '?')}({shown})"
+
+
+def _read_jsonl(path: Path, *, tolerant: bool = False) -> list[Any]:
+    if not path.exists():
+        return []
+    entries = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                if not tolerant:  # our own files are written atomically: a bad line is corruption
+                    raise
+    return entries
+
+
+def _searchable(record: dict[str, Any]) -> str:
+    return "\n".join([*record.get("user", []), *record.get("steps", []), record.get("final", "")]).lower()
+
+
+def _month_matches(month: str, date: Optional[str]) -> bool:
+    return date is None or date[:7] == month
+
+
+def _month_minus(month: str, n: int) -> str:
+    year, mon = int(month[:4]), int(month[5:7])
+    index = year * 12 + (mon - 1) - n
+    return f"{index // 12:04d}-{index % 12 + 1:02d}"
