@@ -1,0 +1,135 @@
+"""The worker's view of memory: reads from its pinned snapshot, writes staged for the consolidation gate."""
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, Optional
+
+from memory_shared.gate import StagedChange
+from worker.paths import PathError
+from worker.textutil import patch_exact
+
+WriteMode = Literal["overwrite", "append", "prepend"]
+STAGING_OFF = "memory writes are staged only after start_long_term_update; call start_long_term_update first"
+
+
+class MemoryView:
+    """Staged text wins over the snapshot; every successful read is counted in the access statistics."""
+
+    def __init__(self, store: Any, snapshot: Any, task_id: str, access_log: Any = None) -> None:
+        self.store = store  # memory_shared.MemoryStore or None (no memory tier in this task)
+        self.snapshot = snapshot  # memory_shared Snapshot: .generation, .path
+        self.task_id = task_id
+        self.access_log = access_log
+        self._staged: dict[str, Optional[str]] = {}  # rel -> current text (None: deleted)
+        self._changes: list[StagedChange] = []
+        self._staging = False
+
+    @property
+    def generation(self) -> Optional[int]:
+        return getattr(self.snapshot, "generation", None)
+
+    @property
+    def root(self) -> Optional[Path]:
+        return Path(self.snapshot.path) if self.snapshot is not None else None
+
+    @property
+    def staging_enabled(self) -> bool:
+        return self._staging
+
+    @property
+    def changes(self) -> list[StagedChange]:
+        return list(self._changes)
+
+    def enable_staging(self) -> None:
+        self._staging = True
+
+    def read(self, rel: str) -> Optional[str]:
+        rel = _clean(rel)
+        text = self._staged[rel] if rel in self._staged else self._snapshot_text(rel)
+        if text is not None and self.access_log is not None:
+            self.access_log.record(rel, self.task_id)
+        return text
+
+    def exists(self, rel: str) -> bool:
+        rel = _clean(rel)
+        if rel in self._staged:
+            return self._staged[rel] is not None
+        return self._snapshot_file(rel) is not None
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Files (relative paths) under prefix, staged ones included, deleted ones left out."""
+        prefix = _clean(prefix) if prefix.strip("/. ") else ""
+        names: set[str] = set()
+        root = self.root
+        if root is not None:
+            base = (root / prefix) if prefix else root
+            if base.is_dir():
+                names.update(p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file())
+        for rel, text in self._staged.items():
+            if _under(rel, prefix):
+                (names.add if text is not None else names.discard)(rel)
+        return sorted(names)
+
+    def stage_write(self, rel: str, text: str, mode: WriteMode = "overwrite", seq: int = 0, call_id: str = "") -> str:
+        """Stage a whole-file write (append/prepend computed against the current text); returns the new text."""
+        rel = self._writable(rel)
+        current = self._current(rel) or ""
+        full = {"overwrite": text, "append": current + text, "prepend": text + current}[mode]
+        self._changes.append(StagedChange(seq=seq, call_id=call_id, op="write", path=rel, text=full))
+        self._staged[rel] = full
+        return full
+
+    def stage_patch(self, rel: str, old: str, new: str, seq: int = 0, call_id: str = "") -> str:
+        """Stage a patch (old must occur exactly once in the current text); returns the new text.
+
+        Kept patch-shaped so the store can replay it on a newer generation; raises PatchError on 0/N matches.
+        """
+        rel = self._writable(rel)
+        current = self._current(rel)
+        if current is None:
+            raise FileNotFoundError(f"memory/{rel} does not exist; create it with file_write")
+        updated, old_s, new_s = patch_exact(current, old, new)  # the file's newline style, so a replay matches
+        self._changes.append(StagedChange(seq=seq, call_id=call_id, op="patch", path=rel, old=old_s, new=new_s))
+        self._staged[rel] = updated
+        return updated
+
+    # ---- internals
+
+    def _writable(self, rel: str) -> str:
+        if not self._staging:
+            raise PermissionError(STAGING_OFF)
+        rel = _clean(rel)
+        if not rel:
+            raise PathError("memory: name a file, e.g. memory/L2/facts.md")
+        return rel
+
+    def _current(self, rel: str) -> Optional[str]:
+        return self._staged[rel] if rel in self._staged else self._snapshot_text(rel)
+
+    def _snapshot_file(self, rel: str) -> Optional[Path]:
+        root = self.root
+        if root is None or not rel:
+            return None
+        path = (root / rel).resolve()
+        if root.resolve() not in path.parents or not path.is_file():
+            return None
+        return path
+
+    def _snapshot_text(self, rel: str) -> Optional[str]:
+        path = self._snapshot_file(rel)
+        if path is None:
+            return None
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            return handle.read()
+
+
+def _clean(rel: str) -> str:
+    parts = [p for p in PurePosixPath(rel.replace("\\", "/").strip()).parts if p not in (".", "/")]
+    if ".." in parts:
+        raise PathError(f"memory/{rel}: '..' is not allowed in memory paths")
+    return "/".join(parts)
+
+
+def _under(rel: str, prefix: str) -> bool:
+    return not prefix or rel == prefix or rel.startswith(prefix.rstrip("/") + "/")
+

@@ -1,0 +1,126 @@
+"""code_run: a python or bash script in its own process group inside the worker's directory."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from worker.paths import PathError, resolve_read
+from worker.textutil import CUT_MARK
+from worker.tools.base import ToolContext, tool
+from worker.types import ToolResult
+
+SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
+PGIDS_KEY = "code_run_pgids"  # ctx.extra: process groups started, for kill_leftovers at task end
+
+
+def _optional_str(schema: dict) -> None:
+    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
+    schema.pop("default", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
+
+
+class CodeRunArgs(BaseModel):
+    script: str
+    type: Literal["python", "bash"] = "python"
+    timeout: int = Field(60, description="seconds, max 600")
+    cwd: Optional[str] = Field(None, json_schema_extra=_optional_str)
+
+
+@tool("code_run", "Run a python or bash script in the worker's directory (cwd: a subdirectory);"
+      " returns the exit code and stdout+stderr (long output cut in the middle).", CodeRunArgs)
+def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
+    workdir = ctx.workdir.resolve()
+    try:
+        cwd = _resolve_cwd(ctx, args.cwd) if args.cwd else workdir
+    except PathError as exc:
+        return ToolResult(str(exc), ok=False, evidence=False)
+    limit = max(1, ctx.settings.worker.code_timeout_max)
+    timeout = min(max(1, args.timeout), limit)
+    script_path, out_path = _script_files(workdir, args.type, ctx)
+    script_path.write_text(args.script, encoding="utf-8")
+    command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
+    with open(out_path, "wb") as out:
+        # Output goes to a file, not a pipe: background children that keep it open cannot block us.
+        proc = subprocess.Popen(command, cwd=cwd, env=_child_env(ctx, cwd), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    ctx.extra.setdefault(PGIDS_KEY, []).append(proc.pid)
+    try:
+        code = proc.wait(timeout=timeout)
+        status = f"exit code {code}"
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        code = proc.wait()
+        status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
+    if args.timeout > limit:
+        status += f"; timeout capped at {limit}s"
+    output = _read_ends(out_path, ctx.settings.context.caps.code_run)
+    return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
+                      data={"exit_code": code, "timed_out": status.startswith("timeout")})
+
+
+def kill_leftovers(ctx: ToolContext) -> int:
+    """Kill process groups code_run started that are still alive (call at task end); returns how many."""
+    killed = 0
+    for pgid in ctx.extra.pop(PGIDS_KEY, []):
+        killed += _kill_group(pgid)
+    return killed
+
+
+def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
+    w = ctx.settings.worker
+    path = resolve_read(cwd, ctx.workdir, w.allow_read, w.allow_write)
+    if not path.is_dir():
+        raise PathError(f"{cwd}: no such directory in the worker's directory; create it first")
+    return path
+
+
+def _script_files(workdir: Path, kind: str, ctx: ToolContext) -> tuple[Path, Path]:
+    folder = workdir / SCRIPT_DIR
+    folder.mkdir(exist_ok=True)
+    n = ctx.extra.get("code_run_count", 0) + 1
+    while (folder / f"code_{n}.out").exists():  # a resumed task keeps its earlier scripts
+        n += 1
+    ctx.extra["code_run_count"] = n
+    suffix = ".py" if kind == "python" else ".sh"
+    return folder / f"code_{n}{suffix}", folder / f"code_{n}.out"
+
+
+def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave in the order they were written
+    # The script file lives in .ga/, so put the cwd on the import path as `python script.py` would.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), env.get("PYTHONPATH", "")) if p)
+    root = getattr(ctx.memory, "root", None)
+    if root is not None:
+        env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
+    env.update({k: str(v) for k, v in ctx.extra.get("env", {}).items()})
+    return env
+
+
+def _kill_group(pgid: int) -> int:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        return 1
+    except (ProcessLookupError, PermissionError):
+        return 0
+
+
+def _read_ends(path: Path, limit: int) -> str:
+    """The output cut head+tail to `limit` chars, reading only its ends (a runaway print stays cheap)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if size <= limit:
+            return handle.read().decode("utf-8", errors="replace")
+        keep = max(0, limit - len(CUT_MARK.format(size)))
+        head = handle.read(keep // 2)
+        handle.seek(size - (keep - keep // 2))
+        tail = handle.read()
+    return (head.decode("utf-8", errors="replace") + CUT_MARK.format(size - len(head) - len(tail))
+            + tail.decode("utf-8", errors="replace"))

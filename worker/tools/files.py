@@ -1,0 +1,254 @@
+"""file_read, file_patch, file_write: the workdir on disk, `memory/...` through the MemoryView."""
+from __future__ import annotations
+
+import difflib
+import io
+import os
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from worker.paths import PathError, memory_rel, resolve_read, resolve_write
+from worker.textutil import PatchError, head_tail, patch_exact
+from worker.tools.base import ToolContext, tool
+from worker.types import ToolResult
+
+MAX_SUGGESTIONS = 5
+SCAN_LIMIT = 3000  # files looked at when suggesting close names
+LISTING_LIMIT = 200
+
+
+def _optional_str(schema: dict) -> None:
+    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
+    schema.pop("default", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
+
+
+class FileReadArgs(BaseModel):
+    path: str
+    start: int = 1
+    count: int = 200
+    keyword: Optional[str] = Field(None, json_schema_extra=_optional_str)
+
+
+class FilePatchArgs(BaseModel):
+    path: str
+    old_content: str
+    new_content: str
+
+
+class FileWriteArgs(BaseModel):
+    path: str
+    content: str
+    mode: Literal["overwrite", "append", "prepend"] = "overwrite"
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult(message, ok=False, evidence=False)
+
+
+def _display(path: Path, ctx: ToolContext) -> str:
+    try:
+        return path.relative_to(ctx.workdir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# ---- file_read
+
+@tool("file_read", "Read a text file as numbered lines 'N|text'. keyword: show lines around its first"
+      " case-insensitive match at or after start, and list the matching line numbers."
+      " memory/... reads the memory tier.", FileReadArgs)
+def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
+    try:
+        rel = memory_rel(args.path)
+        if rel is not None:
+            return _read_memory(ctx, rel, args)
+        w = ctx.settings.worker
+        path = resolve_read(args.path, ctx.workdir, w.allow_read, w.allow_write)
+    except PathError as exc:
+        return _error(str(exc))
+    if path.is_dir():
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+        return ToolResult(_listing(args.path, names))
+    if not path.is_file():
+        return _error(_missing(args.path, _nearby_files(ctx.workdir.resolve(), path)))
+    with open(path, "rb") as handle:
+        if b"\0" in handle.read(8192):
+            return _error(f"{args.path}: binary file ({path.stat().st_size} bytes); inspect it with code_run")
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+        return ToolResult(_render(args, handle, ctx))
+
+
+def _read_memory(ctx: ToolContext, rel: str, args: FileReadArgs) -> ToolResult:
+    view = ctx.memory
+    if view is None:
+        return _error(f"{args.path}: this task has no memory tier")
+    text = view.read(rel) if rel else None
+    if text is None:
+        prefix = rel.rstrip("/")
+        inside = view.list(prefix)
+        if inside:  # a directory of the memory tier: show what is in it
+            depth = len(prefix.split("/")) if prefix else 0
+            names = sorted({"/".join(p.split("/")[depth:depth + 1]) + ("/" if p.count("/") > depth else "")
+                            for p in inside})
+            return ToolResult(_listing(args.path, names))
+        return _error(_missing(args.path, ["memory/" + p for p in view.list("")]))
+    return ToolResult(_render(args, io.StringIO(text), ctx))
+
+
+def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
+    """One pass: the page from start, or the window around the keyword's first match; total line count."""
+    caps = ctx.settings.context.caps
+    start, count = max(1, args.start), max(1, args.count)
+    needle = args.keyword.lower() if args.keyword else None
+    page: list[tuple[int, str]] = []
+    before: deque[tuple[int, str]] = deque(maxlen=count // 3)
+    window: list[tuple[int, str]] = []
+    matches: list[int] = []
+    total = 0
+    for total, raw in enumerate(lines, 1):
+        if total < start:
+            continue
+        line = raw.rstrip("\r\n")
+        if len(page) < count:
+            page.append((total, _cut_line(line, caps.file_read_line)))
+        if needle is None:
+            continue
+        if needle in line.lower():
+            matches.append(total)
+        if not matches:
+            before.append((total, _cut_line(line, caps.file_read_line)))
+        elif len(before) + len(window) < count:
+            window.append((total, _cut_line(line, caps.file_read_line)))
+    shown, note = page, ""
+    if needle is not None and matches:
+        shown = [*before, *window]
+        listed = ", ".join(map(str, matches[:20])) + (", ..." if len(matches) > 20 else "")
+        note = f"; '{args.keyword}' on line{'s' if len(matches) > 1 else ''} {listed}"
+    elif needle is not None:
+        note = f"; '{args.keyword}' not found from line {start}"
+    if not shown:
+        span = f"; nothing from line {start}"
+    elif shown[0][0] > 1 or shown[-1][0] < total:
+        span = f"; showing {shown[0][0]}-{shown[-1][0]}"
+    else:
+        span = ""
+    body = "\n".join(f"{i}|{line}" for i, line in shown)
+    return head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", caps.file_read)
+
+
+def _cut_line(line: str, cap: int) -> str:
+    return line if len(line) <= cap else f"{line[:cap]} ...[+{len(line) - cap} chars]"
+
+
+def _listing(shown_as: str, names: list[str]) -> str:
+    more = f"\n... {len(names) - LISTING_LIMIT} more" if len(names) > LISTING_LIMIT else ""
+    return f"[{shown_as}: directory, {len(names)} entries]\n" + "\n".join(names[:LISTING_LIMIT]) + more
+
+
+def _nearby_files(root: Path, wanted: Path) -> list[str]:
+    """Files in the wanted path's nearest existing parent and the workdir, relative to the workdir."""
+    parent = wanted.parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    found: list[str] = []
+    for base in dict.fromkeys([parent, root]):
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            depth = len(Path(dirpath).relative_to(base).parts)
+            if depth >= 3:
+                dirnames[:] = []
+            found.extend(_display_rel(Path(dirpath) / f, root) for f in filenames)
+            if len(found) >= SCAN_LIMIT:
+                return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found))
+
+
+def _display_rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _missing(asked: str, candidates: list[str]) -> str:
+    want = asked.replace("\\", "/").lstrip("./")
+    scored = sorted(((max(difflib.SequenceMatcher(None, want.lower(), c.lower()).ratio(),
+                          difflib.SequenceMatcher(None, os.path.basename(want).lower(),
+                                                  os.path.basename(c).lower()).ratio()), c)
+                     for c in candidates), key=lambda sc: (-sc[0], sc[1]))
+    close = [c for score, c in scored[:MAX_SUGGESTIONS] if score >= 0.5]
+    hint = f"; closest: {', '.join(close)}" if close else "; no similar names nearby"
+    return f"{asked}: no such file{hint}"
+
+
+# ---- file_patch
+
+@tool("file_patch", "Replace old_content, which must occur exactly once in the file, with new_content."
+      " Copy old_content exactly from file_read, without line numbers.", FilePatchArgs)
+def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
+    try:
+        rel = memory_rel(args.path)
+        if rel is not None:
+            if ctx.memory is None:
+                return _error(f"{args.path}: this task has no memory tier")
+            seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
+            ctx.memory.stage_patch(rel, args.old_content, args.new_content, seq=seq, call_id=call_id)
+            return ToolResult(f"staged patch of {args.path} (committed if the task succeeds)")
+        path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
+        if not path.is_file():
+            return _error(f"{args.path}: no such file; create it with file_write")
+        text = _read_text_strict(path)
+        updated, old_s, new_s = patch_exact(text, args.old_content, args.new_content)
+    except (PathError, PatchError, PermissionError, FileNotFoundError, UnicodeDecodeError) as exc:
+        return _error(f"{args.path}: {exc}")
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(updated)
+    line = text[:text.find(old_s)].count("\n") + 1
+    return ToolResult(f"patched {_display(path, ctx)} at line {line}"
+                      f" ({old_s.count(chr(10)) + 1} lines -> {new_s.count(chr(10)) + 1})")
+
+
+def _read_text_strict(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
+    except UnicodeDecodeError:
+        raise UnicodeDecodeError("utf-8", b"", 0, 1, "not UTF-8 text; edit it with code_run") from None
+
+
+# ---- file_write
+
+@tool("file_write", "Create or overwrite a file, or add content at its end (append) or start (prepend)."
+      " Prefer file_patch for small edits.", FileWriteArgs)
+def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
+    try:
+        rel = memory_rel(args.path)
+        if rel is not None:
+            if ctx.memory is None:
+                return _error(f"{args.path}: this task has no memory tier")
+            seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
+            full = ctx.memory.stage_write(rel, args.content, args.mode, seq=seq, call_id=call_id)
+            return ToolResult(f"staged {args.mode} of {args.path}, now {len(full)} chars"
+                              " (committed if the task succeeds)")
+        path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
+        if path.is_dir():
+            return _error(f"{args.path}: is a directory; give a file name")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (PathError, PermissionError, OSError) as exc:
+        return _error(f"{args.path}: {exc}" if not isinstance(exc, PathError) else str(exc))
+    data = args.content.encode("utf-8")
+    if args.mode == "append":
+        with open(path, "ab") as handle:
+            handle.write(data)
+    else:
+        if args.mode == "prepend" and path.is_file():
+            data += path.read_bytes()
+        with open(path, "wb") as handle:
+            handle.write(data)
+    return ToolResult(f"wrote {len(args.content)} chars to {_display(path, ctx)} ({args.mode});"
+                      f" file is now {path.stat().st_size} bytes")
