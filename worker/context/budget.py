@@ -1,0 +1,199 @@
+"""The character budget (level 3 of context control): stricter compression, FIFO eviction in
+whole units, tool-call pairing repair, and a last-resort cut when even the newest turn is too big."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from worker.context.compress import compress_tags, compress_text
+from worker.context.cut import cut_arguments
+
+Message = dict[str, Any]
+
+_ANCHOR_START = re.compile(r"<(history|key_info)>")
+
+
+@dataclass
+class TrimReport:
+    before: int  # serialized chars in
+    after: int  # serialized chars out
+    strict: bool = False  # the stricter compression ran
+    evicted: int = 0  # messages dropped
+    hard_cut: bool = False  # the newest messages had to be cut below tag level
+
+
+def serialized_size(messages: list[Message]) -> int:
+    """What the budget measures: len(json.dumps(messages, ensure_ascii=False))."""
+    return len(json.dumps(messages, ensure_ascii=False))
+
+
+def trim_to_budget(messages: list[Message], settings: Any) -> list[Message]:
+    """Messages within settings' budget_chars (unchanged if they already are)."""
+    return trim_with_report(messages, settings)[0]
+
+
+def trim_with_report(messages: list[Message], settings: Any) -> tuple[list[Message], TrimReport]:
+    ctx = getattr(settings, "context", settings)  # Settings or ContextSettings
+    budget = ctx.budget_chars
+    size = serialized_size(messages)
+    report = TrimReport(before=size, after=size)
+    if size <= budget:
+        return messages, report
+    target = int(budget * ctx.evict_to)
+    out = compress_tags(messages, ctx.strict_keep_recent, ctx.tag_keep_chars)
+    report.strict = True
+    if serialized_size(out) > target:
+        out = evict_fifo(out, target)
+        report.evicted = len(messages) - len(out)
+    if serialized_size(out) > target:
+        out = cut_to_fit(out, target, budget)
+        report.hard_cut = True
+    report.after = serialized_size(out)
+    return out, report
+
+
+def split_units(messages: list[Message]) -> list[list[Message]]:
+    """Eviction units: an assistant message with tool_calls plus the tool results that follow it; any
+    other message alone."""
+    units: list[list[Message]] = []
+    i = 0
+    while i < len(messages):
+        unit = [messages[i]]
+        ids = _call_ids(messages[i])
+        i += 1
+        while ids and i < len(messages) and messages[i].get("role") == "tool" and messages[i].get("tool_call_id") in ids:
+            unit.append(messages[i])
+            i += 1
+        units.append(unit)
+    return units
+
+
+def evict_fifo(messages: list[Message], target: int) -> list[Message]:
+    """Drop the oldest units until the size is <= target, starting the kept part on a user message.
+
+    The system message, the last user message and the latest exchange before it (the previous user
+    message, the assistant's tool calls and their results) are never dropped.
+    """
+    head = messages[:1] if messages and messages[0].get("role") == "system" else []
+    units = split_units(messages[len(head):])
+    starts = [k for k, unit in enumerate(units) if unit[0].get("role") == "user"]
+    if not starts:
+        return repair_tool_pairs(messages)
+    latest = _latest_start(units, starts)
+    unit_sizes = [sum(_size(m) + 2 for m in unit) for unit in units]
+    suffix = [0] * (len(units) + 1)
+    for k in range(len(units) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + unit_sizes[k]
+    base = 2 + sum(_size(m) + 2 for m in head) - 2  # brackets, minus the separator the last message lacks
+    chosen = next((s for s in starts if s <= latest and base + suffix[s] <= target), latest)
+    return repair_tool_pairs(head + [m for unit in units[chosen:] for m in unit])
+
+
+def repair_tool_pairs(messages: list[Message]) -> list[Message]:
+    """Drop tool results without a directly preceding assistant tool_call, tool_calls without results,
+    and any non-user message between the system message and the first user message."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        i += 1
+        if message.get("role") == "tool":
+            continue  # reached only when orphaned: answered ones are consumed below
+        ids = _call_ids(message)
+        if not ids:
+            out.append(message)
+            continue
+        results = []
+        while i < len(messages) and messages[i].get("role") == "tool":
+            if messages[i].get("tool_call_id") in ids and messages[i].get("tool_call_id") not in {r.get("tool_call_id") for r in results}:
+                results.append(messages[i])
+            i += 1
+        answered = {r["tool_call_id"] for r in results}
+        calls = [c for c in message["tool_calls"] if c.get("id") in answered]
+        if len(calls) == len(message["tool_calls"]):
+            out.append(message)
+        elif calls:
+            out.append(dict(message, tool_calls=calls))
+        elif message.get("content"):
+            out.append({k: v for k, v in message.items() if k != "tool_calls"})
+        out.extend(results if calls else [])
+    return _drop_leading_non_user(out)
+
+
+def cut_to_fit(messages: list[Message], target: int, budget: Optional[int] = None) -> list[Message]:
+    """Cut every message's contents to one common length limit, the largest that fits `target` (else
+    `budget`). The system message and the anchor of the last user message are kept whole."""
+    for goal in (target, budget if budget is not None else target):
+        limit = _largest_fitting_limit(messages, goal)
+        if limit is not None:
+            return _cut_all(messages, limit)
+    return _cut_all(messages, 0)
+
+
+def _largest_fitting_limit(messages: list[Message], goal: int) -> Optional[int]:
+    if serialized_size(_cut_all(messages, 0)) > goal:
+        return None
+    lo, hi = 0, max((_longest_text(m) for m in messages), default=0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if serialized_size(_cut_all(messages, mid)) <= goal:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _cut_all(messages: list[Message], limit: int) -> list[Message]:
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [m if m.get("role") == "system" else _cut_message(m, limit, keep_anchor=(i == last_user))
+            for i, m in enumerate(messages)]
+
+
+def _cut_message(message: Message, limit: int, keep_anchor: bool) -> Message:
+    out = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        anchor = _ANCHOR_START.search(content) if keep_anchor else None
+        if anchor:
+            out["content"] = compress_text(content[:anchor.start()], limit, whole=True) + content[anchor.start():]
+        else:
+            out["content"] = compress_text(content, limit, whole=True)
+    if message.get("tool_calls"):
+        out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": cut_arguments(c["function"]["arguments"], limit)}}
+                             if isinstance((c.get("function") or {}).get("arguments"), str) else c
+                             for c in message["tool_calls"]]
+    return out
+
+
+def _longest_text(message: Message) -> int:
+    lengths = [len(message["content"])] if isinstance(message.get("content"), str) else []
+    lengths += [len((c.get("function") or {}).get("arguments") or "") for c in message.get("tool_calls") or []]
+    return max(lengths, default=0)
+
+
+def _latest_start(units: list[list[Message]], starts: list[int]) -> int:
+    """The last user unit that still keeps the latest exchange (the user message before the last
+    non-user unit that precedes the final user message)."""
+    last = starts[-1]
+    exchange = max((k for k in range(last) if units[k][0].get("role") != "user"), default=None)
+    if exchange is None:
+        return last
+    return max((s for s in starts if s < exchange), default=last)
+
+
+def _drop_leading_non_user(messages: list[Message]) -> list[Message]:
+    head = 1 if messages and messages[0].get("role") == "system" else 0
+    first_user = next((i for i in range(head, len(messages)) if messages[i].get("role") == "user"), len(messages))
+    return messages[:head] + messages[first_user:]
+
+
+def _call_ids(message: Message) -> set[str]:
+    if message.get("role") != "assistant":
+        return set()
+    return {c.get("id") for c in message.get("tool_calls") or []}
+
+
+def _size(message: Message) -> int:
+    return len(json.dumps(message, ensure_ascii=False))
