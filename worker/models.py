@@ -1,0 +1,166 @@
+"""Model configuration: which OpenAI-compatible endpoint a worker talks to, and how.
+
+A model is chosen by name, first found of: the `name` argument (`--model`), settings.worker.model
+(`GA_MODEL`), else a default OpenAI model when `OPENAI_API_KEY` is set (`OPENAI_BASE_URL` and
+`OPENAI_MODEL` honoured). Name syntax:
+
+- `NAME`                       an entry of configs/models.yaml, merged with ~/.config/ga/models.yaml
+                               and ./models.yaml (later files override earlier ones field by field).
+- `scripted:FILE`              the offline scripted model: a scripted server for FILE is started in
+                               this process (once per file, 127.0.0.1, random port). The script's
+                               optional `model:` section overrides fields (tool_mode, prices...).
+- `scripted@URL`               a scripted server already running at URL (e.g. `ga fake-llm`, or one
+                               server shared by a whole fan-out run):
+                               `scripted@http://127.0.0.1:8765/v1`.
+
+In models.yaml a `base_url` may use `${VAR:-default}` so environment variables (OPENAI_BASE_URL)
+keep working for shipped entries. A config holds only the *name* of the variable with the key.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from configs.yamlsource import YamlError, line_of, load_yaml
+
+SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
+USER_FILE = Path("~/.config/ga/models.yaml")
+PROJECT_FILE = Path("models.yaml")
+OPENAI_URL = "https://api.openai.com/v1"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+class ModelConfigError(ValueError):
+    """A user-caused model configuration problem; str() is one line saying what to fix."""
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    base_url: str
+    api_key_env: Optional[str] = None  # name of the environment variable holding the key; None: no key
+    model: str
+    context_window: int = 32000
+    tool_mode: Literal["native", "text"] = "native"
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    price_input: float = 0.0  # USD per million tokens
+    price_output: float = 0.0
+    price_cached: Optional[float] = None  # None: cached input costs price_input
+    request_timeout: float = 120.0
+    max_retries: int = 5
+    retry_after_cap: float = 60.0
+    backoff_base: float = 1.0  # first backoff ceiling (s), doubled per attempt, full jitter
+    backoff_max: float = 30.0
+    schema_resend_every: int = 10  # text tool mode: re-send full tool schemas every N requests
+
+    def cost(self, prompt: int, completion: int, cached: int) -> float:
+        cached_price = self.price_input if self.price_cached is None else self.price_cached
+        return ((prompt - cached) * self.price_input + cached * cached_price + completion * self.price_output) / 1e6
+
+
+def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
+    """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none."""
+    if settings is None:
+        from configs import load_settings
+
+        settings = load_settings()
+    resend = settings.context.schema_resend_every
+    name = name or settings.worker.model
+    if not name:
+        if os.environ.get("OPENAI_API_KEY"):
+            return _default_openai(resend)
+        raise ModelConfigError(
+            "no model configured: pass --model NAME, set GA_MODEL, add an entry to configs/models.yaml "
+            "(or ./models.yaml, ~/.config/ga/models.yaml), or export OPENAI_API_KEY (and OPENAI_BASE_URL); "
+            "offline, use the scripted model: --model scripted:configs/examples/scripts/hello.yaml"
+        )
+    if name.startswith("scripted:"):
+        return _scripted_file(name, resend)
+    if name.startswith("scripted@"):
+        url = name[len("scripted@"):].rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ModelConfigError(f"model '{name}': expected scripted@http://127.0.0.1:PORT/v1")
+        return ModelConfig(name=name, base_url=url, model="scripted", schema_resend_every=resend)
+    entries = load_model_entries()
+    if name not in entries:
+        close = difflib.get_close_matches(name, list(entries), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise ModelConfigError(
+            f"unknown model '{name}'; {hint}known: {', '.join(sorted(entries)) or '(none)'}, scripted:FILE, "
+            "scripted@URL; add it to ./models.yaml or ~/.config/ga/models.yaml"
+        )
+    fields, places = entries[name]
+    return _build({"schema_resend_every": resend, **fields, "name": name}, places)
+
+
+def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[dict, dict[str, str]]]:
+    """name -> (merged fields, field -> "file:line" that set it) over shipped, user and project files."""
+    files = files if files is not None else [SHIPPED_FILE, USER_FILE.expanduser(), PROJECT_FILE]
+    entries: dict[str, tuple[dict, dict[str, str]]] = {}
+    for path in files:
+        if not path.is_file():
+            continue
+        try:
+            data, lines = load_yaml(path)
+        except YamlError as exc:
+            raise ModelConfigError(str(exc)) from None
+        models = data.get("models") if isinstance(data, dict) else None
+        if not isinstance(models, dict):
+            raise ModelConfigError(f"{path}:1: expected a top-level 'models:' mapping of name -> fields; see {SHIPPED_FILE}")
+        for name, fields in models.items():
+            where = f"{path}:{line_of(lines, ('models', name)) or 1}"
+            if not isinstance(fields, dict):
+                raise ModelConfigError(f"{where}: model '{name}' must be a mapping of fields; see {SHIPPED_FILE}")
+            merged, places = entries.get(str(name), ({}, {}))
+            merged = {**merged, **fields}
+            places = {**places, "": where, **{k: f"{path}:{line_of(lines, ('models', name, k))}" for k in fields}}
+            entries[str(name)] = (merged, places)
+    return entries
+
+
+def _default_openai(resend: int) -> ModelConfig:
+    return ModelConfig(
+        name="openai", base_url=os.environ.get("OPENAI_BASE_URL") or OPENAI_URL, api_key_env="OPENAI_API_KEY",
+        model=os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL, context_window=128000,
+        price_input=0.15, price_output=0.60, price_cached=0.075, schema_resend_every=resend,
+    )
+
+
+def _scripted_file(name: str, resend: int) -> ModelConfig:
+    from worker.scripted import ScriptError, ensure_scripted_server, load_script
+
+    path = Path(name[len("scripted:"):]).expanduser()
+    if not path.is_file():
+        raise ModelConfigError(f"model '{name}': script file {path} not found; see configs/examples/scripts/hello.yaml")
+    try:
+        overrides = load_script(path).model
+        base_url = ensure_scripted_server(path)
+    except ScriptError as exc:
+        raise ModelConfigError(str(exc)) from None
+    fields = {"model": "scripted", "context_window": 32000, "schema_resend_every": resend, **overrides}
+    return _build({**fields, "name": name, "base_url": base_url}, {"": f"{path}:1"})
+
+
+def _build(fields: dict, places: dict[str, str]) -> ModelConfig:
+    if isinstance(fields.get("base_url"), str):
+        fields["base_url"] = _expand_env(fields["base_url"])
+    try:
+        return ModelConfig.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        where = places.get(str(error["loc"][0]) if error["loc"] else "", places[""])
+        raise ModelConfigError(f"{where}: model '{fields.get('name')}' field '{key}': {error['msg']}; "
+                               f"allowed fields: {', '.join(ModelConfig.model_fields)}") from None
+
+
+def _expand_env(text: str) -> str:
+    return ENV_REF.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)

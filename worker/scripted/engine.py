@@ -1,0 +1,186 @@
+"""What the scripted model answers to one chat request: pure logic, no HTTP. Thread-safe.
+
+Usage figures are deterministic, from sizes: the request text is the JSON of `tools` followed by the
+JSON of every message; prompt = len(request text) // 4; cached = the longest common prefix with the
+previous request of the same conversation (same first system + user message) // 4; completion =
+chars of the reply's content, tool names and arguments // 4 (at least 1).
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from worker.llm_text import format_tool_use
+from worker.scripted.script import Fault, Script, Turn
+
+TOOL_RESULT = re.compile(r"<tool_result[^>]*>\n?(.*?)\n?</tool_result>", re.S)
+CONVERSATIONS_KEPT = 512
+
+
+@dataclass
+class Answer:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering (latency, or a hang)
+    task: Optional[int] = None
+    turn: int = 0
+    fault: Optional[str] = None
+
+
+class Engine:
+    def __init__(self, script: Script):
+        self.script = script
+        self.patterns = [_pattern(task.match) for task in script.tasks]
+        self._rng = random.Random(script.seed)
+        self._fired: dict[tuple, int] = {}  # (task, turn, fault) -> times fired
+        self._seen: dict[tuple, int] = {}  # (task, fault) -> requests that reached it (every_nth)
+        self._previous: dict[str, str] = {}  # conversation key -> last request text (cached tokens)
+        self._ids = 0
+        self._lock = threading.Lock()
+
+    def answer(self, body: dict[str, Any]) -> Answer:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return _error(400, "'messages' must be a list of message objects")
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        task = self._match(messages)
+        if task is None:
+            return _error(400, "no task of the script matches this conversation; add a fallback task with match: '.*'", turn=turn)
+        fault = self._fault(task, turn)
+        delay = self._latency()
+        if fault and fault.kind in ("rate_limit", "server_error", "unauthorized"):
+            status = {"rate_limit": 429, "unauthorized": 401}.get(fault.kind, fault.status)
+            answer = _error(status, f"scripted {fault.kind}", task=task, turn=turn, fault=fault.kind)
+            if fault.kind == "rate_limit":
+                answer.headers["Retry-After"] = f"{fault.retry_after:g}"
+            answer.delay = delay
+            return answer
+        if fault and fault.kind == "hang":
+            delay = fault.seconds
+        script_turn = self._turn(task, turn)
+        native = bool(body.get("tools"))
+        message = self._message(script_turn, messages, native, turn, malformed=bool(fault and fault.kind == "malformed_tool_call"))
+        choices = [] if fault and fault.kind == "empty_choices" else [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]
+        with self._lock:
+            self._ids += 1
+            reply_id = f"chatcmpl-scripted-{self._ids}"
+        body_out = {"id": reply_id, "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model", "scripted"), "choices": choices,
+                    "usage": self._usage(body, messages, message)}
+        return Answer(200, body_out, delay=delay, task=task, turn=turn, fault=fault.kind if fault else None)
+
+    def _match(self, messages: list[dict[str, Any]]) -> Optional[int]:
+        users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+        for texts in (users[:1], users):
+            for index, pattern in enumerate(self.patterns):
+                if any(pattern.search(text) for text in texts):
+                    return index
+        return None
+
+    def _fault(self, task: int, turn: int) -> Optional[Fault]:
+        candidates = [(-1, i, f) for i, f in enumerate(self.script.faults)]
+        candidates += [(task, i, f) for i, f in enumerate(self.script.tasks[task].faults)]
+        with self._lock:
+            for owner, index, fault in candidates:
+                if fault.turn is not None and fault.turn != turn:
+                    continue
+                seen = self._seen[(owner, index)] = self._seen.get((owner, index), 0) + 1
+                if fault.every_nth is not None and seen % fault.every_nth:
+                    continue
+                if fault.rate is not None and self._rng.random() >= fault.rate:
+                    continue
+                key = (owner if owner >= 0 else task, turn, owner, index)
+                if fault.times is not None and self._fired.get(key, 0) >= fault.times:
+                    continue
+                self._fired[key] = self._fired.get(key, 0) + 1
+                return fault
+        return None
+
+    def _latency(self) -> float:
+        latency = self.script.latency
+        if isinstance(latency, tuple):
+            with self._lock:
+                return self._rng.uniform(*latency)
+        return float(latency)
+
+    def _turn(self, task: int, turn: int) -> Turn:
+        turns = self.script.tasks[task].turns
+        if turn < len(turns):
+            return turns[turn]
+        return Turn(content=turns[-1].content if turns and turns[-1].content else "done")
+
+    def _message(self, spec: Turn, messages: list[dict], native: bool, turn: int, malformed: bool) -> dict[str, Any]:
+        content = spec.content or ""
+        if spec.echo_last_tool_result:
+            content = "\n".join(filter(None, [content, _last_tool_result(messages)]))
+        calls = [(c.id or f"call_{turn}_{i}", c.name, c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))
+                 for i, c in enumerate(spec.tool_calls)]
+        if malformed:
+            call_id, name, args = calls[0] if calls else (f"call_{turn}_0", "code_run", '{"script": "print(1)", "type": "python"}')
+            calls[:1] = [(call_id, name, args[:-1] if len(args) > 1 else "{")]
+        if not native:
+            blocks = [format_tool_use(name, args) for _, name, args in calls]
+            return {"role": "assistant", "content": "\n".join(filter(None, [content, *blocks]))}
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if calls:
+            message["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                                     for cid, name, args in calls]
+        else:
+            message["content"] = content
+        return message
+
+    def _usage(self, body: dict[str, Any], messages: list[dict], reply: dict[str, Any]) -> dict[str, Any]:
+        text = json.dumps(body.get("tools") or [], sort_keys=True) + "".join(json.dumps(m, sort_keys=True) for m in messages)
+        key = json.dumps([m for m in messages if m.get("role") in ("system", "user")][:2], sort_keys=True)
+        with self._lock:
+            previous = self._previous.pop(key, "")
+            self._previous[key] = text
+            if len(self._previous) > CONVERSATIONS_KEPT:
+                self._previous.pop(next(iter(self._previous)))
+        calls = reply.get("tool_calls") or []
+        reply_chars = len(reply.get("content") or "") + sum(len(c["function"]["name"]) + len(c["function"]["arguments"]) for c in calls)
+        prompt, completion, cached = len(text) // 4, max(1, reply_chars // 4), _common_prefix(text, previous) // 4
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _pattern(match: str) -> re.Pattern:
+    try:
+        return re.compile(match)
+    except re.error:
+        return re.compile(re.escape(match))
+
+
+def _last_tool_result(messages: list[dict[str, Any]]) -> str:
+    for msg in reversed(messages):
+        if msg.get("role") == "tool":
+            return str(msg.get("content") or "")
+        if msg.get("role") == "user" and isinstance(msg.get("content"), str):
+            found = TOOL_RESULT.findall(msg["content"])
+            if found:
+                return found[-1]
+    return "(no tool result)"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix, by binary search on slice equality (C-speed compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _error(status: int, message: str, **fields: Any) -> Answer:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}.get(status, "server_error")
+    return Answer(status, {"error": {"message": message, "type": kind, "code": status}}, **fields)

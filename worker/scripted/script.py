@@ -1,0 +1,126 @@
+"""The scripted model's script: a YAML file (or dict) validated here, errors as one line with file:line.
+
+```yaml
+seed: 7                      # optional: makes `rate` faults and random latency reproducible
+latency: 0.0                 # seconds per request, or [min, max] drawn per request
+model: {tool_mode: native}   # optional ModelConfig overrides used by the `scripted:FILE` model name
+faults: []                   # optional faults applying to every task (e.g. a 429 storm)
+tasks:
+  - match: "weather"         # regex (or plain substring) searched in the first user message,
+                             # then in any user message; the first task that matches wins
+    turns:                   # assistant turns in order; turn = assistant messages already sent
+      - tool_calls: [{name: code_run, arguments: {script: "print(6*7)", type: python}}]
+      - {echo_last_tool_result: true}   # answer with the last tool result (proves the tool ran)
+      - content: "The answer is 42."
+    faults:
+      - {turn: 1, kind: rate_limit, retry_after: 1, times: 1}
+      - {rate: 0.1, kind: server_error}
+```
+Fault kinds: rate_limit (429 + Retry-After), server_error (`status`, default 500), unauthorized (401),
+hang (`seconds`, then a normal reply), empty_choices, malformed_tool_call (the turn's first tool
+call, or a code_run call, with its JSON arguments cut short). A fault fires when its `turn` (if
+given) equals the request's turn, its `rate` draw (if given) succeeds, the request is its
+`every_nth` (if given), and it has fired fewer than `times` for that (task, turn) — `times`
+defaults to 1 for a fault pinned to a turn, else unlimited. Tool-call `arguments` may be a mapping
+(sent as JSON) or a string (sent as-is, e.g. broken JSON). Past the last turn the last turn's
+content (or "done") is returned.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from configs.yamlsource import YamlError, line_of, load_yaml
+
+EXAMPLE = "configs/examples/scripts/hello.yaml"
+TYPE_TAGS = {"str", "int", "float", "bool", "none"}
+
+
+class ScriptError(ValueError):
+    """A bad script; str() is one line naming the file, the line and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallSpec(_Strict):
+    name: str
+    arguments: Union[dict[str, Any], str] = {}
+    id: Optional[str] = None
+
+
+class Turn(_Strict):
+    content: Optional[str] = None
+    tool_calls: list[ToolCallSpec] = []
+    echo_last_tool_result: bool = False
+
+
+FaultKind = Literal["rate_limit", "server_error", "unauthorized", "hang", "empty_choices", "malformed_tool_call"]
+
+
+class Fault(_Strict):
+    kind: FaultKind
+    turn: Optional[int] = Field(None, ge=0)
+    rate: Optional[float] = Field(None, ge=0, le=1)
+    every_nth: Optional[int] = Field(None, ge=1)
+    times: Optional[int] = Field(None, ge=1)
+    retry_after: float = Field(1.0, ge=0)
+    seconds: float = Field(30.0, ge=0)
+    status: int = Field(500, ge=400, le=599)
+
+    @model_validator(mode="after")
+    def _default_times(self) -> "Fault":
+        if self.times is None and self.turn is not None and self.rate is None and self.every_nth is None:
+            self.times = 1
+        return self
+
+
+class Task(_Strict):
+    match: str
+    turns: list[Turn] = []
+    faults: list[Fault] = []
+
+
+class Script(_Strict):
+    seed: Optional[int] = None
+    latency: Union[float, tuple[float, float]] = 0.0
+    model: dict[str, Any] = {}
+    faults: list[Fault] = []
+    tasks: list[Task] = Field(min_length=1)
+
+
+def load_script(source: Union[Path, str, dict]) -> Script:
+    """Validate a script file (or an already parsed dict)."""
+    if isinstance(source, dict):
+        return _validate(source, "<script>", {})
+    path = Path(source)
+    if not path.is_file():
+        raise ScriptError(f"{path}: script file not found; see {EXAMPLE} for the format")
+    try:
+        data, lines = load_yaml(path)
+    except YamlError as exc:
+        raise ScriptError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ScriptError(f"{path}:1: a script is a mapping with a 'tasks:' list; see {EXAMPLE}")
+    return _validate(data, str(path), lines)
+
+
+def _validate(data: dict, where: str, lines: dict) -> Script:
+    try:
+        return Script.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(part for part in error["loc"] if not _is_type_tag(part))
+        line = line_of(lines, loc)
+        place = f"{where}:{line}" if line else where
+        key = ".".join(str(part) for part in loc) or "(top)"
+        hint = f"see {EXAMPLE} and worker/scripted/script.py for the format"
+        raise ScriptError(f"{place}: '{key}': {error['msg']} (got {error.get('input')!r:.80}); {hint}") from None
+
+
+def _is_type_tag(part: Any) -> bool:
+    """pydantic puts union member names (str, dict[str,any], function-after[...]) into error locations."""
+    return isinstance(part, str) and (part in TYPE_TAGS or "[" in part)
