@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from memory_shared.gate import StagedChange
 from worker.paths import PathError
-from worker.textutil import patch_exact
+from worker.textpatch import patch_exact
 
 WriteMode = Literal["overwrite", "append", "prepend"]
 STAGING_OFF = "memory writes are staged only after start_long_term_update; call start_long_term_update first"

@@ -1,19 +1,5 @@
-"""Small text operations the tools share: head+tail cutting and exactly-once replacement."""
+"""Exactly-once text replacement that keeps a file's newline style (file_patch and staged memory patches)."""
 from __future__ import annotations
-
-
-CUT_MARK = "\n[... {} chars cut ...]\n"
-
-
-def head_tail(text: str, limit: int) -> str:
-    """Keep the head and tail of text so the result is at most `limit` chars, marking what was cut."""
-    if len(text) <= limit:
-        return text
-    keep = max(0, limit - len(CUT_MARK.format(len(text))))
-    head = keep // 2
-    tail = keep - head
-    cut = len(text) - head - tail
-    return text[:head] + CUT_MARK.format(cut) + (text[-tail:] if tail else "")
 
 
 class PatchError(ValueError):

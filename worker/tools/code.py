@@ -5,13 +5,15 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from worker.context import output_cap
+from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
-from worker.textutil import CUT_MARK
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -50,7 +52,10 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
         proc = subprocess.Popen(command, cwd=cwd, env=_child_env(ctx, cwd), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    ctx.extra.setdefault(PGIDS_KEY, []).append(proc.pid)
+    _track(ctx, proc.pid)
+    killers = ctx.extra.setdefault("kill", [])  # the loop's cancel() calls these from another thread
+    killer = partial(_kill_group, proc.pid)
+    killers.append(killer)
     try:
         code = proc.wait(timeout=timeout)
         status = f"exit code {code}"
@@ -58,19 +63,29 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         _kill_group(proc.pid)
         code = proc.wait()
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
+    finally:
+        killers.remove(killer)
+    if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
+        ctx.extra[PGIDS_KEY].remove(proc.pid)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
-    output = _read_ends(out_path, ctx.settings.context.caps.code_run)
+    output = _read_ends(out_path, output_cap(ctx.settings, "code_run", ctx.extra.get("calls_in_turn", 1)))
     return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 
 
 def kill_leftovers(ctx: ToolContext) -> int:
     """Kill process groups code_run started that are still alive (call at task end); returns how many."""
-    killed = 0
-    for pgid in ctx.extra.pop(PGIDS_KEY, []):
-        killed += _kill_group(pgid)
+    groups = ctx.extra.get(PGIDS_KEY, [])
+    killed = sum(_kill_group(pgid) for pgid in groups)
+    groups.clear()
     return killed
+
+
+def _track(ctx: ToolContext, pgid: int) -> None:
+    if PGIDS_KEY not in ctx.extra:  # first script of the task: the loop's end-of-task cleanup kills leftovers
+        ctx.extra.setdefault("cleanup", []).append(partial(kill_leftovers, ctx))
+    ctx.extra.setdefault(PGIDS_KEY, []).append(pgid)
 
 
 def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
@@ -112,15 +127,23 @@ def _kill_group(pgid: int) -> int:
         return 0
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _read_ends(path: Path, limit: int) -> str:
     """The output cut head+tail to `limit` chars, reading only its ends (a runaway print stays cheap)."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
         if size <= limit:
             return handle.read().decode("utf-8", errors="replace")
-        keep = max(0, limit - len(CUT_MARK.format(size)))
+        keep = max(0, limit - len(cut_marker(size)))
         head = handle.read(keep // 2)
         handle.seek(size - (keep - keep // 2))
         tail = handle.read()
-    return (head.decode("utf-8", errors="replace") + CUT_MARK.format(size - len(head) - len(tail))
+    return (head.decode("utf-8", errors="replace") + cut_marker(size - len(head) - len(tail))
             + tail.decode("utf-8", errors="replace"))

@@ -11,7 +11,8 @@ from typing import Iterable, Literal, Optional
 from pydantic import BaseModel, Field
 
 from worker.paths import PathError, memory_rel, resolve_read, resolve_write
-from worker.textutil import PatchError, head_tail, patch_exact
+from worker.context import cut_head_tail, output_cap
+from worker.textpatch import PatchError, patch_exact
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -95,9 +96,10 @@ def _read_memory(ctx: ToolContext, rel: str, args: FileReadArgs) -> ToolResult:
             depth = len(prefix.split("/")) if prefix else 0
             names = sorted({"/".join(p.split("/")[depth:depth + 1]) + ("/" if p.count("/") > depth else "")
                             for p in inside})
-            return ToolResult(_listing(args.path, names))
+            return ToolResult(_listing(args.path, names), evidence=False)
         return _error(_missing(args.path, ["memory/" + p for p in view.list("")]))
-    return ToolResult(_render(args, io.StringIO(text), ctx))
+    # Reading memory verifies nothing about the world, so it is no evidence for the gate.
+    return ToolResult(_render(args, io.StringIO(text), ctx), evidence=False)
 
 
 def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
@@ -138,7 +140,8 @@ def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
     else:
         span = ""
     body = "\n".join(f"{i}|{line}" for i, line in shown)
-    return head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", caps.file_read)
+    limit = output_cap(ctx.settings, "file_read", ctx.extra.get("calls_in_turn", 1))
+    return cut_head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", limit)
 
 
 def _cut_line(line: str, cap: int) -> str:
@@ -198,7 +201,7 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
                 return _error(f"{args.path}: this task has no memory tier")
             seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
             ctx.memory.stage_patch(rel, args.old_content, args.new_content, seq=seq, call_id=call_id)
-            return ToolResult(f"staged patch of {args.path} (committed if the task succeeds)")
+            return ToolResult(f"staged patch of {args.path} (committed if the task succeeds)", evidence=False)
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
         if not path.is_file():
             return _error(f"{args.path}: no such file; create it with file_write")
@@ -234,7 +237,7 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
             seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
             full = ctx.memory.stage_write(rel, args.content, args.mode, seq=seq, call_id=call_id)
             return ToolResult(f"staged {args.mode} of {args.path}, now {len(full)} chars"
-                              " (committed if the task succeeds)")
+                              " (committed if the task succeeds)", evidence=False)
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
         if path.is_dir():
             return _error(f"{args.path}: is a directory; give a file name")
