@@ -1,0 +1,51 @@
+"""The shared memory tier: a versioned store of immutable generations with atomic commits.
+
+    store = MemoryStore(root)                       # StoreMissing if there is none; create=True to init
+    with store.snapshot() as snap:                  # pinned, read-only tree at snap.path
+        render_l1(snap.path)
+    with store.transaction("what and evidence", author="task-7", base=snap.generation) as txn:
+        txn.patch("L2/facts.md", "## Environment\n", "## Environment\n- python is 3.11\n")
+    txn.generation                                  # the new generation, or None if nothing changed
+"""
+from .commitlog import Commit
+from .errors import CommitConflict, GenerationMissing, L1TooLarge, MemoryStoreError, PathRefused, StoreMissing
+from .layers import (
+    L1_INDEX,
+    L2_FACTS,
+    SKILLTREE,
+    SOP_FIELDS,
+    check_l1,
+    default_files,
+    format_sop,
+    parse_sop,
+    read_l0,
+    render_l1,
+)
+from .paths import check_rel
+from .store import Change, MemoryStore, Snapshot
+from .transaction import Transaction
+
+__all__ = [
+    "Change",
+    "Commit",
+    "CommitConflict",
+    "GenerationMissing",
+    "L1TooLarge",
+    "L1_INDEX",
+    "L2_FACTS",
+    "MemoryStore",
+    "MemoryStoreError",
+    "PathRefused",
+    "SKILLTREE",
+    "SOP_FIELDS",
+    "Snapshot",
+    "StoreMissing",
+    "Transaction",
+    "check_l1",
+    "check_rel",
+    "default_files",
+    "format_sop",
+    "parse_sop",
+    "read_l0",
+    "render_l1",
+]

@@ -1,0 +1,164 @@
+"""log.jsonl: one JSON line per published generation, appended under the commit lock."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import MemoryStoreError
+
+_CHUNK = 16384
+
+
+@dataclass(frozen=True)
+class Commit:
+    generation: int
+    parent: Optional[int]
+    author: str
+    message: str
+    paths: list[str]
+    time: float  # unix seconds
+    deleted: list[str] = field(default_factory=list)  # the subset of `paths` that the commit removed
+
+    @property
+    def when(self) -> datetime:
+        return datetime.fromtimestamp(self.time, tz=timezone.utc)
+
+    def to_line(self) -> bytes:
+        return (json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+    @classmethod
+    def from_line(cls, line: bytes | str) -> "Commit":
+        data = json.loads(line)
+        return cls(
+            generation=int(data["generation"]),
+            parent=None if data.get("parent") is None else int(data["parent"]),
+            author=str(data["author"]),
+            message=str(data["message"]),
+            paths=list(data["paths"]),
+            time=float(data["time"]),
+            deleted=list(data.get("deleted", [])),
+        )
+
+
+def append(path: Path, commit: Commit, midway: Optional[Callable[[], None]] = None) -> None:
+    """Append one line with a single write (all or nothing under SIGKILL), then fsync."""
+    line = commit.to_line()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if midway is not None:
+            os.write(fd, line[: len(line) // 2])
+            midway()
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_all(path: Path) -> tuple[list[Commit], list[str]]:
+    """Every commit in order, and a problem per unreadable line."""
+    commits: list[Commit] = []
+    problems: list[str] = []
+    if not path.exists():
+        return commits, problems
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                commits.append(Commit.from_line(line))
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{path}:{number}: unreadable log line ({exc.__class__.__name__})")
+    return commits, problems
+
+
+def entries_after(path: Path, generation: int) -> list[Commit]:
+    """Commits with a generation above `generation`, oldest first, reading the file from its end."""
+    newer: list[Commit] = []
+    if not path.exists():
+        return newer
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        pending = b""
+        while pos > 0:
+            step = min(_CHUNK, pos)
+            pos -= step
+            fh.seek(pos)
+            lines = (fh.read(step) + pending).split(b"\n")
+            pending = lines.pop(0) if pos > 0 else b""
+            for line in reversed(lines):
+                if not line.strip():
+                    continue
+                commit = _parse(path, line)
+                if commit.generation <= generation:
+                    return newer[::-1]
+                newer.append(commit)
+    return newer[::-1]
+
+
+def last_entry(path: Path) -> Optional[Commit]:
+    """The newest commit, read from the end of the file."""
+    if not path.exists():
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        buf = b""
+        while pos > 0:
+            step = min(_CHUNK, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+            lines = [line for line in buf.split(b"\n") if line.strip()]
+            if len(lines) >= 2 or (pos == 0 and lines):
+                return _parse(path, lines[-1])
+    return None
+
+
+def repair_tail(path: Path) -> None:
+    """Cut a torn last line (a writer died mid-append) so the next append starts on a fresh line."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        pos = size
+        while pos > 0:
+            step = min(_CHUNK, pos)
+            pos -= step
+            fh.seek(pos)
+            idx = fh.read(step).rfind(b"\n")
+            if idx >= 0:
+                fh.truncate(pos + idx + 1)
+                break
+        else:
+            fh.truncate(0)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def truncate_after(path: Path, generation: int) -> None:
+    """Drop log lines above `generation` (lines of a generation that was never published)."""
+    commits, _ = read_all(path)
+    keep = b"".join(c.to_line() for c in commits if c.generation <= generation)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(keep)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _parse(path: Path, line: bytes) -> Commit:
+    try:
+        return Commit.from_line(line)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MemoryStoreError(f"{path}: unreadable log line ({exc}); run `ga memory verify`") from exc

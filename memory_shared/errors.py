@@ -1,0 +1,39 @@
+"""Exceptions of the memory store. Every message is one line that says what to do."""
+from __future__ import annotations
+
+
+class MemoryStoreError(Exception):
+    """Base class of every error the memory store raises on purpose."""
+
+
+class StoreMissing(MemoryStoreError):
+    def __init__(self, root: object) -> None:
+        super().__init__(f"no memory store at {root}; run `ga memory init`")
+        self.root = root
+
+
+class GenerationMissing(MemoryStoreError):
+    """A generation that was asked for is not published or was removed by gc."""
+
+
+class CommitConflict(MemoryStoreError):
+    """A write/delete (or a patch that no longer applies) of a path someone else changed since the base."""
+
+    def __init__(self, path: str, author: str, other_author: str, base: int, other_generation: int, why: str) -> None:
+        super().__init__(
+            f"commit conflict on {path}: {author} changed it from generation {base}, but {other_author} "
+            f"changed it in generation {other_generation} ({why}); re-read it from a new snapshot and retry"
+        )
+        self.path = path
+        self.author = author
+        self.other_author = other_author
+        self.base = base
+        self.other_generation = other_generation
+
+
+class PathRefused(MemoryStoreError, ValueError):
+    """A path that is not a plain relative POSIX path inside the store."""
+
+
+class L1TooLarge(MemoryStoreError, ValueError):
+    """A commit would make the always-injected L1 index exceed its bound."""

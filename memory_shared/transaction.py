@@ -1,0 +1,292 @@
+"""A transaction: staged write/patch/delete on a base generation, published as one new generation.
+
+The new tree is built in staging outside the commit lock (hard links to the base, new files for the
+changes). Under the lock, if HEAD moved past the base, staging is brought up to HEAD path by path using
+the log lines of the generations in between (O(changed paths), not O(files)); a path this transaction
+changed and someone else changed too is replayed only if every change to it was a patch whose anchor
+is still unique in HEAD's text, otherwise CommitConflict. Then the store publishes (see store.py).
+"""
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from . import commitlog, faults, layers
+from .commitlog import Commit
+from .errors import CommitConflict, MemoryStoreError
+from .fsutil import READ_ONLY, flocked, fsync_dir, link_tree, write_new
+from .paths import check_rel, resolve
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+
+def occurrences(text: str, old: str, limit: int = 2) -> int:
+    """How many times `old` occurs in `text` (overlaps included), counting up to `limit`."""
+    count, start = 0, text.find(old)
+    while start >= 0 and count < limit:
+        count += 1
+        start = text.find(old, start + 1)
+    return count
+
+
+class Transaction:
+    def __init__(self, store: "MemoryStore", message: str, author: str, base: Optional[int]) -> None:
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError("a memory commit needs a message saying what changed and its evidence")
+        if not isinstance(author, str) or not author.strip():
+            raise ValueError("a memory commit needs an author (e.g. the task id)")
+        self.message = message
+        self.author = author
+        self.generation: Optional[int] = None
+        self._store = store
+        self.base = store.head() if base is None else base
+        self._pin = store._pin(self.base) if self.base >= 0 else None
+        self._release_pin = weakref.finalize(self, self._pin.release) if self._pin else (lambda: None)
+        self._base_tree: Optional[Path] = store._gen_path(self.base) if self.base >= 0 else None
+        self._final: dict[str, Optional[str]] = {}   # path -> new text, None for deleted
+        self._patches: dict[str, list[tuple[str, str]]] = {}
+        self._rewritten: set[str] = set()            # paths with a write or delete: never replayed
+        self._done = False
+
+    # ---- staging changes ----------------------------------------------------------------------
+
+    def read(self, rel: str) -> Optional[str]:
+        """The text of `rel` as this transaction sees it (its own changes included), or None."""
+        return self._current(self._resolve(rel))
+
+    def write(self, rel: str, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"write {rel}: text must be str, got {type(text).__name__}")
+        rel = self._resolve(rel)
+        self._check_shape(rel)
+        self._final[rel] = text
+        self._rewritten.add(rel)
+
+    def patch(self, rel: str, old: str, new: str) -> None:
+        """Replace `old` by `new`; `old` must occur exactly once in the current text."""
+        rel = self._resolve(rel)
+        current = self._current(rel)
+        if current is None:
+            raise ValueError(f"patch {rel}: no such file in the memory store; write it first")
+        if not old:
+            raise ValueError(f"patch {rel}: the old text is empty; give an anchor that occurs exactly once")
+        found = occurrences(current, old)
+        if found != 1:
+            what = "0 matches" if found == 0 else "2 or more matches"
+            raise ValueError(f"patch {rel}: old text has {what}, it must occur exactly once; "
+                             f"{'re-read the file' if found == 0 else 'give a longer, unique anchor'}")
+        self._final[rel] = current.replace(old, new, 1)
+        self._patches.setdefault(rel, []).append((old, new))
+
+    def delete(self, rel: str) -> None:
+        rel = self._resolve(rel)
+        if self._current(rel) is None:
+            raise ValueError(f"delete {rel}: no such file in the memory store")
+        self._final[rel] = None
+        self._rewritten.add(rel)
+
+    @property
+    def staged(self) -> dict[str, Optional[str]]:
+        """The staged changes: path -> new text, or None for a delete."""
+        return dict(self._final)
+
+    def _resolve(self, rel: str) -> str:
+        if self._base_tree is None:
+            return check_rel(rel)
+        return resolve(self._base_tree, rel)
+
+    def _current(self, rel: str) -> Optional[str]:
+        if rel in self._final:
+            return self._final[rel]
+        return self._base_text(rel)
+
+    def _base_text(self, rel: str) -> Optional[str]:
+        if self._base_tree is None:
+            return None
+        path = self._base_tree / rel
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def _check_shape(self, rel: str) -> None:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if self._current(prefix) is not None:
+                raise ValueError(f"write {rel}: {prefix} is a file, not a folder")
+        if self._base_tree is not None and (self._base_tree / rel).is_dir():
+            raise ValueError(f"write {rel}: it is a folder; write a file inside it")
+        if any(p.startswith(rel + "/") and t is not None for p, t in self._final.items()):
+            raise ValueError(f"write {rel}: this transaction already wrote files inside it as a folder")
+
+    # ---- commit -------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.commit()
+
+    def abort(self) -> None:
+        self._done = True
+        self._release_pin()
+
+    def commit(self) -> Optional[int]:
+        """Publish the staged changes as a new generation; None if there was nothing to commit."""
+        if self._done:
+            return self.generation
+        self._done = True
+        try:
+            changes = {p: t for p, t in self._final.items() if t is not None or self._base_text(p) is not None}
+            if not changes:
+                return None
+            self._check_l1(changes)
+            self.generation = self._publish(changes)
+            return self.generation
+        finally:
+            self._release_pin()
+
+    def _check_l1(self, changes: dict[str, Optional[str]]) -> None:
+        text = changes.get(layers.L1_INDEX)
+        if text is not None:
+            layers.check_l1(text, self._store.l1_max_lines, self._store.l1_max_chars)
+
+    def _publish(self, changes: dict[str, Optional[str]]) -> int:
+        store = self._store
+        staging = store._new_staging()
+        try:
+            faults.point("staging")
+            tree = staging.path
+            dirs = [str(tree)]
+            if self._base_tree is not None:
+                dirs = link_tree(str(self._base_tree), str(tree), midway=_midway("linking"))
+            midway = _midway("writing")
+            for rel, text in sorted(changes.items()):
+                _apply(tree, rel, text, midway)
+                midway = None
+            for folder in dirs:
+                fsync_dir(folder)
+            with flocked(store._lock):
+                faults.point("locked")
+                store._recover_locked(full=False)
+                head = store._read_head()
+                if head != self.base:
+                    for folder in self._rebase(tree, changes, head):
+                        fsync_dir(folder)
+                    self._check_l1(changes)
+                faults.point("rebased")
+                generation = head + 1
+                os.rename(tree, store._gen_path(generation))
+                fsync_dir(store._gens)
+                faults.point("published")
+                commit = Commit(
+                    generation=generation,
+                    parent=head if head >= 0 else None,
+                    author=self.author,
+                    message=self.message,
+                    paths=sorted(changes),
+                    time=time.time(),
+                    deleted=sorted(p for p, t in changes.items() if t is None),
+                )
+                commitlog.append(store._log, commit, midway=_midway("logging"))
+                faults.point("logged")
+                store._write_head(generation, with_faults=True)
+                faults.point("committed")
+                return generation
+        finally:
+            staging.release()
+
+    def _rebase(self, tree: Path, changes: dict[str, Optional[str]], head: int) -> set[str]:
+        """Bring staging from the base to `head`; return the folders touched. Caller holds the lock."""
+        store = self._store
+        newer = commitlog.entries_after(store._log, self.base)
+        if not newer or newer[0].generation != self.base + 1 or newer[-1].generation != head:
+            raise MemoryStoreError(f"{store._log} does not cover generations {self.base + 1}..{head}; "
+                                   "run `ga memory verify`")
+        latest: dict[str, Commit] = {}
+        for commit in newer:
+            for rel in commit.paths:
+                latest[rel] = commit
+        head_tree = store._gen_path(head)
+        touched: set[str] = set()
+        for rel, theirs in sorted(latest.items()):
+            if rel in changes:
+                changes[rel] = self._replay(rel, theirs, head_tree)
+                touched |= _apply(tree, rel, changes[rel], None)
+            else:
+                touched |= _sync(tree, head_tree, rel)
+        return touched
+
+    def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
+        def conflict(why: str) -> CommitConflict:
+            return CommitConflict(rel, self.author, theirs.author, self.base, theirs.generation, why)
+
+        if rel in self._rewritten or rel not in self._patches:
+            raise conflict("a write or delete is not replayed over someone else's change")
+        path = head_tree / rel
+        if not path.is_file():
+            raise conflict("they deleted it, so the patch has nothing to apply to")
+        text = path.read_text(encoding="utf-8")
+        for old, new in self._patches[rel]:
+            found = occurrences(text, old)
+            if found != 1:
+                raise conflict(f"the patch anchor now has {'0' if not found else '2 or more'} matches")
+            text = text.replace(old, new, 1)
+        return text
+
+
+def _midway(point: str) -> Optional[Callable[[], None]]:
+    return (lambda: faults.point(point)) if faults.hook is not None or faults.armed(point) else None
+
+
+def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[[], None]]) -> set[str]:
+    """Make `rel` in the staging tree hold `text` (a new file; never written through a link)."""
+    target = tree / resolve(tree, rel)
+    if os.path.lexists(target):
+        os.unlink(target)
+    if text is None:
+        return _prune(tree, target)
+    created = _make_parents(tree, target.parent)
+    write_new(target, text.encode("utf-8"), READ_ONLY, midway)
+    return created | {str(target.parent)}
+
+
+def _sync(tree: Path, head_tree: Path, rel: str) -> set[str]:
+    """Make `rel` in the staging tree the same entry as in `head_tree` (a hard link, or absent)."""
+    target, source = tree / rel, head_tree / rel
+    if os.path.lexists(target):
+        os.unlink(target)
+    if not os.path.lexists(source):
+        return _prune(tree, target)
+    created = _make_parents(tree, target.parent)
+    os.link(source, target, follow_symlinks=False)
+    return created | {str(target.parent)}
+
+
+def _make_parents(tree: Path, folder: Path) -> set[str]:
+    """Create missing folders; return the folders whose entries changed (to fsync)."""
+    touched: set[str] = set()
+    missing = []
+    while folder != tree and not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        os.mkdir(path)
+        touched.add(str(path.parent))
+    return touched
+
+
+def _prune(tree: Path, removed: Path) -> set[str]:
+    """Remove folders emptied by a delete, keeping the top-level layer folders (L0, L1, ...)."""
+    touched = {str(removed.parent)}
+    folder = removed.parent
+    while folder != tree and folder.parent != tree and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        touched.add(str(folder.parent))
+        folder = folder.parent
+    return {t for t in touched if os.path.isdir(t)}
