@@ -1,0 +1,69 @@
+"""A plan: every candidate with its scores, the selected batch, what was dropped. Pure; written
+as plan.json in the run directory."""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from skilltree.scoring import Candidate, Judgement, ScoredCandidate, TreeStats, score_task
+from skilltree.selection import MIN_CATEGORIES, categories_covered, ranked, select_batch
+from skilltree.tree import SkillTree, utc
+from skilltree.vectors import Weights
+
+PLAN_FILE = "plan.json"
+
+
+class Dropped(BaseModel):
+    stage: str  # "propose" or "judge"
+    reason: str
+    item: Any = None
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    created: datetime
+    generation: Optional[int] = None
+    weights: Weights
+    batch_size: int
+    min_categories: int
+    mean_category_size: float
+    max_usage: int
+    candidates: list[ScoredCandidate]  # all scored candidates, best first
+    selected: list[ScoredCandidate]    # the batch, best first
+    categories_covered: int
+    dropped: list[Dropped] = []
+    model_calls: int = 0
+    tokens: int = 0
+
+
+def build_plan(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[Candidate],
+               judgements: Sequence[Judgement], *, batch_size: int, now: datetime,
+               min_categories: int = MIN_CATEGORIES, generation: Optional[int] = None) -> Plan:
+    """Score every judged candidate (§6) and select the batch; candidates[i] goes with judgements[i]."""
+    if len(candidates) != len(judgements):
+        raise ValueError(f"{len(candidates)} candidates but {len(judgements)} judgements")
+    stats = TreeStats.build(tree, usage)
+    scored = ranked([score_task(c, j, stats, tree.weights) for c, j in zip(candidates, judgements)])
+    batch = select_batch(scored, batch_size, min_categories)
+    return Plan(created=utc(now), generation=generation, weights=tree.weights, batch_size=batch_size,
+                min_categories=min_categories, mean_category_size=stats.mean_size, max_usage=stats.max_usage,
+                candidates=scored, selected=batch, categories_covered=categories_covered(batch))
+
+
+def write_plan(run_dir: Path | str, plan: Plan) -> Path:
+    """plan.json in `run_dir`, replaced atomically."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / PLAN_FILE
+    tmp = target.with_suffix(f".tmp.{os.getpid()}")
+    tmp.write_text(plan.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def read_plan(path: Path | str) -> Plan:
+    return Plan.model_validate_json(Path(path).read_text(encoding="utf-8"))
