@@ -78,6 +78,13 @@ class FanoutSettings(Section):
     retries: int = 2
     runs_dir: Path = Path("./runs")
     max_depth: int = 2
+    timeout: Optional[float] = None
+    rpm: Optional[int] = None
+    tpm: Optional[int] = None
+    circuit_after: int = 10
+    circuit_cooldown: float = 60.0
+    pool_idle_seconds: float = 600.0
+    num_cpus: Optional[int] = None
 
 
 class WebSettings(Section):

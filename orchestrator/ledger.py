@@ -1,0 +1,209 @@
+"""The run directory: normalized spec, ledger, results (exactly once per task), events, summary.
+
+Only the driver writes these files. Every ledger and result line is flushed and fsynced before the
+run moves on, so a crash (even kill -9) loses at most the line being written, which is cut off on
+the next open. `results.jsonl` is the truth about what finished: resume skips what it holds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import yaml
+
+FINAL = ("succeeded", "failed", "needs_input", "limit")
+
+
+def new_run_id(name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name[:24]}-{secrets.token_hex(2)}"
+
+
+class JsonlFile:
+    """Append-only JSON lines with fsync per line; a torn last line is cut off when opened."""
+
+    def __init__(self, path: Path, sync: bool = True):
+        self.path, self.sync = path, sync
+        _cut_torn_tail(path)
+        self._handle = path.open("a", encoding="utf-8")
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._handle.flush()
+        if self.sync:
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.endswith("\n"):
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+
+
+def _cut_torn_tail(path: Path) -> None:
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as handle:
+        data = handle.read()
+        if data.endswith(b"\n"):
+            return
+        handle.truncate(data.rfind(b"\n") + 1)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RunDir:
+    """One run's directory (DESIGN §5). Open it with `create` or `open`; close() when done."""
+
+    def __init__(self, path: Path):
+        self.path = path.resolve()
+        self.run_id = self.path.name
+        self._ledger: Optional[JsonlFile] = None
+        self._results: Optional[JsonlFile] = None
+        self._events: Optional[JsonlFile] = None
+        self._finished: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str, spec: dict[str, Any]) -> "RunDir":
+        path = Path(runs_dir) / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        (path / "tasks").mkdir()
+        (path / "reduce").mkdir()
+        write_atomic(path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+        return cls(path).open_files()
+
+    @classmethod
+    def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
+        """A finished or interrupted run, found by id (or by path)."""
+        path = Path(run_id) if Path(run_id).is_dir() and (Path(run_id) / "spec.yaml").is_file() else Path(runs_dir) / run_id
+        if not (path / "spec.yaml").is_file():
+            raise FileNotFoundError(f"no run '{run_id}' in {runs_dir}; list runs with `ga runs list`")
+        return cls(path)
+
+    def open_files(self) -> "RunDir":
+        self._ledger = JsonlFile(self.path / "ledger.jsonl")
+        self._results = JsonlFile(self.path / "results.jsonl")
+        self._events = JsonlFile(self.path / "events.jsonl", sync=False)
+        self._finished = {r["task_id"]: r for r in read_jsonl(self.path / "results.jsonl")}
+        return self
+
+    def close(self) -> None:
+        for handle in (self._ledger, self._results, self._events):
+            if handle:
+                handle.close()
+
+    # ---- reading ----
+
+    def spec(self) -> dict[str, Any]:
+        return yaml.safe_load((self.path / "spec.yaml").read_text(encoding="utf-8"))
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        if self._results is None:
+            return {r["task_id"]: r for r in read_jsonl(self.path / "results.jsonl")}
+        return dict(self._finished)
+
+    def ledger_records(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.path / "ledger.jsonl"))
+
+    def summary(self) -> Optional[dict[str, Any]]:
+        path = self.path / "summary.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def task_dir(self, task_id: str) -> Path:
+        return self.path / "tasks" / task_id
+
+    # ---- writing ----
+
+    def ledger(self, event: str, task_id: Optional[str] = None, **fields: Any) -> None:
+        assert self._ledger is not None
+        record = {"time": round(time.time(), 3), "event": event, **({"task_id": task_id} if task_id else {}), **fields}
+        self._ledger.append(record)
+
+    def event(self, name: str, **fields: Any) -> None:
+        assert self._events is not None
+        self._events.append({"time": round(time.time(), 3), "event": name, **fields})
+
+    def add_result(self, record: dict[str, Any]) -> bool:
+        """Append a finished task's result unless it is already there; then its final ledger line."""
+        assert self._results is not None
+        task_id = record["task_id"]
+        if task_id in self._finished:
+            return False
+        self._results.append(record)
+        self._finished[task_id] = record
+        self.ledger(record["status"], task_id, attempt=record.get("attempt"), reason=record.get("reason", ""))
+        return True
+
+    def forget_failed(self) -> list[str]:
+        """--retry-failed: failed results are moved aside so those tasks run again."""
+        assert self._results is not None
+        keep = {k: v for k, v in self._finished.items() if v["status"] == "succeeded"}
+        dropped = sorted(set(self._finished) - set(keep))
+        if dropped:
+            self._results.close()
+            path = self.path / "results.jsonl"
+            with (self.path / "results.retried.jsonl").open("a", encoding="utf-8") as old:
+                for task_id in dropped:
+                    old.write(json.dumps(self._finished[task_id], default=str) + "\n")
+            write_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in keep.values()))
+            self._results = JsonlFile(path)
+            self._finished = keep
+            for task_id in dropped:
+                self.ledger("requeued", task_id, reason="--retry-failed")
+        return dropped
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_atomic(self.path / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+
+
+def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    """Every run under runs_dir, newest first, with its summary (or what the ledger says so far)."""
+    rows = []
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return rows
+    for path in root.iterdir():
+        if not (path / "spec.yaml").is_file():
+            continue
+        run = RunDir(path)
+        summary = run.summary() or {}
+        results = run.results()
+        rows.append({
+            "run_id": path.name, "path": str(path), "name": summary.get("name", ""),
+            "status": summary.get("status", "running?"), "tasks": summary.get("tasks", {}).get("total"),
+            "finished": len(results), "failed": sum(1 for r in results.values() if r["status"] != "succeeded"),
+            "tokens": summary.get("usage", {}).get("total"), "cost": summary.get("usage", {}).get("cost"),
+            "started": summary.get("started") or path.stat().st_mtime,
+        })
+    rows.sort(key=lambda r: r["started"] or 0, reverse=True)
+    return rows

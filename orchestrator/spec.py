@@ -1,0 +1,490 @@
+"""tasks.yaml: a versioned schema, expanded into a Plan of concrete tasks, every problem reported as file:line.
+
+```yaml
+version: 1
+name: summaries
+defaults: {model: NAME, max_turns: 20, timeout: 300, tools: [file_read, code_run], limits: {max_tokens: 50000}}
+concurrency: 8          # workers at once; more tasks wait in the queue
+retries: 2              # extra attempts after a worker dies
+budget: {tokens: 2000000, cost: 5.0}      # no new task starts once spent
+memory: {commit: true}  # verified learnings may be committed to the memory tier
+max_depth: 2            # nested fan-outs from a task's code_run
+tasks:
+  - id: intro           # optional; generated (stable) when missing
+    prompt: "Summarize intro.md in three bullet points."
+    inputs: [docs/intro.md]   # copied into the worker's directory
+    max_turns: 10             # any default can be overridden per task
+matrix:                 # one task per item (a mapping, or a list of them)
+  template: "Summarize {{title}} from {{url}}."
+  items: [{title: A, url: "http://..."}]   # or  from: items.csv | items.jsonl
+  id: "{{title}}"       # optional id template
+reduce: {prompt: "Merge the summaries into one report.", output: report.md}
+```
+Relative paths (inputs, matrix `from`, `scripted:FILE` models) are relative to the tasks file.
+"""
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from configs.yamlsource import YamlError, line_of, load_yaml
+
+SPEC_VERSION = 1
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+KNOWN_TOOLS = ("file_read", "file_patch", "file_write", "code_run", "web_scan", "web_execute_js",
+               "update_working_checkpoint", "start_long_term_update", "ask_user")
+MEMORY_WRITE_TOOL = "start_long_term_update"
+EXAMPLE = "configs/examples/quickstart.yaml"
+
+
+class SpecError(ValueError):
+    """Problems in a tasks file; str() is one line per problem, each `file:line: what; fix`."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+# ---- the schema -------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Limits(_Strict):
+    max_tokens: Optional[int] = Field(None, gt=0)
+    max_cost: Optional[float] = Field(None, gt=0)
+
+
+class Options(_Strict):
+    """What `defaults` sets and each task (or matrix) may override."""
+
+    model: Optional[str] = None
+    max_turns: Optional[int] = Field(None, ge=1)
+    timeout: Optional[float] = Field(None, gt=0)
+    tools: Optional[list[str]] = None
+    limits: Optional[Limits] = None
+
+
+class TaskEntry(Options):
+    id: Optional[str] = Field(None, pattern=ID_PATTERN)
+    prompt: str = Field(min_length=1)
+    inputs: list[str] = []
+
+
+class Matrix(Options):
+    template: str = Field(min_length=1)
+    items: Optional[list[Union[dict[str, Any], str, int, float]]] = None
+    from_: Optional[str] = Field(None, alias="from")
+    id: Optional[str] = None
+    inputs: list[str] = []
+
+
+class Budget(_Strict):
+    tokens: Optional[int] = Field(None, gt=0)
+    cost: Optional[float] = Field(None, gt=0)
+
+
+class Reduce(_Strict):
+    prompt: str = Field(min_length=1)
+    output: str = "answer.md"
+    model: Optional[str] = None
+    max_turns: Optional[int] = Field(None, ge=1)
+    timeout: Optional[float] = Field(None, gt=0)
+    chunk_tokens: Optional[int] = Field(None, ge=1000)  # default: the reduce worker's context budget / 2
+
+
+class MemoryOption(_Strict):
+    commit: bool = True
+
+
+class TasksFile(_Strict):
+    version: int = SPEC_VERSION
+    name: Optional[str] = Field(None, pattern=ID_PATTERN)
+    defaults: Options = Options()
+    tasks: list[TaskEntry] = []
+    matrix: Optional[Union[Matrix, list[Matrix]]] = None
+    concurrency: Optional[int] = Field(None, ge=1)
+    retries: Optional[int] = Field(None, ge=0)
+    budget: Optional[Budget] = None
+    reduce: Optional[Reduce] = None
+    memory: MemoryOption = MemoryOption()
+    max_depth: Optional[int] = Field(None, ge=0)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: int) -> int:
+        if value != SPEC_VERSION:
+            raise ValueError(f"unsupported version {value}; this ga reads version {SPEC_VERSION}")
+        return value
+
+
+# ---- the expanded plan ------------------------------------------------------------------------
+
+
+@dataclass
+class PlannedTask:
+    id: str
+    prompt: str
+    inputs: list[str]  # absolute paths, copied into the worker's directory under their base names
+    model: Optional[str]
+    max_turns: Optional[int]
+    timeout: Optional[float]
+    tools: Optional[list[str]]
+    max_tokens: Optional[int] = None
+    max_cost: Optional[float] = None
+    line: int = 0
+
+    def fingerprint(self) -> str:
+        """Changes when anything that shapes the task's work changes (inputs by content)."""
+        data = {k: v for k, v in asdict(self).items() if k != "line"}
+        data["inputs"] = [(Path(p).name, _file_hash(Path(p))) for p in self.inputs]
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    name: str
+    source: Optional[Path]
+    tasks: list[PlannedTask]
+    concurrency: Optional[int] = None
+    retries: Optional[int] = None
+    budget_tokens: Optional[int] = None
+    budget_cost: Optional[float] = None
+    reduce: Optional[dict[str, Any]] = None
+    memory_commit: bool = True
+    max_depth: Optional[int] = None
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["source"] = str(self.source) if self.source else None
+        for task in data["tasks"]:
+            task.pop("line", None)
+        data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        data = dict(data)
+        data["tasks"] = [PlannedTask(**t) for t in data["tasks"]]
+        data["source"] = Path(data["source"]) if data.get("source") else None
+        return cls(**data)
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+
+def load(path: Union[str, Path]) -> Plan:
+    """Read, validate and expand a tasks file; SpecError listing every problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError([f"{path}: tasks file not found; give the path of a tasks YAML file (see {EXAMPLE})"])
+    try:
+        data, lines = load_yaml(path)
+    except YamlError as exc:
+        raise SpecError([str(exc)]) from None
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}:1: a tasks file is a mapping with 'tasks:' and/or 'matrix:'; see {EXAMPLE}"])
+    return from_data(data, source=path, lines=lines)
+
+
+def from_data(data: dict[str, Any], *, source: Optional[Path] = None, lines: Optional[dict] = None,
+              base_dir: Optional[Path] = None) -> Plan:
+    """Validate and expand an already parsed spec (`fanout()` accepts dicts and lists too)."""
+    where = str(source) if source else "<spec>"
+    lines = lines or {}
+    base = (base_dir or (source.parent if source else Path.cwd())).resolve()
+    try:
+        spec = TasksFile.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError([_describe(error, where, lines) for error in exc.errors()]) from None
+    return _Expander(spec, where, lines, base, source).plan()
+
+
+def from_prompts(prompts: list[Union[str, dict[str, Any]]], **top: Any) -> Plan:
+    """`fanout(["task a", "task b"])`: a list of prompts (or task mappings) with top-level options."""
+    tasks = [{"prompt": p} if isinstance(p, str) else p for p in prompts]
+    return from_data({**top, "tasks": tasks})
+
+
+def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
+    loc = tuple(p for p in error["loc"] if not _is_type_tag(p))
+    loc = tuple("from" if p == "from_" else p for p in loc)
+    place = f"{where}:{line_of(lines, loc) or 1}"
+    key = _dotted(loc) or "(top)"
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"{place}: unknown key '{key}'; {hint}allowed here: {', '.join(allowed)}"
+    if error["type"] == "missing":
+        return f"{place}: '{key}' is required; add it (see {EXAMPLE})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    got = error.get("input")
+    shown = f" (got {got!r:.60})" if not isinstance(got, dict) and error["type"] != "value_error" else ""
+    return f"{place}: '{key}': {message}{shown}; see {EXAMPLE} for the format"
+
+
+def _allowed_keys(parent: tuple) -> list[str]:
+    """The keys a mapping at this location accepts (for 'did you mean')."""
+    model: Any = TasksFile
+    for part in parent:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        model = _model_in(annotation)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_type_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in {"str", "int", "float", "dict", "list", "Matrix", "function-after"}
+                                      or "[" in part)
+
+
+def _dotted(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class _Expander:
+    """Turns the validated file into concrete tasks, collecting every semantic problem."""
+
+    def __init__(self, spec: TasksFile, where: str, lines: dict, base: Path, source: Optional[Path]):
+        self.spec, self.where, self.lines, self.base, self.source = spec, where, lines, base, source
+        self.problems: list[str] = []
+        self.ids: dict[str, tuple] = {}
+
+    def at(self, loc: tuple) -> str:
+        return f"{self.where}:{line_of(self.lines, loc) or 1}"
+
+    def problem(self, loc: tuple, text: str) -> None:
+        self.problems.append(f"{self.at(loc)}: {text}")
+
+    def plan(self) -> Plan:
+        spec = self.spec
+        self.check_options(spec.defaults, ("defaults",))
+        tasks = [self.explicit(i, entry) for i, entry in enumerate(spec.tasks)]
+        matrices = spec.matrix if isinstance(spec.matrix, list) else ([spec.matrix] if spec.matrix else [])
+        for m_index, matrix in enumerate(matrices):
+            loc = ("matrix", m_index) if isinstance(spec.matrix, list) else ("matrix",)
+            tasks += self.expand(matrix, loc)
+        if not spec.tasks and not matrices:
+            self.problem((), f"no tasks: add a 'tasks:' list or a 'matrix:' (see {EXAMPLE})")
+        if spec.budget is not None and spec.budget.tokens is None and spec.budget.cost is None:
+            self.problem(("budget",), "'budget' needs 'tokens' and/or 'cost'")
+        reduce = None
+        if spec.reduce is not None:
+            if spec.reduce.model:
+                self.check_model(spec.reduce.model, ("reduce", "model"))
+            reduce = spec.reduce.model_dump()
+            reduce["model"] = self.model_name(spec.reduce.model)
+            if Path(spec.reduce.output).name != spec.reduce.output or spec.reduce.output in ("", ".", ".."):
+                self.problem(("reduce", "output"), f"'reduce.output' must be a plain file name (got {spec.reduce.output!r})")
+        if self.problems:
+            raise SpecError(self.problems)
+        name = spec.name or (self.source.stem if self.source else "fanout")
+        plan = Plan(name=name, source=self.source.resolve() if self.source else None, tasks=tasks,
+                    concurrency=spec.concurrency, retries=spec.retries,
+                    budget_tokens=spec.budget.tokens if spec.budget else None,
+                    budget_cost=spec.budget.cost if spec.budget else None, reduce=reduce,
+                    memory_commit=spec.memory.commit, max_depth=spec.max_depth)
+        plan.fingerprints = {t.id: t.fingerprint() for t in tasks}
+        return plan
+
+    # ---- options ----
+
+    def check_options(self, options: Options, loc: tuple) -> None:
+        if options.model:
+            self.check_model(options.model, loc + ("model",))
+        for index, name in enumerate(options.tools or []):
+            if name not in KNOWN_TOOLS:
+                close = difflib.get_close_matches(name, KNOWN_TOOLS, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                self.problem(loc + ("tools", index), f"unknown tool '{name}'; {hint}tools: {', '.join(KNOWN_TOOLS)}")
+
+    def check_model(self, name: str, loc: tuple) -> None:
+        if name.startswith("scripted:"):
+            path = self.resolve(name[len("scripted:"):])
+            if not path.is_file():
+                self.problem(loc, f"scripted model file {path} not found; fix the path (relative to the tasks file)")
+            return
+        if name.startswith("scripted@"):
+            return
+        from worker.models import ModelConfigError, load_model_entries
+
+        try:
+            entries = load_model_entries()
+        except ModelConfigError as exc:
+            self.problem(loc, str(exc))
+            return
+        if name not in entries:
+            close = difflib.get_close_matches(name, list(entries), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            known = ", ".join(sorted(entries)) or "(none)"
+            self.problem(loc, f"unknown model '{name}'; {hint}known: {known}, scripted:FILE, scripted@URL "
+                              "(add models to ./models.yaml)")
+
+    def model_name(self, name: Optional[str]) -> Optional[str]:
+        if name and name.startswith("scripted:"):
+            return "scripted:" + str(self.resolve(name[len("scripted:"):]))
+        return name
+
+    def resolve(self, rel: str) -> Path:
+        path = Path(rel).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def merged(self, options: Options, loc: tuple) -> dict[str, Any]:
+        self.check_options(options, loc)
+        d = self.spec.defaults
+        limits = options.limits or d.limits or Limits()
+        return {
+            "model": self.model_name(options.model or d.model),
+            "max_turns": options.max_turns or d.max_turns,
+            "timeout": options.timeout or d.timeout,
+            "tools": options.tools if options.tools is not None else d.tools,
+            "max_tokens": limits.max_tokens,
+            "max_cost": limits.max_cost,
+        }
+
+    def inputs(self, names: list[str], loc: tuple) -> list[str]:
+        found, seen = [], set()
+        for index, rel in enumerate(names):
+            path = self.resolve(rel)
+            if not path.is_file():
+                self.problem(loc + ("inputs", index), f"input file {path} not found; fix the path (relative to the tasks file)")
+            elif path.name in seen:
+                self.problem(loc + ("inputs", index), f"two inputs named '{path.name}'; inputs are copied by base name, rename one")
+            else:
+                seen.add(path.name)
+                found.append(str(path.resolve()))
+        return found
+
+    def claim(self, task_id: str, loc: tuple) -> None:
+        if task_id in self.ids:
+            first = self.at(self.ids[task_id])
+            self.problem(loc, f"duplicate task id '{task_id}' (first at {first}); ids must be unique")
+        else:
+            self.ids[task_id] = loc
+
+    # ---- tasks ----
+
+    def explicit(self, index: int, entry: TaskEntry) -> PlannedTask:
+        loc = ("tasks", index)
+        task_id = entry.id or self.generated(entry.prompt, entry.inputs)
+        self.claim(task_id, loc + (("id",) if entry.id else ()))
+        return PlannedTask(id=task_id, prompt=entry.prompt, inputs=self.inputs(entry.inputs, loc),
+                           line=line_of(self.lines, loc) or 0, **self.merged(entry, loc))
+
+    def generated(self, prompt: str, inputs: list[str]) -> str:
+        digest = hashlib.sha1(json.dumps([prompt, inputs]).encode()).hexdigest()[:6]
+        stem = slug(prompt, 24) or "task"
+        task_id, n = f"{stem}-{digest}", 2
+        while task_id in self.ids:  # the same prompt twice: stable as long as their order is
+            task_id, n = f"{stem}-{digest}-{n}", n + 1
+        return task_id
+
+    def expand(self, matrix: Matrix, loc: tuple) -> list[PlannedTask]:
+        items = self.items(matrix, loc)
+        if items is None:
+            return []
+        options = self.merged(matrix, loc)
+        tasks = []
+        for index, item in enumerate(items):
+            values = item if isinstance(item, dict) else {"item": item}
+            values = {**{str(k): v for k, v in values.items()}, "index": index}
+            prompt = self.render(matrix.template, values, loc + ("template",), index)
+            inputs = [self.render(i, values, loc + ("inputs", n), index) for n, i in enumerate(matrix.inputs)]
+            if prompt is None or None in inputs:
+                continue
+            if matrix.id:
+                raw = self.render(matrix.id, values, loc + ("id",), index)
+                if raw is None:
+                    continue
+                task_id = slug(raw, 80)
+                if not task_id:
+                    self.problem(loc + ("id",), f"item {index}: id template gives an empty id; use columns with letters or digits")
+                    continue
+            else:
+                task_id = self.generated(prompt, inputs)
+            self.claim(task_id, loc + (("id",) if matrix.id else ("template",)))
+            tasks.append(PlannedTask(id=task_id, prompt=prompt, inputs=self.inputs(inputs, loc),
+                                     line=line_of(self.lines, loc) or 0, **options))
+        return tasks
+
+    def items(self, matrix: Matrix, loc: tuple) -> Optional[list[Any]]:
+        if (matrix.items is None) == (matrix.from_ is None):
+            self.problem(loc, "a matrix needs exactly one of 'items' (inline) or 'from' (a .csv or .jsonl file)")
+            return None
+        if matrix.items is not None:
+            return matrix.items
+        path = self.resolve(matrix.from_ or "")
+        floc = loc + ("from",)
+        if not path.is_file():
+            self.problem(floc, f"matrix file {path} not found; fix the path (relative to the tasks file)")
+            return None
+        if path.suffix.lower() == ".csv":
+            with path.open(newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+            if not rows:
+                self.problem(floc, f"{path} has no rows; a CSV needs a header line and one row per task")
+            return rows
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            rows = []
+            for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not text.strip():
+                    continue
+                try:
+                    rows.append(json.loads(text))
+                except json.JSONDecodeError as exc:
+                    self.problems.append(f"{path}:{number}: not valid JSON ({exc.msg}); one JSON object per line")
+                    return None
+            return rows
+        self.problem(floc, f"matrix file {path.name}: use a .csv or .jsonl file")
+        return None
+
+    def render(self, template: str, values: dict[str, Any], loc: tuple, index: int) -> Optional[str]:
+        missing = [name for name in PLACEHOLDER.findall(template) if name not in values]
+        if missing:
+            close = difflib.get_close_matches(missing[0], list(values), n=1)
+            hint = f"did you mean '{{{{{close[0]}}}}}'? " if close else ""
+            self.problem(loc, f"placeholder '{{{{{missing[0]}}}}}' is not a field of item {index}; {hint}"
+                              f"fields: {', '.join(values)}")
+            return None
+        return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def slug(text: str, limit: int) -> str:
+    words = re.sub(r"[^A-Za-z0-9._-]+", "-", text.strip()).strip("-._")
+    return words[:limit].rstrip("-._")
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "missing"
