@@ -138,6 +138,15 @@ def test_compress_text_cuts_tags_and_replaces_old_anchors() -> None:
     assert compress_text(out, 800) == out
 
 
+def test_compress_text_keeps_tag_attributes() -> None:
+    text = f'<tool_result id="call_1">{"r" * 3000}</tool_result><think>{"k" * 900}</think><thinkingX>x</thinkingX>'
+    out = compress_text(text, 100)
+    assert out.startswith('<tool_result id="call_1">rrr') and "chars cut" in out
+    assert re.search(r"<think>([\s\S]*?)</think>", out)[1].count("k") < 100
+    assert out.endswith("<thinkingX>x</thinkingX>")
+    assert compress_text(out, 100) == out
+
+
 def test_compress_text_reaches_a_fixed_point_on_quoted_tags() -> None:
     # Tool output that quotes tags: a cut can join halves into a new pair; the result must still be stable.
     text = "<tool_result>" + "a<thinking>" + "b" * 2000 + "</tool_result>" + "c" * 2000 + "</thinking>"
