@@ -1,0 +1,62 @@
+"""What the `ga skills ...` commands do, on a memory root; the CLI only parses and prints."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+from memory_shared import MemoryStore
+from memory_shared.stats import AccessLog
+from skilltree.adapt import WINDOW, FeedbackOutcome, due, feedback
+from skilltree.commit import commit_tree
+from skilltree.tree import SkillTree, load, utc
+from skilltree.usage import usage, usage_after_creation
+
+AUTHOR = "ga skills"
+
+
+@dataclass
+class TreeView:
+    tree: SkillTree
+    usage: dict[str, int]
+    generation: int
+    root: Path
+
+
+def open_store(root: Path) -> MemoryStore:
+    """The store at `root`; memory_shared.StoreMissing (one line, says `ga memory init`) if none."""
+    return MemoryStore(root)
+
+
+def view(root: Path, since: Optional[datetime] = None, until: Optional[datetime] = None) -> TreeView:
+    """The tree at HEAD with usage in [since, until) (all time by default)."""
+    store = open_store(root)
+    with store.snapshot() as snap:
+        tree = load(snap.path)
+        generation = snap.generation
+    return TreeView(tree, usage(tree, AccessLog(root), since, until), generation, root)
+
+
+@dataclass
+class FeedbackRun:
+    outcome: Optional[FeedbackOutcome]
+    generation: Optional[int]  # the commit, None when nothing was due or on a dry run
+    weights_before: object
+
+
+def run_feedback(root: Path, now: datetime, dry_run: bool = False) -> FeedbackRun:
+    """Judge every skill whose 30 days are over; one atomic commit of skilltree.json."""
+    now = utc(now)
+    store, log = open_store(root), AccessLog(root)
+    seen: dict[str, object] = {}
+
+    def update(tree: SkillTree) -> Optional[SkillTree]:
+        used = usage_after_creation(due(tree, now), log, WINDOW)
+        outcome = feedback(tree, lambda skill: used[skill.id], now)
+        seen.update(outcome=outcome, before=tree.weights)
+        return outcome.tree if outcome.changed and not dry_run else None
+
+    generation = commit_tree(store, update, author=AUTHOR,
+                             message=f"skills feedback: 30-day rule applied at {now.isoformat()}")
+    return FeedbackRun(seen.get("outcome"), generation, seen.get("before"))  # type: ignore[arg-type]
