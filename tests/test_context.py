@@ -22,7 +22,7 @@ def call(cid: str, name: str = "code_run", **args) -> dict:
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args or {"script": "ls"})}}
 
 
-def assistant(*calls: dict, content: str = "") -> dict:
+def assistant(*calls: dict, content: str | None = "") -> dict:
     message = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = list(calls)
@@ -76,7 +76,7 @@ class Session:
     def turn(self, turn: int, outputs: list[str], thinking: str = "") -> list[dict]:
         request = self.request(turn)
         calls = [call(f"c{turn}_{i}", script=f"echo {turn} {i}; " + "x" * (turn % 7) * 50) for i in range(len(outputs))]
-        reply = assistant(*calls, content=f"<thinking>{thinking}</thinking>" if thinking else "")
+        reply = assistant(*calls, content=f"<thinking>{thinking}</thinking>" if thinking else None)  # None: as the client sends
         self.messages = request + [reply]
         for c, out in zip(calls, outputs):
             self.messages.append(tool(c["id"], out))
