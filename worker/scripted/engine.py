@@ -114,7 +114,11 @@ class Engine:
         turns = self.script.tasks[task].turns
         if turn < len(turns):
             return turns[turn]
-        return Turn(content=turns[-1].content if turns and turns[-1].content else "done")
+        last = turns[-1] if turns else Turn()
+        # past the end: the last turn's text again, never its tool calls (a loop must be able to finish)
+        if not last.content and not last.echo_last_tool_result:
+            return Turn(content="done")
+        return Turn(content=last.content, echo_last_tool_result=last.echo_last_tool_result)
 
     def _message(self, spec: Turn, messages: list[dict], native: bool, turn: int, malformed: bool) -> dict[str, Any]:
         content = spec.content or ""

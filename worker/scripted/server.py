@@ -96,7 +96,8 @@ class ScriptedServer:
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "a", encoding="utf-8")
-        self._thread = threading.Thread(target=self._http.serve_forever, name=f"scripted-llm-{self.port}", daemon=True)
+        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"scripted-llm-{self.port}", daemon=True)
         self._thread.start()
         return self.base_url
 
