@@ -22,8 +22,9 @@ from typing import Any, NamedTuple, Optional
 
 from . import commitlog, faults, layers
 from .commitlog import Commit
+from .errors import CommitConflict, L1TooLarge, PathRefused  # noqa: F401  (re-exported for importers of .store)
 from .errors import GenerationMissing, MemoryStoreError, StoreMissing
-from .fsutil import atomic_replace, flocked, fsync_dir, is_abandoned, remove_tree
+from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree
 from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
 from .paths import resolve
 from .transaction import Transaction
@@ -83,11 +84,11 @@ class MemoryStore:
         self.l1_max_lines = l1_max_lines
         self.l1_max_chars = l1_max_chars
         if self.exists(self.root):
-            self._recover()
-        elif create:
+            self._recover()  # may finish an interrupted init, or undo one that never published
+        if self._read_head() < 0:
+            if not create:
+                raise StoreMissing(self.root)
             self._init()
-        else:
-            raise StoreMissing(self.root)
 
     # ---- layout -------------------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ class Transaction:
             midway = _midway("writing")
             for rel, text in sorted(changes.items()):
                 _apply(tree, rel, text, midway)
-                midway = None
+                midway = None if text is not None else midway
             for folder in dirs:
                 fsync_dir(folder)
             with flocked(store._lock):
