@@ -49,3 +49,10 @@ __all__ = [
     "read_l0",
     "render_l1",
 ]
+
+# L4 archive, access statistics and the consolidation gate (beside the store)
+from .archive import Archive
+from .gate import Execution, GateReport, StagedChange, consolidate
+from .stats import AccessLog
+
+__all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate"]

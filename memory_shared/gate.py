@@ -1,0 +1,119 @@
+"""The consolidation gate: "No Execution, No Memory".
+
+A staged memory change is committed only if its task succeeded and at least one successful tool
+execution that verifies something ran before the change was staged. Accepted changes land in ONE
+transaction on the session's base generation (the store rebases it); refused changes are logged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+import structlog
+
+from memory_shared.errors import MemoryStoreError
+
+log = structlog.get_logger("memory.gate")
+
+TASK_FAILED = "task did not succeed"
+NO_EVIDENCE = "no successful tool execution before this change"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One tool execution of the session, in order. `evidence` is False for executions that verify
+    nothing (memory writes themselves, checkpoints, ask_user, start_long_term_update)."""
+    seq: int
+    call_id: str
+    tool: str
+    ok: bool
+    evidence: bool
+
+
+@dataclass(frozen=True)
+class StagedChange:
+    """A memory change staged at execution `seq`; `path` is relative to the memory root."""
+    seq: int
+    call_id: str
+    op: Literal["write", "patch", "delete"]
+    path: str
+    text: Optional[str] = None
+    old: Optional[str] = None
+    new: Optional[str] = None
+
+
+@dataclass
+class GateReport:
+    generation: Optional[int]
+    accepted: list[StagedChange] = field(default_factory=list)
+    refused: list[tuple[StagedChange, str]] = field(default_factory=list)
+
+
+def consolidate(store: Any, changes: list[StagedChange], executions: list[Execution], *, task_id: str,
+                task_succeeded: bool, author: str, base: int) -> GateReport:
+    """Commit the changes that have evidence, in one transaction based on `base`; refuse the rest.
+
+    A change the store refuses to stage (bad path, patch anchor not unique, ...) is refused alone;
+    a refusal at commit time (CommitConflict, L1TooLarge) refuses every change: no partial commit.
+    """
+    proofs = sorted((e for e in executions if e.ok and e.evidence), key=lambda e: e.seq)
+    candidates: list[StagedChange] = []
+    refused: list[tuple[StagedChange, str]] = []
+    for change in sorted(changes, key=lambda c: c.seq):
+        if not task_succeeded:
+            refused.append((change, TASK_FAILED))
+        elif not any(proof.seq < change.seq for proof in proofs):
+            refused.append((change, NO_EVIDENCE))
+        else:
+            candidates.append(change)
+    report = GateReport(None, [], refused)
+    if candidates:
+        _commit(store, candidates, proofs, report, task_id=task_id, author=author, base=base)
+    for change, reason in report.refused:
+        log.info("memory_change_refused", task_id=task_id, path=change.path, op=change.op,
+                 call_id=change.call_id, reason=reason)
+    if report.generation is not None:
+        log.info("memory_consolidated", task_id=task_id, generation=report.generation,
+                 paths=[c.path for c in report.accepted])
+    return report
+
+
+def _commit(store: Any, candidates: list[StagedChange], proofs: list[Execution], report: GateReport, *,
+            task_id: str, author: str, base: int) -> None:
+    staged: list[StagedChange] = []
+    try:
+        with store.transaction(message=f"consolidate {task_id}", author=author, base=base) as txn:
+            for change in candidates:
+                try:
+                    _apply(txn, change)
+                except (ValueError, TypeError) as exc:  # the store checks before staging anything
+                    report.refused.append((change, str(exc)))
+                    continue
+                staged.append(change)
+            if staged:
+                last = max(c.seq for c in staged)
+                txn.message = _message(task_id, staged, [p.call_id for p in proofs if p.seq < last])
+    except MemoryStoreError as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        already = {id(change) for change, _ in report.refused}
+        report.refused += [(change, reason) for change in candidates if id(change) not in already]
+        return
+    report.generation = txn.generation
+    report.accepted = staged
+
+
+def _message(task_id: str, accepted: list[StagedChange], evidence: list[str]) -> str:
+    lines = [f"consolidate {task_id}: {len(accepted)} change(s); evidence: task {task_id}, calls {', '.join(evidence)}"]
+    lines += [f"{c.op} {c.path} (call {c.call_id})" for c in accepted]
+    return "\n".join(lines)
+
+
+def _apply(txn: Any, change: StagedChange) -> None:
+    if change.op == "write":
+        txn.write(change.path, change.text or "")
+    elif change.op == "patch":
+        txn.patch(change.path, change.old or "", change.new or "")
+    elif change.op == "delete":
+        txn.delete(change.path)
+    else:
+        raise ValueError(f"unknown memory change op {change.op!r}")
