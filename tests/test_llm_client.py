@@ -229,12 +229,15 @@ def test_openai_environment_variables_give_a_default_model(tmp_path, monkeypatch
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1")
     cfg = resolve_model(None, settings_without_model(tmp_path))
-    assert (cfg.base_url, cfg.api_key_env, cfg.model) == ("http://127.0.0.1:4000/v1", "OPENAI_API_KEY", "gpt-4o-mini")
+    assert (cfg.name, cfg.base_url, cfg.api_key_env, cfg.model) == (
+        "openai", "http://127.0.0.1:4000/v1", "OPENAI_API_KEY", "gpt-4o-mini")
     shipped = resolve_model("gpt-4o-mini", settings_without_model(tmp_path))
     assert shipped.base_url == "http://127.0.0.1:4000/v1"  # ${OPENAI_BASE_URL:-...} in models.yaml
     assert SECRET not in repr(cfg) + repr(shipped)
     monkeypatch.delenv("OPENAI_BASE_URL")
-    assert resolve_model("gpt-4o-mini", settings_without_model(tmp_path)).base_url == "https://api.openai.com/v1"
+    monkeypatch.setenv("OPENAI_MODEL", "gpt-4.1-nano")
+    cfg = resolve_model(None, settings_without_model(tmp_path))
+    assert (cfg.base_url, cfg.model) == ("https://api.openai.com/v1", "gpt-4.1-nano")
 
 
 def test_ga_model_setting_and_unknown_names(tmp_path):
@@ -245,7 +248,7 @@ def test_ga_model_setting_and_unknown_names(tmp_path):
         resolve_model("deepsek", settings)
     message = str(caught.value)
     assert "\n" not in message and "did you mean 'deepseek'" in message
-    for name in ("gpt-4o-mini", "deepseek", "ollama", "vllm", "scripted:FILE"):
+    for name in ("openai", "gpt-4o-mini", "deepseek", "ollama", "vllm", "scripted:FILE"):
         assert name in message
 
 

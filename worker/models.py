@@ -1,8 +1,8 @@
 """Model configuration: which OpenAI-compatible endpoint a worker talks to, and how.
 
 A model is chosen by name, first found of: the `name` argument (`--model`), settings.worker.model
-(`GA_MODEL`), else a default OpenAI model when `OPENAI_API_KEY` is set (`OPENAI_BASE_URL` and
-`OPENAI_MODEL` honoured). Name syntax:
+(`GA_MODEL`), else the `openai` entry when `OPENAI_API_KEY` is set (it honours `OPENAI_BASE_URL`
+and `OPENAI_MODEL`). Name syntax:
 
 - `NAME`                       an entry of configs/models.yaml, merged with ~/.config/ga/models.yaml
                                and ./models.yaml (later files override earlier ones field by field).
@@ -13,7 +13,7 @@ A model is chosen by name, first found of: the `name` argument (`--model`), sett
                                server shared by a whole fan-out run):
                                `scripted@http://127.0.0.1:8765/v1`.
 
-In models.yaml a `base_url` may use `${VAR:-default}` so environment variables (OPENAI_BASE_URL)
+In models.yaml `base_url` and `model` may use `${VAR:-default}` so environment variables (OPENAI_BASE_URL)
 keep working for shipped entries. A config holds only the *name* of the variable with the key.
 """
 from __future__ import annotations
@@ -31,8 +31,6 @@ from configs.yamlsource import YamlError, line_of, load_yaml
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
 PROJECT_FILE = Path("models.yaml")
-OPENAI_URL = "https://api.openai.com/v1"
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
@@ -76,12 +74,13 @@ def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
     name = name or settings.worker.model
     if not name:
         if os.environ.get("OPENAI_API_KEY"):
-            return _default_openai(resend)
-        raise ModelConfigError(
-            "no model configured: pass --model NAME, set GA_MODEL, add an entry to configs/models.yaml "
-            "(or ./models.yaml, ~/.config/ga/models.yaml), or export OPENAI_API_KEY (and OPENAI_BASE_URL); "
-            "offline, use the scripted model: --model scripted:configs/examples/scripts/hello.yaml"
-        )
+            name = "openai"
+        else:
+            raise ModelConfigError(
+                "no model configured: pass --model NAME, set GA_MODEL, add an entry to configs/models.yaml "
+                "(or ./models.yaml, ~/.config/ga/models.yaml), or export OPENAI_API_KEY (and OPENAI_BASE_URL); "
+                "offline, use the scripted model: --model scripted:configs/examples/scripts/hello.yaml"
+            )
     if name.startswith("scripted:"):
         return _scripted_file(name, resend)
     if name.startswith("scripted@"):
@@ -126,14 +125,6 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
     return entries
 
 
-def _default_openai(resend: int) -> ModelConfig:
-    return ModelConfig(
-        name="openai", base_url=os.environ.get("OPENAI_BASE_URL") or OPENAI_URL, api_key_env="OPENAI_API_KEY",
-        model=os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL, context_window=128000,
-        price_input=0.15, price_output=0.60, price_cached=0.075, schema_resend_every=resend,
-    )
-
-
 def _scripted_file(name: str, resend: int) -> ModelConfig:
     from worker.scripted import ScriptError, ensure_scripted_server, load_script
 
@@ -150,8 +141,9 @@ def _scripted_file(name: str, resend: int) -> ModelConfig:
 
 
 def _build(fields: dict, places: dict[str, str]) -> ModelConfig:
-    if isinstance(fields.get("base_url"), str):
-        fields["base_url"] = _expand_env(fields["base_url"])
+    for key in ("base_url", "model"):
+        if isinstance(fields.get(key), str):
+            fields[key] = _expand_env(fields[key])
     try:
         return ModelConfig.model_validate(fields)
     except ValidationError as exc:
