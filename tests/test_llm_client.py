@@ -286,6 +286,12 @@ def test_scripted_file_model_section_and_errors(tmp_path):
         resolve_model(f"scripted:{tmp_path / 'missing.yaml'}", settings_without_model(tmp_path))
 
 
+def test_the_shipped_example_resolves_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = resolve_model("scripted:configs/examples/scripts/hello.yaml", settings_without_model(tmp_path))
+    assert cfg.base_url == scripted_server(HELLO).base_url
+
+
 def test_scripted_at_url_points_at_a_shared_server(tmp_path):
     with ScriptedServer({"tasks": [{"match": ".*", "turns": [{"content": "shared"}]}]}) as server:
         cfg = resolve_model(f"scripted@{server.base_url}", settings_without_model(tmp_path))

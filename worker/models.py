@@ -7,7 +7,8 @@ and `OPENAI_MODEL`). Name syntax:
 - `NAME`                       an entry of configs/models.yaml, merged with ~/.config/ga/models.yaml
                                and ./models.yaml (later files override earlier ones field by field).
 - `scripted:FILE`              the offline scripted model: a scripted server for FILE is started in
-                               this process (once per file, 127.0.0.1, random port). The script's
+                               this process (once per file, 127.0.0.1, random port); a relative FILE
+                               not found here is looked up in the ga checkout (shipped examples). The script's
                                optional `model:` section overrides fields (tool_mode, prices...).
 - `scripted@URL`               a scripted server already running at URL (e.g. `ga fake-llm`, or one
                                server shared by a whole fan-out run):
@@ -129,6 +130,9 @@ def _scripted_file(name: str, resend: int) -> ModelConfig:
     from worker.scripted import ScriptError, ensure_scripted_server, load_script
 
     path = Path(name[len("scripted:"):]).expanduser()
+    shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory
+    if not path.is_file() and not path.is_absolute() and shipped.is_file():
+        path = shipped
     if not path.is_file():
         raise ModelConfigError(f"model '{name}': script file {path} not found; see configs/examples/scripts/hello.yaml")
     try:
