@@ -215,3 +215,8 @@ def test_ask_user_without_a_person_stops(ctx, interactive, ask):
     result = call(ctx, "ask_user", question="Which colour?")
     assert result.stop == "needs_input" and not result.evidence
     assert result.data == {"question": "Which colour?", "candidates": []}
+
+
+def test_code_run_sees_the_pinned_snapshot(ctx):
+    result = call(ctx, "code_run", type="bash", script='cat "$GA_MEMORY/L2/facts.md"')
+    assert result.ok and "- python is 3.11" in result.output

@@ -12,8 +12,8 @@ class AskArgs(BaseModel):
     candidates: list[str] = []
 
 
-@tool("ask_user", "Ask the user a clear question when you need a decision or information you cannot get"
-      " yourself; candidates: optional quick answers.", AskArgs)
+@tool("ask_user", "Ask the user when you need a decision or information you cannot get yourself;"
+      " candidates: suggested answers.", AskArgs)
 def ask_user(ctx: ToolContext, args: AskArgs) -> ToolResult:
     if ctx.interactive and ctx.ask is not None:
         answer = ctx.ask(args.question, list(args.candidates))

@@ -35,8 +35,8 @@ class CodeRunArgs(BaseModel):
     cwd: Optional[str] = Field(None, json_schema_extra=_optional_str)
 
 
-@tool("code_run", "Run a python or bash script in the worker's directory (cwd: a subdirectory);"
-      " returns the exit code and stdout+stderr (long output cut in the middle).", CodeRunArgs)
+@tool("code_run", "Run a python or bash script in the working directory; returns the exit code and"
+      " output.", CodeRunArgs)
 def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     workdir = ctx.workdir.resolve()
     try:

@@ -60,9 +60,8 @@ def _display(path: Path, ctx: ToolContext) -> str:
 
 # ---- file_read
 
-@tool("file_read", "Read a text file as numbered lines 'N|text'. keyword: show lines around its first"
-      " case-insensitive match at or after start, and list the matching line numbers."
-      " memory/... reads the memory tier.", FileReadArgs)
+@tool("file_read", "Read a file as numbered lines 'N|text'. keyword: show the lines around its first"
+      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs)
 def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -191,8 +190,8 @@ def _missing(asked: str, candidates: list[str]) -> str:
 
 # ---- file_patch
 
-@tool("file_patch", "Replace old_content, which must occur exactly once in the file, with new_content."
-      " Copy old_content exactly from file_read, without line numbers.", FilePatchArgs)
+@tool("file_patch", "Replace old_content (exact text from file_read, no line numbers; must occur once)"
+      " with new_content.", FilePatchArgs)
 def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -226,8 +225,7 @@ def _read_text_strict(path: Path) -> str:
 
 # ---- file_write
 
-@tool("file_write", "Create or overwrite a file, or add content at its end (append) or start (prepend)."
-      " Prefer file_patch for small edits.", FileWriteArgs)
+@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs)
 def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)

@@ -20,8 +20,8 @@ class NoArgs(BaseModel):
     pass
 
 
-@tool("update_working_checkpoint", "Replace your working note (key_info), shown to you every turn: the user's"
-      " goal, constraints, key paths and findings, progress, next step, pitfalls. Keep it under 200 words.",
+@tool("update_working_checkpoint", "Replace your working note, shown every turn: goal, constraints, key paths and"
+      " findings, progress, next step, pitfalls. Under 200 words.",
       CheckpointArgs)
 def update_working_checkpoint(ctx: ToolContext, args: CheckpointArgs) -> ToolResult:
     text = args.key_info.strip()
@@ -33,8 +33,7 @@ def update_working_checkpoint(ctx: ToolContext, args: CheckpointArgs) -> ToolRes
     return ToolResult(f"key_info updated ({len(text)} chars){note}", evidence=False)
 
 
-@tool("start_long_term_update", "Start saving verified, lasting knowledge (facts, preferences, procedures)"
-      " to memory/; returns the memory rules.", NoArgs)
+@tool("start_long_term_update", "Start saving verified, lasting knowledge to memory/; returns the rules.", NoArgs)
 def start_long_term_update(ctx: ToolContext, args: NoArgs) -> ToolResult:
     view = ctx.memory
     if view is None:
