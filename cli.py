@@ -25,7 +25,7 @@ class State:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """A user-caused error: one line, no traceback."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True, soft_wrap=True)  # never wrapped
     raise typer.Exit(code)
 
 
@@ -52,9 +52,344 @@ def main(
 
 
 # ---- memory (memory_shared) -------------------------------------------------
+from contextlib import contextmanager  # noqa: E402  (kept inside this section: the file is shared)
+from typing import Iterator  # noqa: E402
+
+
+@contextmanager
+def _memory_errors() -> Iterator[None]:
+    """Errors a user can cause (missing or corrupt store, bad path or generation) become one line."""
+    from memory_shared import MemoryStoreError
+
+    try:
+        yield
+    except (MemoryStoreError, ValueError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or settings().memory_root}: {exc.strerror}; check GA_HOME or memory.root in your config")
+
+
+def _memory_store(create: bool = False) -> Any:
+    from memory_shared import MemoryStore
+
+    current = settings()
+    with _memory_errors():
+        return MemoryStore(current.memory_root, l1_max_lines=current.memory.l1_max_lines,
+                           l1_max_chars=current.memory.l1_max_chars, create=create)
+
+
+def _commit_rows(commits: list[Any]) -> Any:
+    from datetime import datetime
+
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("gen", "time", "author", "message", "paths"):
+        table.add_column(column, overflow="fold")
+    for commit in commits:
+        table.add_row(str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%Y-%m-%d %H:%M:%S"),
+                      commit.author, commit.message.splitlines()[0] if commit.message else "",
+                      ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4 else ""))
+    return table
+
+
+def _memory_verify_or_fail(store: Any, as_json: bool = False) -> None:
+    with _memory_errors():
+        problems = store.verify()
+    if as_json:
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems})
+    if problems:
+        more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
+        if not as_json:
+            fail(f"memory store at {store.root} is corrupt: {problems[0]}{more}; restore it from a backup, "
+                 "or move it aside and run `ga memory init`")
+        raise typer.Exit(2)
+
+
+@memory_app.command("init")
+def memory_init() -> None:
+    """Create the memory store (generation 0 holds the shipped L0-L3 defaults); safe to re-run."""
+    from memory_shared import MemoryStore
+
+    root = settings().memory_root
+    existed = MemoryStore.exists(root)
+    store = _memory_store(create=True)
+    verb = "already exists" if existed else "created"
+    console.print(f"memory store {verb} at [bold]{store.root}[/]; HEAD = generation {store.head()}", highlight=False)
+
+
+@memory_app.command("show")
+def memory_show(
+    path: Optional[str] = typer.Argument(None, help="A file or folder relative to the store, e.g. L2/facts.md"),
+    generation: Optional[int] = typer.Option(None, "--generation", "-g", help="Default: HEAD"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Show a generation: its files and the L1 index, or one file's text."""
+    from memory_shared import render_l1
+
+    from memory_shared import GenerationMissing
+
+    store = _memory_store()
+    with _memory_errors():
+        try:
+            snapshot = store.snapshot(generation)
+        except GenerationMissing:
+            if generation is not None:
+                raise
+            fail(f"memory store at {store.root} is corrupt: HEAD {store.head()} has no generation; "
+                 "run `ga memory verify`")
+    with _memory_errors(), snapshot as snap:
+        text = snap.read(path) if path else None
+        files = [f for f in snap.files() if not path or f.startswith(path.rstrip("/") + "/")]
+        if path and text is None and not files:
+            fail(f"{path}: not in generation {snap.generation} of {store.root}; `ga memory show` lists the files")
+        if as_json:
+            emit_json({"generation": snap.generation, "path": path, "text": text} if text is not None
+                      else {"generation": snap.generation, "files": files})
+            return
+        if text is not None:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            return
+        from rich.panel import Panel
+        from rich.table import Table
+
+        table = Table(show_edge=False, header_style="bold")
+        table.add_column("path")
+        table.add_column("bytes", justify="right")
+        for rel in files:
+            table.add_row(rel, f"{(snap.path / rel).stat().st_size:,}")
+        console.print(f"generation {snap.generation} of {store.root}", highlight=False)
+        console.print(table)
+        if not path:
+            console.print(Panel(render_l1(snap.path, store.l1_max_lines, store.l1_max_chars), title="L1 index",
+                                expand=False), markup=False)
+
+
+@memory_app.command("log")
+def memory_log(
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N commits"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """List commits, newest last."""
+    from dataclasses import asdict
+
+    store = _memory_store()
+    with _memory_errors():
+        commits = store.log()
+    commits = commits[-limit:] if limit else commits
+    if as_json:
+        emit_json([asdict(commit) for commit in commits])
+    else:
+        console.print(_commit_rows(commits))
+
+
+@memory_app.command("diff")
+def memory_diff(
+    gen_a: int = typer.Argument(..., help="The older generation"),
+    gen_b: int = typer.Argument(..., help="The newer generation"),
+    patch: bool = typer.Option(False, "--patch", "-p", help="Also show the text changes of modified files"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """What changed between two generations, by path."""
+    import difflib
+
+    store = _memory_store()
+    with _memory_errors():
+        changes = store.diff(gen_a, gen_b)
+        texts = {}
+        if patch:
+            with store.snapshot(gen_a) as left, store.snapshot(gen_b) as right:
+                texts = {c.path: (left.read(c.path) or "", right.read(c.path) or "") for c in changes}
+    if as_json:
+        emit_json([{"path": c.path, "kind": c.kind} for c in changes])
+        return
+    colors = {"added": "green", "deleted": "red", "modified": "yellow"}
+    for change in changes:
+        console.print(f"[{colors.get(change.kind, 'white')}]{change.kind:>8}[/] {change.path}", highlight=False)
+        if change.path in texts:
+            old, new = texts[change.path]
+            lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"{gen_a}/{change.path}",
+                                         f"{gen_b}/{change.path}")
+            sys.stdout.write("".join(lines))
+    if not changes:
+        console.print(f"generations {gen_a} and {gen_b} are identical")
+
+
+@memory_app.command("verify")
+def memory_verify(as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+    """Check the store (HEAD, log, generations, read-only files); exit 2 if anything is wrong."""
+    from memory_shared import MemoryStore, MemoryStoreError, StoreMissing
+
+    current = settings()
+    try:
+        store = MemoryStore(current.memory_root, l1_max_lines=current.memory.l1_max_lines,
+                            l1_max_chars=current.memory.l1_max_chars)
+    except StoreMissing as exc:
+        fail(str(exc))
+    except MemoryStoreError as exc:  # unreadable even to open: say so, and how to get going again
+        fail(f"{exc.args[0].split('; run `ga memory verify`')[0]}; restore it from a backup, "
+             "or move it aside and run `ga memory init`")
+    _memory_verify_or_fail(store, as_json)
+    if not as_json:
+        console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits",
+                      highlight=False)
+
+
+@memory_app.command("gc")
+def memory_gc(keep: int = typer.Option(..., "--keep", min=1, help="Keep the newest N generations (and pinned ones)")) -> None:
+    """Remove old generations nobody pins."""
+    store = _memory_store()
+    with _memory_errors():
+        removed = store.gc(keep)
+    console.print(f"removed {len(removed)} generation(s)" + (f": {removed[0]}..{removed[-1]}" if removed else ""))
+
+
+@memory_app.command("archive")
+def memory_archive(
+    compress: bool = typer.Option(False, "--compress", help="Fold old raw sessions into monthly archives"),
+    older_than: int = typer.Option(7, "--older-than", min=0, help="With --compress: sessions older than N days"),
+    search: Optional[str] = typer.Option(None, "--search", help="Sessions whose text contains this"),
+    date: Optional[str] = typer.Option(None, "--date", help="Sessions of a day (YYYY-MM-DD) or month (YYYY-MM)"),
+    task: Optional[str] = typer.Option(None, "--task", help="Sessions of this task id"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """The L4 session archive: status, compress, search."""
+    from memory_shared import Archive
+
+    store = _memory_store()
+    archive = Archive(store.root, keep_months=settings().memory.archive_keep_months)
+    with _memory_errors():
+        if compress:
+            done = archive.compress(older_than_days=older_than)
+            if not as_json:
+                console.print(f"compressed {len(done['compressed'])} session(s); "
+                              f"months dropped to a summary: {', '.join(done['months_dropped']) or 'none'}")
+        if search is not None or date is not None or task is not None:
+            found = archive.search(date=date, task_id=task, text=search)
+            if as_json:
+                emit_json(found)
+                return
+            for record in found:
+                if record["state"] == "summarized":
+                    console.print(f"[dim]{record['month']}[/] summarized: {record['sessions']} sessions", highlight=False)
+                    continue
+                console.print(f"[bold]{record['date']} {record['task_id']}[/] [dim]{record['state']}, "
+                              f"{record['turns']} turns[/]", highlight=False)
+                for line in record["user"][:3]:
+                    console.print(f"  user: {line[:160]}", markup=False, highlight=False)
+                console.print(f"  final: {record['final'][:160]}", markup=False, highlight=False)
+            console.print(f"{len(found)} session(s)")
+            return
+        status = archive.status()
+    if as_json:
+        emit_json(status)
+        return
+    months = ", ".join(f"{m} ({n})" for m, n in status["months"].items()) or "none"
+    console.print(f"{store.root / 'archive'}: {status['raw_sessions']} raw session(s); monthly archives: {months}; "
+                  f"summarized months: {', '.join(status['summarized_months']) or 'none'}", highlight=False)
+
+
+@memory_app.command("stats")
+def memory_stats(
+    days: Optional[float] = typer.Option(None, "--days", min=0, help="Only reads of the last N days"),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Only paths starting with this, e.g. L3/"),
+    tasks: bool = typer.Option(False, "--tasks", help="Count distinct tasks instead of reads"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Reads of memory files (from the access log), per path."""
+    import time
+
+    from memory_shared import AccessLog
+
+    store = _memory_store()
+    since = time.time() - days * 86400 if days is not None else None
+    counts = AccessLog(store.root).counts(since=since, prefix=prefix, distinct_tasks=tasks)
+    if as_json:
+        emit_json(counts)
+        return
+    for path, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        console.print(f"{count:>6}  {path}", markup=False, highlight=False)
+    if not counts:
+        console.print("no reads recorded")
+
+
+@memory_app.command("demo")
+def memory_demo(
+    directory: Optional[Path] = typer.Option(None, "--dir", help="Where to create the demo store (default: a new temp dir)"),
+    processes: int = typer.Option(8, min=2, help="Processes committing at once"),
+    commits: int = typer.Option(5, min=1, help="Commits per process"),
+) -> None:
+    """Show the memory tier working: concurrent commits, snapshot isolation, a conflict, the gate."""
+    import tempfile
+
+    from memory_shared import MemoryStore
+    from memory_shared.demo import run_demo
+
+    if directory is not None and directory.exists() and any(directory.iterdir()) and not MemoryStore.exists(directory):
+        fail(f"--dir {directory}: not empty and not a memory store; give a new or empty directory")
+    root = directory or Path(tempfile.mkdtemp(prefix="ga-memory-demo-"))
+    console.rule(f"ga memory demo · {root}")
+
+    def say(title: str, detail: str) -> None:
+        from rich.markup import escape
+
+        console.print(f"[bold cyan]{title}[/]: {escape(detail)}", highlight=False)
+
+    with _memory_errors():
+        result = run_demo(root, say, processes=processes, commits=commits)
+        store = MemoryStore(root)
+        console.print(_commit_rows(store.log()[-6:]))
+        _memory_verify_or_fail(store)
+    console.print(f"[green]verify: ok[/] (HEAD = generation {store.head()}); look around with "
+                  f"`GA_MEMORY__ROOT={root} ga memory log` (or show, diff, verify)", highlight=False)
+    healthy = result["lost_updates"] == 0 and result["snapshot_stable"] and not result["failed_processes"]
+    raise typer.Exit(0 if healthy and result["gate_generation"] is not None else 1)
 
 
 # ---- run, fake-llm (worker) -------------------------------------------------
+
+
+@app.command()
+def run(
+    task: str = typer.Argument(..., help="What the agent should do"),
+    model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+    max_turns: Optional[int] = typer.Option(None, help="Stop after this many turns"),
+    workdir: Optional[Path] = typer.Option(None, help="The worker's directory (default: current directory)"),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+) -> None:
+    """Run one worker on TASK and show each turn live."""
+    from worker.models import ModelConfigError
+    from worker.oneshot import run_one
+
+    current = settings(**{"worker.model": model, "worker.max_turns": max_turns})
+    if workdir is not None and not workdir.is_dir():
+        fail(f"--workdir {workdir}: not a directory; create it or pass an existing one")
+    interactive = sys.stdin.isatty() and not as_json
+    try:
+        result = run_one(task, current, workdir=workdir, interactive=interactive, ask=_ask_person,
+                         on_turn=None if as_json else _show_turn)
+    except ModelConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        style = "green" if result.status == "succeeded" else "red"
+        console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
+                      + (f" ({result.reason})" if result.reason else ""))
+        console.print(result.answer, markup=False)
+    raise typer.Exit(0 if result.status == "succeeded" else 1)
+
+
+def _show_turn(event: dict) -> None:
+    mark = "[green]ok[/]" if event["ok"] else "[red]error[/]"
+    console.print(f"[dim]t{event['turn']:<3}[/] [bold]{event['tool']}[/] {event['arguments'][:60]!r} -> {mark} "
+                  f"{event['result_chars']:,} chars · {event['tokens']:,} tokens", highlight=False)
+
+
+def _ask_person(question: str, candidates: list[str]) -> str:
+    from rich.prompt import Prompt
+
+    return Prompt.ask(question, choices=candidates or None, console=console)
 
 
 @app.command("fake-llm")

@@ -1,0 +1,164 @@
+"""`ga memory ...` on the real Typer app and real stores under the test's GA_HOME."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from memory_shared import AccessLog, Archive, MemoryStore
+
+runner = CliRunner()
+
+
+def ga(*args: str):
+    return runner.invoke(app, ["memory", *args])
+
+
+def one_line_error(result, *needles: str) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def store(ga_home: Path) -> MemoryStore:
+    assert ga("init").exit_code == 0
+    return MemoryStore(ga_home / "memory")
+
+
+def commit(store: MemoryStore, rel: str, text: str) -> int:
+    with store.transaction(message=f"write {rel}", author="test") as txn:
+        txn.write(rel, text)
+    return txn.generation
+
+
+@pytest.mark.parametrize("command", [["show"], ["log"], ["diff", "0", "1"], ["verify"], ["gc", "--keep", "1"],
+                                     ["archive"], ["stats"]])
+def test_a_missing_store_is_one_line_with_the_fix(ga_home, command):
+    one_line_error(ga(*command), f"no memory store at {ga_home / 'memory'}", "run `ga memory init`")
+    assert not (ga_home / "memory").exists()
+
+
+def test_init_is_idempotent_and_show_lists_files_and_l1(ga_home):
+    first = ga("init")
+    assert first.exit_code == 0 and "created" in first.stdout and "generation 0" in first.stdout
+    again = ga("init")
+    assert again.exit_code == 0 and "already exists" in again.stdout
+    shown = ga("show")
+    assert shown.exit_code == 0
+    assert "L2/facts.md" in shown.stdout and "L1 index" in shown.stdout and "Verified facts" in shown.stdout
+
+
+def test_show_a_file_a_folder_and_json(store):
+    commit(store, "L3/deploy.md", "step one\n")
+    assert ga("show", "L3/deploy.md").stdout == "step one\n"
+    assert json.loads(ga("show", "L3", "--json").stdout) == {"generation": 1, "files": ["L3/README.md", "L3/deploy.md"]}
+    assert json.loads(ga("show", "L3/deploy.md", "--json").stdout) == {"generation": 1, "path": "L3/deploy.md",
+                                                                       "text": "step one\n"}
+    one_line_error(ga("show", "L3/deploy.md", "-g", "0"), "not in generation 0")
+    one_line_error(ga("show", "../etc/passwd"), "plain relative path")
+    one_line_error(ga("show", "-g", "9"), "generation 9")
+
+
+def test_log_json_lists_every_commit(store):
+    commit(store, "L3/a.md", "a\n")
+    commit(store, "L3/b.md", "b\n")
+    commits = json.loads(ga("log", "--json").stdout)
+    assert [(c["generation"], c["parent"], c["author"]) for c in commits] == [(0, None, "ga"), (1, 0, "test"), (2, 1, "test")]
+    assert commits[2]["paths"] == ["L3/b.md"] and commits[2]["message"] == "write L3/b.md"
+    assert [c["generation"] for c in json.loads(ga("log", "--json", "-n", "1").stdout)] == [2]
+    table = ga("log")
+    assert table.exit_code == 0 and "write L3/b.md" in table.stdout
+
+
+def test_diff_by_path_and_patch(store):
+    commit(store, "L3/a.md", "one\n")
+    with store.transaction(message="edit", author="test") as txn:
+        txn.patch("L3/a.md", "one\n", "two\n")
+        txn.delete("L3/README.md")
+    assert json.loads(ga("diff", "0", "2", "--json").stdout) == [
+        {"path": "L3/README.md", "kind": "deleted"}, {"path": "L3/a.md", "kind": "added"}]
+    patch = ga("diff", "1", "2", "--patch")
+    assert patch.exit_code == 0 and "-one" in patch.stdout and "+two" in patch.stdout and "modified" in patch.stdout
+    one_line_error(ga("diff", "0", "7"), "generation 7")
+    assert ga("diff", "0", "x").exit_code == 2  # not a number: Typer's usage error
+
+
+def test_verify_healthy_then_corrupted(store, ga_home):
+    healthy = ga("verify")
+    assert healthy.exit_code == 0 and "ok" in healthy.stdout
+    assert json.loads(ga("verify", "--json").stdout)["ok"] is True
+    (ga_home / "memory/HEAD").write_text("7\n")  # HEAD pointing at a generation that does not exist
+    one_line_error(ga("verify"), "corrupt", "generation 7", "ga memory init")
+    report = ga("verify", "--json")
+    assert report.exit_code == 2 and "HEAD points to generation 7, which does not exist" in json.loads(report.stdout)["problems"]
+    one_line_error(ga("show"), "corrupt", "ga memory verify")
+    (ga_home / "memory/HEAD").write_text("garbage\n")
+    one_line_error(ga("verify"), "HEAD is corrupt", "ga memory init")
+
+
+def test_gc_keeps_the_newest(store):
+    for i in range(5):
+        commit(store, f"L3/n{i}.md", f"{i}\n")
+    result = ga("gc", "--keep", "2")
+    assert result.exit_code == 0 and "removed 4 generation(s): 0..3" in result.stdout
+    assert ga("show", "-g", "4").exit_code == 0
+    one_line_error(ga("show", "-g", "1"), "generation 1")
+    assert ga("verify").exit_code == 0
+    assert ga("gc", "--keep", "0").exit_code == 2
+
+
+def test_archive_status_search_and_compress(store, tmp_path):
+    history = tmp_path / "history.jsonl"
+    history.write_text(json.dumps({"sent": [{"role": "user", "content": "count the files"}],
+                                   "received": {"role": "assistant", "content": "there are 3"}}) + "\n")
+    Archive(store.root).store_session("task-9", history)
+    status = json.loads(ga("archive", "--json").stdout)
+    assert status["raw_sessions"] == 1
+    [record] = json.loads(ga("archive", "--task", "task-9", "--json").stdout)
+    assert record["user"] == ["count the files"] and record["final"] == "there are 3"
+    assert json.loads(ga("archive", "--search", "nothing like it", "--json").stdout) == []
+    shown = ga("archive", "--search", "COUNT")
+    assert "task-9" in shown.stdout and "1 session(s)" in shown.stdout
+    assert ga("archive", "--compress", "--older-than", "0").exit_code == 0  # today's session stays raw
+    assert json.loads(ga("archive", "--json").stdout)["raw_sessions"] == 1
+    one_line_error(ga("archive", "--date", "yesterday"), "YYYY-MM-DD")
+
+
+def test_stats_counts_reads(store):
+    log = AccessLog(store.root)
+    for task in ("a", "a", "b"):
+        log.record("L3/deploy.md", task)
+    log.record("L2/facts.md", "a")
+    assert json.loads(ga("stats", "--json").stdout) == {"L3/deploy.md": 3, "L2/facts.md": 1}
+    assert json.loads(ga("stats", "--json", "--tasks", "--prefix", "L3/").stdout) == {"L3/deploy.md": 2}
+
+
+def test_demo_runs_for_real_in_a_subprocess(tmp_path):
+    root = tmp_path / "demo"
+    env = {**os.environ, "COLUMNS": "400"}
+    done = subprocess.run([sys.executable, "-m", "cli", "memory", "demo", "--dir", str(root), "--processes", "4",
+                           "--commits", "3"], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "12/12 files, 12/12 patched lines, lost updates: 0" in out
+    assert "stable" in out and "commit conflict on L3/demo/contested.md" in out and "alice" in out
+    assert "accepted [patch L2/facts.md]" in out and "no successful tool execution before this change" in out
+    assert "verify: ok" in out
+    demo = MemoryStore(root)
+    assert demo.verify() == [] and demo.head() == 1 + 12 + 1 + 1  # slots, commits, alice, the gate
+
+
+def test_demo_refuses_a_directory_that_is_not_a_store(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    one_line_error(ga("demo", "--dir", str(tmp_path)), "not empty and not a memory store")
