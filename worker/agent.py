@@ -1,0 +1,166 @@
+"""The agent loop: ask the model, run every tool call in order, feed results back, keep context dense."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import structlog
+from pydantic import ValidationError
+
+from configs import Settings
+from worker import context, prompt
+from worker.history import History
+from worker.session import MemorySession
+from worker.tools import REGISTRY, ToolContext
+from worker.types import Model, ModelError, ToolCall, ToolResult, Usage, WorkerResult
+
+log = structlog.get_logger("worker")
+MAX_MALFORMED_IN_A_ROW = 3
+
+
+class Worker:
+    """One GenericAgent task: its own directory, history, pinned memory snapshot, model and tools."""
+
+    def __init__(self, task: str, *, task_id: str, workdir: Path, settings: Settings, history_path: Path,
+                 model: Optional[Model] = None, model_name: Optional[str] = None, store: Any = None,
+                 interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
+                 env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
+                 tools: Optional[list[str]] = None):
+        self.task, self.task_id, self.settings = task, task_id, settings
+        self.workdir = Path(workdir)
+        self.history = History(history_path)
+        self.model = model or _client(model_name, settings)
+        self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
+        self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
+        self.usage = Usage()
+        self._cancelled = threading.Event()
+        self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
+        self._executions: list[Any] = []
+
+    def cancel(self) -> None:
+        """Stop at the next step and kill running code_run process groups (safe from any thread)."""
+        self._cancelled.set()
+        for kill in list(self._kill):
+            kill()
+
+    def run(self) -> WorkerResult:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with MemorySession(self.store, self.task_id) as memory:
+            self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
+                                    self.ask, extra={"env": dict(self.env), "kill": self._kill, "cleanup": []})
+            try:
+                result = self._loop(memory)
+            finally:
+                for cleanup in self._ctx.extra["cleanup"]:
+                    cleanup()
+            result.memory_generation = memory.finish(result, self._executions)
+        log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
+        return result
+
+    def _loop(self, memory: MemorySession) -> WorkerResult:
+        cfg = self.settings.context
+        messages = [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
+                    {"role": "user", "content": prompt.build_first_user_message(self.task)}]
+        anchor, schemas = context.Anchor(cfg), [t.schema() for t in self.tools.values()]
+        malformed = 0
+        for turn in range(1, self.settings.worker.max_turns + 1):
+            if self._cancelled.is_set():
+                return self._result("failed", "", turn - 1, "cancelled")
+            request = context.maintain(messages, turn, cfg)
+            try:
+                reply = self.model.chat(request, schemas)
+            except ModelError as exc:
+                return self._result("failed", "", turn, f"model error: {exc}")
+            self.usage += reply.usage
+            messages = request + [reply.message]
+            if not reply.tool_calls:
+                self.history.record(turn, request, reply, [])
+                return self._result("succeeded", reply.content, turn)
+            done: list[tuple[ToolCall, ToolResult]] = []
+            for call in reply.tool_calls:
+                result, well_formed = self._dispatch(call, turn)
+                malformed = 0 if well_formed else malformed + 1
+                done.append((call, result))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
+                anchor.add(turn, context.summarize_call(call.name, call.arguments, result.output, result.ok))
+                self._notify(turn, call, result)
+                if result.stop or malformed >= MAX_MALFORMED_IN_A_ROW:
+                    break
+            messages += _skipped(reply.tool_calls[len(done):])
+            self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
+            call, result = done[-1]
+            if result.stop:
+                question = result.data.get("question")
+                return self._result(result.stop, question or "", turn, "waiting for the user", question)
+            if malformed >= MAX_MALFORMED_IN_A_ROW:
+                return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {result.output}")
+            if limit := self._over_limit():
+                return self._result("limit", "", turn, limit)
+            messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
+        return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
+
+    def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
+        """Run one tool call. The bool says whether the call itself was well formed."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ToolResult(f"error: unknown tool '{call.name}'; use one of: {', '.join(self.tools)}", ok=False), False
+        try:
+            raw = json.loads(call.arguments or "{}")
+            args = tool.args.model_validate(raw)
+        except json.JSONDecodeError as exc:
+            return ToolResult(f"error: arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos})", ok=False), False
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            return ToolResult(f"error: bad arguments for {call.name}: {problems}", ok=False), False
+        seq = len(self._executions) + 1
+        self._ctx.extra.update(seq=seq, call_id=call.id, turn=turn)
+        started = time.monotonic()
+        try:
+            result = tool.run(self._ctx, args)
+        except Exception as exc:  # a tool bug must not kill the task; the model sees it and may route around it
+            log.exception("tool_crashed", tool=call.name, task=self.task_id)
+            result = ToolResult(f"error: {call.name} failed: {type(exc).__name__}: {exc}", ok=False)
+        self._executions.append(memory_execution(seq, call, result))
+        log.debug("tool", task=self.task_id, tool=call.name, ok=result.ok, seconds=round(time.monotonic() - started, 3))
+        return result, True
+
+    def _over_limit(self) -> str:
+        limits = self.settings.worker
+        if limits.max_tokens and self.usage.total >= limits.max_tokens:
+            return f"token limit {limits.max_tokens} reached"
+        if limits.max_cost and self.usage.cost >= limits.max_cost:
+            return f"cost limit {limits.max_cost} reached"
+        return ""
+
+    def _notify(self, turn: int, call: ToolCall, result: ToolResult) -> None:
+        if self.on_turn:
+            self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
+                          "ok": result.ok, "result_chars": len(result.output), "tokens": self.usage.total})
+
+    def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None) -> WorkerResult:
+        return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question)  # type: ignore[arg-type]
+
+
+def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Results for calls not run after a stop, so no assistant tool_call is left without its result."""
+    return [{"role": "tool", "tool_call_id": c.id, "content": "not run: the task stopped"} for c in calls]
+
+
+def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
+
+
+def memory_execution(seq: int, call: ToolCall, result: ToolResult) -> Any:
+    from memory_shared import Execution
+
+    return Execution(seq=seq, call_id=call.id, tool=call.name, ok=result.ok, evidence=result.evidence)
+
+
+def _client(model_name: Optional[str], settings: Settings) -> Model:
+    from worker.llm import LLMClient
+    from worker.models import resolve_model
+
+    return LLMClient(resolve_model(model_name, settings))

@@ -1,0 +1,63 @@
+"""history.jsonl: one line per turn, written and fsynced before the next turn starts.
+
+Each line records exactly what was sent: the request's messages from index `sent_from` on
+(the messages before it are identical to the previous request's), and what came back.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from worker.types import Reply
+
+
+class History:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._previous: list[dict[str, Any]] = []
+
+    def record(self, turn: int, request: list[dict[str, Any]], reply: Reply, tool_results: list[dict[str, Any]]) -> None:
+        sent_from = _shared_prefix(self._previous, request)
+        self._previous = [dict(m) for m in request]
+        self.append({
+            "turn": turn,
+            "time": time.time(),
+            "sent_from": sent_from,
+            "sent": request[sent_from:],
+            "received": reply.message,
+            "usage": reply.usage.to_dict(),
+            "latency": round(reply.latency, 4),
+            "tool_results": tool_results,
+        })
+
+    def append(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
+    count = 0
+    for old, new in zip(previous, request):
+        if old != new:
+            break
+        count += 1
+    return count
+
+
+def replay(path: Path) -> list[list[dict[str, Any]]]:
+    """Rebuild every request the worker sent, in order, from a history file."""
+    requests: list[list[dict[str, Any]]] = []
+    previous: list[dict[str, Any]] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "sent" not in record:
+            continue
+        previous = previous[: record["sent_from"]] + record["sent"]
+        requests.append(previous)
+    return requests
