@@ -132,6 +132,8 @@ def test_tools_refuse_escapes(tree, name, args):
     assert not result.ok and not result.evidence
     assert "outside the worker's directory" in result.output or "leaves the worker's directory" in result.output
     assert "\n" not in result.output
+    where = args.get("path") or args["cwd"]
+    assert result.output.startswith(f"{where}: ") and not result.output.startswith(f"{where}: {where}")
     assert sorted(p.name for p in outside.iterdir()) == before
     assert (outside / "secret.txt").read_text() == "secret\n"
 

@@ -94,6 +94,8 @@ def test_output_cut_head_and_tail(ctx):
     assert len(body) <= cap
     assert body.startswith("FIRST") and body.rstrip().endswith("LAST")
     assert re.search(r"\[\.\.\. \d+ chars cut \.\.\.\]", body)
+    full = re.search(r"full output in (\S+)", out.split("\n", 1)[0]).group(1)
+    assert (ctx.workdir / full).read_text().count("m") == 50000
 
 
 def test_timeout_kills_whole_group(ctx):

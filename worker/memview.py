@@ -4,10 +4,13 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Optional
 
+import structlog
+
 from memory_shared.gate import StagedChange
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
+log = structlog.get_logger("worker.memory")
 WriteMode = Literal["overwrite", "append", "prepend"]
 STAGING_OFF = "memory writes are staged only after start_long_term_update; call start_long_term_update first"
 
@@ -47,7 +50,10 @@ class MemoryView:
         rel = _clean(rel)
         text = self._staged[rel] if rel in self._staged else self._snapshot_text(rel)
         if text is not None and self.access_log is not None:
-            self.access_log.record(rel, self.task_id)
+            try:
+                self.access_log.record(rel, self.task_id)
+            except (OSError, ValueError) as exc:  # statistics must never cost the task its read
+                log.warning("memory_access_not_recorded", path=rel, error=str(exc))
         return text
 
     def exists(self, rel: str) -> bool:

@@ -69,7 +69,10 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         ctx.extra[PGIDS_KEY].remove(proc.pid)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
-    output = _read_ends(out_path, output_cap(ctx.settings, "code_run", ctx.extra.get("calls_in_turn", 1)))
+    cap = output_cap(ctx.settings, "code_run", ctx.extra.get("calls_in_turn", 1))
+    output = _read_ends(out_path, cap)
+    if out_path.stat().st_size > cap:
+        status += f"; full output in {out_path.relative_to(workdir).as_posix()}"
     return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 

@@ -10,9 +10,9 @@ from typing import Iterable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from worker.paths import PathError, memory_rel, resolve_read, resolve_write
 from worker.context import cut_head_tail, output_cap
-from worker.textpatch import PatchError, patch_exact
+from worker.paths import PathError, memory_rel, resolve_read, resolve_write
+from worker.textpatch import patch_exact
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -51,6 +51,14 @@ def _error(message: str) -> ToolResult:
     return ToolResult(message, ok=False, evidence=False)
 
 
+def _failure(path: str, exc: Exception) -> ToolResult:
+    """One line naming the path: PathError already does; OS errors give their plain reason."""
+    if isinstance(exc, PathError):
+        return _error(str(exc))
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return _error(f"{path}: {reason}")
+
+
 def _display(path: Path, ctx: ToolContext) -> str:
     try:
         return path.relative_to(ctx.workdir.resolve()).as_posix()
@@ -69,18 +77,18 @@ def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
             return _read_memory(ctx, rel, args)
         w = ctx.settings.worker
         path = resolve_read(args.path, ctx.workdir, w.allow_read, w.allow_write)
-    except PathError as exc:
-        return _error(str(exc))
-    if path.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-        return ToolResult(_listing(args.path, names))
-    if not path.is_file():
-        return _error(_missing(args.path, _nearby_files(ctx.workdir.resolve(), path)))
-    with open(path, "rb") as handle:
-        if b"\0" in handle.read(8192):
-            return _error(f"{args.path}: binary file ({path.stat().st_size} bytes); inspect it with code_run")
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
-        return ToolResult(_render(args, handle, ctx))
+        if path.is_dir():
+            names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+            return ToolResult(_listing(args.path, names))
+        if not path.is_file():
+            return _error(_missing(args.path, _nearby_files(ctx.workdir.resolve(), path)))
+        with open(path, "rb") as handle:
+            if b"\0" in handle.read(8192):
+                return _error(f"{args.path}: binary file ({path.stat().st_size} bytes); inspect it with code_run")
+        with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+            return ToolResult(_render(args, handle, ctx))
+    except (ValueError, OSError) as exc:
+        return _failure(args.path, exc)
 
 
 def _read_memory(ctx: ToolContext, rel: str, args: FileReadArgs) -> ToolResult:
@@ -178,7 +186,9 @@ def _display_rel(path: Path, root: Path) -> str:
 
 
 def _missing(asked: str, candidates: list[str]) -> str:
-    want = asked.replace("\\", "/").lstrip("./")
+    want = asked.replace("\\", "/")
+    while want.startswith("./"):
+        want = want[2:]
     scored = sorted(((max(difflib.SequenceMatcher(None, want.lower(), c.lower()).ratio(),
                           difflib.SequenceMatcher(None, os.path.basename(want).lower(),
                                                   os.path.basename(c).lower()).ratio()), c)
@@ -206,10 +216,10 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
             return _error(f"{args.path}: no such file; create it with file_write")
         text = _read_text_strict(path)
         updated, old_s, new_s = patch_exact(text, args.old_content, args.new_content)
-    except (PathError, PatchError, PermissionError, FileNotFoundError, UnicodeDecodeError) as exc:
-        return _error(f"{args.path}: {exc}")
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(updated)
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(updated)
+    except (ValueError, OSError) as exc:  # PathError and PatchError are ValueErrors
+        return _failure(args.path, exc)
     line = text[:text.find(old_s)].count("\n") + 1
     return ToolResult(f"patched {_display(path, ctx)} at line {line}"
                       f" ({old_s.count(chr(10)) + 1} lines -> {new_s.count(chr(10)) + 1})")
@@ -220,7 +230,7 @@ def _read_text_strict(path: Path) -> str:
         with open(path, encoding="utf-8", newline="") as handle:
             return handle.read()
     except UnicodeDecodeError:
-        raise UnicodeDecodeError("utf-8", b"", 0, 1, "not UTF-8 text; edit it with code_run") from None
+        raise ValueError("not UTF-8 text; edit it with code_run") from None
 
 
 # ---- file_write
@@ -240,16 +250,12 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         if path.is_dir():
             return _error(f"{args.path}: is a directory; give a file name")
         path.parent.mkdir(parents=True, exist_ok=True)
-    except (PathError, PermissionError, OSError) as exc:
-        return _error(f"{args.path}: {exc}" if not isinstance(exc, PathError) else str(exc))
-    data = args.content.encode("utf-8")
-    if args.mode == "append":
-        with open(path, "ab") as handle:
-            handle.write(data)
-    else:
+        data = args.content.encode("utf-8")
         if args.mode == "prepend" and path.is_file():
             data += path.read_bytes()
-        with open(path, "wb") as handle:
+        with open(path, "ab" if args.mode == "append" else "wb") as handle:
             handle.write(data)
+    except (ValueError, OSError) as exc:
+        return _failure(args.path, exc)
     return ToolResult(f"wrote {len(args.content)} chars to {_display(path, ctx)} ({args.mode});"
                       f" file is now {path.stat().st_size} bytes")
