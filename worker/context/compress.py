@@ -16,17 +16,20 @@ CUT_TAGS = ("thinking", "think", "tool_use", "tool_result")
 ANCHOR_TAGS = ("history", "key_info", "earlier_context")
 PLACEHOLDER = "[old]"
 
-# group 1: the tag name, 2: the whole opening tag (attributes kept, e.g. <tool_result id="c1">), 3: content
-_CUT_RE = re.compile(r"(?=<(" + "|".join(CUT_TAGS) + r")[\s>])(<[^>]*>)([\s\S]*?)</\1>")
-_ANCHOR_RE = re.compile(r"(?=<(" + "|".join(ANCHOR_TAGS) + r")[\s>])(<[^>]*>)([\s\S]*?)</\1>")
+# group 1: the tag name, 2: its attributes (kept, e.g. <tool_result id="c1">), 3: the content
+_CUT_RE = re.compile(r"<(" + "|".join(CUT_TAGS) + r")((?:\s[^>]*)?)>([\s\S]*?)</\1>")
+_ANCHOR_RE = re.compile(r"<(" + "|".join(ANCHOR_TAGS) + r")((?:\s[^>]*)?)>([\s\S]*?)</\1>")
+_OPENERS = tuple("<" + tag for tag in CUT_TAGS + ANCHOR_TAGS)
 
 
 def compress_text(text: str, max_len: int, whole: bool = False) -> str:
     """Placeholders for anchor blocks, head+tail cuts inside the other tags (and of the whole text
     if `whole`). Returns a fixed point, so compressing twice changes nothing."""
+    if not any(opener in text for opener in _OPENERS):  # the common case, and much cheaper than the regexes
+        return cut_head_tail(text, max_len) if whole else text
     for _ in range(5):  # a cut can join two halves of quoted tags into a new pair: repeat until stable
-        new = _ANCHOR_RE.sub(lambda m: f"{m[2]}{PLACEHOLDER}</{m[1]}>", text)
-        new = _CUT_RE.sub(lambda m: f"{m[2]}{cut_head_tail(m[3], max_len)}</{m[1]}>", new)
+        new = _ANCHOR_RE.sub(lambda m: f"<{m[1]}{m[2]}>{PLACEHOLDER}</{m[1]}>", text)
+        new = _CUT_RE.sub(lambda m: f"<{m[1]}{m[2]}>{cut_head_tail(m[3], max_len)}</{m[1]}>", new)
         if whole:
             new = cut_head_tail(new, max_len)
         if new == text:
