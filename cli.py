@@ -419,6 +419,207 @@ def fake_llm(
 
 # ---- fanout, runs (orchestrator) --------------------------------------------
 
+runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, tail.")
+app.add_typer(runs_app, name="runs")
+
+
+def _fail_lines(text: str, code: int = 2) -> NoReturn:
+    """Every problem on its own `error:` line (a tasks file can have several)."""
+    lines = [line for line in str(text).splitlines() if line.strip()] or ["unknown error"]
+    for line in lines[:-1]:
+        err_console.print(f"[red]error:[/red] {line}", highlight=False, markup=True, soft_wrap=True)
+    fail(lines[-1], code)
+
+
+def _runs_dir(out: Optional[Path]) -> Path:
+    return out or Path(settings().fanout.runs_dir)
+
+
+@app.command()
+def fanout(
+    file: Path = typer.Argument(..., help="Tasks file (see configs/examples/quickstart.yaml)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:PORT"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
+    as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
+) -> None:
+    """Run every task of FILE on a pool of workers (Ray), then its reduce step."""
+    from orchestrator import FanoutError
+    from orchestrator import dry_run as plan_only
+    from orchestrator import fanout as run_fanout
+
+    current = settings()
+    if retry_failed and not resume:
+        fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
+    try:
+        if dry_run:
+            plan = plan_only(file, current)
+            emit_json(plan) if as_json else _print_plan(plan)
+            return
+        result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address, out=out,
+                            settings=current, display="quiet" if as_json else None)
+    except FanoutError as exc:
+        _fail_lines(str(exc))
+    except KeyboardInterrupt:
+        err_console.print("interrupted before the run started; nothing ran")
+        raise typer.Exit(130)
+    if as_json:
+        emit_json(result.compact())
+    else:
+        _print_run(result)
+    raise typer.Exit(result.exit_code)
+
+
+def _print_plan(plan: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{plan['name']}: {len(plan['tasks'])} task(s), {plan['concurrency']} at once, "
+                        f"{plan['retries']} retries", title_justify="left")
+    for column in ("id", "model", "turns", "timeout", "inputs", "max cost", "prompt"):
+        table.add_column(column, overflow="fold")
+    for row in plan["tasks"]:
+        cost = "?" if row["max_cost"] is None else f"${row['max_cost']:.4f}"
+        prompt = row["prompt"].replace("\n", " ")
+        model = str(row["model"])
+        model = f"scripted:{Path(model[9:]).name}" if model.startswith("scripted:") else model
+        table.add_row(row["id"], model, str(row["max_turns"]), str(row["timeout"] or "-"),
+                      ", ".join(row["inputs"]) or "-", cost, prompt[:70] + ("…" if len(prompt) > 70 else ""))
+    console.print(table)
+    total = plan["total_max_cost"]
+    budget = plan["budget"]
+    console.print(f"upper bound on cost: {'?' if total is None else f'${total:.4f}'}"
+                  + (f" (budget: {budget['tokens'] or '-'} tokens, ${budget['cost'] or '-'})" if any(budget.values()) else "")
+                  + (f"; then reduce → reduce/{plan['reduce']['output']}" if plan["reduce"] else ""), highlight=False)
+
+
+def _print_run(result: Any) -> None:
+    from rich.table import Table
+
+    summary = result.summary
+    table = Table(title=f"run {result.run_id}: {result.status}", title_justify="left")
+    for column in ("task", "status", "turns", "tokens", "cost", "answer / reason"):
+        table.add_column(column, overflow="fold")
+    for row in result.results:
+        usage = row.get("usage_with_nested") or row.get("usage") or {}
+        text = row.get("answer") if row["status"] == "succeeded" else row.get("reason")
+        text = " ".join(str(text or "").split())
+        style = "green" if row["status"] == "succeeded" else "red"
+        table.add_row(row["task_id"], f"[{style}]{row['status']}[/{style}]", str(row.get("turns", "")),
+                      f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", text[:80] + ("…" if len(text) > 80 else ""))
+    console.print(table)
+    tasks, usage = summary["tasks"], summary["usage"]
+    console.print(f"{tasks['succeeded']}/{tasks['total']} succeeded, {tasks['total'] - tasks['succeeded'] - tasks['unfinished']} "
+                  f"failed, {tasks['unfinished']} unfinished · {usage['total']:,} tokens ({usage['cached']:,} cached) · "
+                  f"${usage['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
+    if summary.get("stop_note"):
+        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    if result.reduce:
+        console.print(f"reduce ({result.reduce['status']}) → {result.reduce['path']}", highlight=False)
+        console.print(result.reduce.get("answer") or result.reduce.get("reason", ""), highlight=False, markup=False)
+    console.print(f"run directory: {result.run_dir}", highlight=False)
+
+
+@runs_app.command("list")
+def runs_list(
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Runs under the runs directory, newest first."""
+    from rich.table import Table
+
+    from orchestrator.ledger import list_runs
+
+    rows = list_runs(_runs_dir(out))
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print(f"no runs in {_runs_dir(out)}")
+        return
+    table = Table()
+    for column in ("run", "status", "finished/total", "failed", "tokens", "cost"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
+                      str(r["failed"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """A run's summary, its results and the ledger's latest events."""
+    from rich.table import Table
+
+    from orchestrator.fanout import load_run
+
+    try:
+        data = load_run(_runs_dir(out), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(data)
+        return
+    summary = data["summary"] or {}
+    console.print(f"run {data['run_id']} ({data['path']}): {summary.get('status', 'running or stopped hard')}", highlight=False)
+    if summary:
+        t, u = summary["tasks"], summary["usage"]
+        console.print(f"{t['succeeded']}/{t['total']} succeeded, {t['unfinished']} unfinished · {u['total']:,} tokens · "
+                      f"${u['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
+        if summary.get("stop_note"):
+            console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    table = Table()
+    for column in ("task", "status", "attempt", "turns", "tokens", "answer / reason"):
+        table.add_column(column, overflow="fold")
+    for row in data["results"]:
+        text = " ".join(str((row.get("answer") if row["status"] == "succeeded" else row.get("reason")) or "").split())
+        table.add_row(row["task_id"], row["status"], str(row.get("attempt", "")), str(row.get("turns", "")),
+                      f"{(row.get('usage_with_nested') or row.get('usage') or {}).get('total', 0):,}", text[:80])
+    console.print(table)
+
+
+@runs_app.command("tail")
+def runs_tail(
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    lines: int = typer.Option(20, "-n", help="How many ledger lines to show first"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new ledger lines until the run finishes"),
+) -> None:
+    """The run's ledger as it grows."""
+    import time
+
+    from orchestrator.ledger import RunDir, read_jsonl
+
+    try:
+        run = RunDir.existing(_runs_dir(out), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    seen = 0
+    records = list(read_jsonl(run.path / "ledger.jsonl"))
+    for record in records[-lines:]:
+        console.print(_ledger_line(record), highlight=False, markup=False)
+    seen = len(records)
+    while follow and not any(r["event"] == "run_finished" for r in records[-1:]):
+        time.sleep(0.5)
+        records = list(read_jsonl(run.path / "ledger.jsonl"))
+        for record in records[seen:]:
+            console.print(_ledger_line(record), highlight=False, markup=False)
+        seen = len(records)
+
+
+def _ledger_line(record: dict) -> str:
+    import time
+
+    stamp = time.strftime("%H:%M:%S", time.localtime(record.get("time", 0)))
+    rest = " ".join(f"{k}={v}" for k, v in record.items() if k not in ("time", "event", "task_id") and v not in (None, ""))
+    return f"{stamp} {record['event']:<12} {record.get('task_id', ''):<24} {rest}".rstrip()
+
 
 # ---- skills, explore, reflect, schedule (skilltree, orchestrator) -----------
 

@@ -1,0 +1,14 @@
+"""Fan-out on Ray: tasks.yaml spec, worker pool, run ledger and resume, rate-limit governor, reduce.
+
+    from orchestrator import fanout
+    run = fanout("tasks.yaml")            # or a dict, or a list of prompts
+"""
+import os
+
+# Read by Ray when it is imported: without it a local Ray binds the machine's address, not 127.0.0.1.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+from orchestrator.fanout import FanoutError, Run, dry_run, fanout  # noqa: E402
+from orchestrator.spec import Plan, SpecError  # noqa: E402
+
+__all__ = ["FanoutError", "Plan", "Run", "SpecError", "dry_run", "fanout"]

@@ -1,0 +1,207 @@
+"""The worker actor: one Ray process, reused across tasks; each task gets a fresh `worker.Worker`.
+
+The job a driver sends is a plain dict (see `fanout._job`); the actor returns a plain result record.
+Threaded (max_concurrency 4) so `progress()` and `cancel()` answer while `run_task()` runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import ray
+
+CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class WorkerActor:
+    def __init__(self, uid: str):
+        import worker.agent  # noqa: F401  (import once per process, not per task)
+        import worker.llm  # noqa: F401
+
+        self.uid = uid
+        self.current: Optional[dict[str, Any]] = None
+        self.worker: Any = None
+        self.cancel_reason = ""
+        self.stores: dict[str, Any] = {}
+        self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
+        self._lock = threading.Lock()
+
+    def info(self) -> dict[str, Any]:
+        return {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+                "host": socket.gethostname(), "tainted": self.tainted}
+
+    def progress(self) -> Optional[dict[str, Any]]:
+        with self._lock:
+            return dict(self.current) if self.current else None
+
+    def cancel(self, reason: str = "cancelled") -> bool:
+        with self._lock:
+            worker = self.worker
+            self.cancel_reason = reason
+        if worker is None:
+            return False
+        worker.cancel()
+        return True
+
+    def run_task(self, job: dict[str, Any]) -> dict[str, Any]:
+        started = time.time()
+        task_id = job["task_id"]
+        with self._lock:
+            self.current = {"task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
+                            "attempt": job["attempt"], "pid": os.getpid()}
+            self.cancel_reason = ""
+        try:
+            record = self._run(job, started)
+        except Exception as exc:  # a setup problem in this process: report it, the driver decides
+            record = _record(job, "failed", started, reason=f"worker setup failed: {type(exc).__name__}: {exc}")
+            record["error"] = "setup"
+        finally:
+            with self._lock:
+                self.current = None
+                self.worker = None
+        record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+                           "tainted": self.tainted}
+        return record
+
+    # ---- one task ----
+
+    def _run(self, job: dict[str, Any], started: float) -> dict[str, Any]:
+        from configs import Settings
+        from worker.agent import Worker
+        from worker.llm import LLMClient
+
+        task_dir = Path(job["task_dir"])
+        _fresh_task_dir(task_dir, job["attempt"])
+        workdir = task_dir / "workdir"
+        workdir.mkdir(parents=True, exist_ok=True)
+        for source in job["inputs"]:
+            shutil.copy2(source, workdir / Path(source).name)
+        settings = Settings.model_validate(job["settings"])
+        for name, value in job.get("secrets", {}).items():
+            os.environ.setdefault(name, value)
+        client = LLMClient(job["model_config"])
+        model: Any = client
+        governed = None
+        if job.get("governor"):
+            from orchestrator.governor import NAMESPACE, GovernedModel
+
+            handle = ray.get_actor(job["governor"], namespace=NAMESPACE)
+            model = governed = GovernedModel(client, handle, f"{self.uid}:{job['task_id']}")
+        worker = Worker(job["prompt"], task_id=job["task_id"], workdir=workdir, settings=settings,
+                        history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
+                        env=job["env"], on_turn=self._on_turn, tools=job.get("tools"))
+        with self._lock:
+            self.worker = worker
+        outcome: dict[str, Any] = {}
+        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True)
+        thread.start()
+        timeout = job.get("timeout")
+        thread.join(timeout)
+        timed_out = thread.is_alive()
+        if timed_out:
+            with self._lock:
+                self.cancel_reason = f"timeout after {timeout:g}s"
+            worker.cancel()
+            thread.join(CANCEL_GRACE)
+            if thread.is_alive():
+                self.tainted = True
+        if self.cancel_reason:
+            status = "timeout" if timed_out else "cancelled"
+            record = _record(job, "failed", started, reason=self.cancel_reason, usage=worker.usage.to_dict())
+            record["stop"] = status
+        elif "error" in outcome:
+            record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage.to_dict())
+            record["error"] = "crash"
+        else:
+            result = outcome["result"]
+            record = _record(job, result.status, started, reason=result.reason, usage=result.usage.to_dict())
+            record.update(answer=result.answer, turns=result.turns, question=result.question,
+                          memory_generation=result.memory_generation)
+        if governed is not None and governed.circuit_open:
+            record["stop"] = "paused"
+        elif record["status"] == "failed" and "HTTP 429" in record.get("reason", ""):
+            record["stop"] = "rate_limited"
+        record["nested_usage"] = nested_usage(task_dir)
+        record["history_path"] = str(task_dir / "history.jsonl")
+        record["task_dir"] = str(task_dir)
+        (task_dir / "answer.md").write_text((record.get("answer") or "") + "\n", encoding="utf-8")
+        if job.get("return_files"):  # the driver cannot see this node's disk: send what it must keep
+            record["files"] = _read_files(task_dir, ["history.jsonl", "answer.md"])
+        return record
+
+    def _store(self, job: dict[str, Any], settings: Any) -> Any:
+        if job.get("memory") == "none":
+            return None
+        if job.get("memory") == "service":
+            from orchestrator.memory_service import ReplicaStore
+
+            key = "service:" + job["memory_replica"]
+            if key not in self.stores:
+                self.stores[key] = ReplicaStore(Path(job["memory_replica"]))
+            return self.stores[key]
+        root = str(settings.memory_root)
+        if root not in self.stores:
+            from memory_shared import MemoryStore
+
+            self.stores[root] = MemoryStore(settings.memory_root, create=True,
+                                            l1_max_lines=settings.memory.l1_max_lines,
+                                            l1_max_chars=settings.memory.l1_max_chars)
+        return self.stores[root]
+
+    def _on_turn(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            if self.current is not None:
+                self.current.update(turn=event.get("turn", 0), tool=event.get("tool", ""),
+                                    tokens=event.get("tokens", 0))
+
+
+def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:
+    try:
+        outcome["result"] = worker.run()
+    except BaseException as exc:  # noqa: BLE001  (reported to the driver as the task's failure)
+        outcome["error"] = f"worker crashed: {type(exc).__name__}: {exc}"
+
+
+def _record(job: dict[str, Any], status: str, started: float, reason: str = "",
+            usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    return {"task_id": job["task_id"], "status": status, "attempt": job["attempt"], "answer": "", "turns": 0,
+            "reason": reason, "usage": usage or {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0},
+            "started": started, "finished": time.time(), "seconds": round(time.time() - started, 3)}
+
+
+def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
+    """A retry starts clean; what the earlier attempt left is kept aside for inspection."""
+    if task_dir.exists() and any(task_dir.iterdir()):
+        aside = task_dir.parent / f".{task_dir.name}.attempt-{attempt - 1}"
+        if aside.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+        task_dir.rename(aside)
+    task_dir.mkdir(parents=True, exist_ok=True)
+
+
+def nested_usage(task_dir: Path) -> dict[str, Any]:
+    """Usage of the fan-outs this task started from its code_run (their summaries include their own nested runs)."""
+    total = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0, "runs": 0}
+    runs = task_dir / "runs"
+    if not runs.is_dir():
+        return total
+    for summary_path in runs.glob("*/summary.json"):
+        try:
+            usage = json.loads(summary_path.read_text(encoding="utf-8")).get("usage", {})
+        except (OSError, json.JSONDecodeError):
+            continue
+        for key in ("prompt", "completion", "cached", "cost", "total"):
+            total[key] += usage.get(key, 0)
+        total["runs"] += 1
+    return total
+
+
+def _read_files(task_dir: Path, names: list[str]) -> dict[str, str]:
+    return {n: (task_dir / n).read_text(encoding="utf-8", errors="replace") for n in names if (task_dir / n).is_file()}

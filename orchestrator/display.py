@@ -1,0 +1,84 @@
+"""What a run shows while it runs: a rich live view on a terminal, periodic log lines otherwise."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Optional
+
+import structlog
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+log = structlog.get_logger("ga.fanout")
+LOG_EVERY = 10.0
+
+
+def choose_mode(requested: Optional[str]) -> str:
+    """'live' on a terminal, 'log' when not, 'quiet' for --json and nested runs (their output goes to a parent)."""
+    if requested:
+        return requested
+    return "live" if sys.stderr.isatty() else "log"
+
+
+class Display:
+    def __init__(self, mode: str, name: str, total: int):
+        self.mode, self.name, self.total = mode, name, total
+        self.started = time.monotonic()
+        self.last_log = 0.0
+        self.state: dict[str, Any] = {"done": 0, "failed": 0, "running": [], "tokens": 0, "cost": 0.0, "note": ""}
+        self._live: Optional[Live] = None
+        if mode == "live":
+            self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False)
+            self._live.start()
+
+    def update(self, **state: Any) -> None:
+        self.state.update(state)
+        if self._live is not None:
+            self._live.update(self._render())
+        elif self.mode == "log" and time.monotonic() - self.last_log >= LOG_EVERY:
+            self.last_log = time.monotonic()
+            s = self.state
+            log.info("fanout.progress", run=self.name, done=s["done"], total=self.total, failed=s["failed"],
+                     running=len(s["running"]), eta=self._eta(), tokens=s["tokens"], cost=round(s["cost"], 4),
+                     note=s["note"] or None)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.stop()
+            self._live = None
+
+    def _eta(self) -> str:
+        done = self.state["done"]
+        if not done or done >= self.total:
+            return "-"
+        elapsed = time.monotonic() - self.started
+        return _clock(elapsed / done * (self.total - done))
+
+    def _render(self) -> Any:
+        s = self.state
+        width = 30
+        filled = int(width * s["done"] / self.total) if self.total else width
+        header = Text.assemble(
+            (f"{self.name} ", "bold"), ("█" * filled + "░" * (width - filled), "green"),
+            f" {s['done']}/{self.total} done",
+            (f" · {s['failed']} failed" if s["failed"] else "", "red"),
+            f" · {len(s['running'])} running · {_clock(time.monotonic() - self.started)} · ETA {self._eta()}"
+            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}",
+            (f" · {s['note']}" if s["note"] else "", "yellow"),
+        )
+        table = Table(box=None, show_header=True, header_style="dim", pad_edge=False)
+        for column in ("worker", "task", "turn", "tool", "tokens", "time"):
+            table.add_column(column)
+        for row in s["running"]:
+            table.add_row(str(row.get("slot", "")), row.get("task_id", ""), str(row.get("turn", "")),
+                          row.get("tool", "") or "", f"{row.get('tokens', 0):,}",
+                          _clock(time.time() - row["started"]) if row.get("started") else "")
+        return Group(header, table)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"

@@ -1,0 +1,182 @@
+"""One run from start to summary: governors, the leased pool, the map, the reduce, accounting."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import ray
+import structlog
+
+from configs import Settings
+from orchestrator.display import Display, choose_mode
+from orchestrator.governor import actor_name, endpoint_key, governor_for
+from orchestrator.ledger import RunDir
+from orchestrator.pool import Pool
+from orchestrator.scheduler import MapOutcome, Scheduler, add_usage
+from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
+
+log = structlog.get_logger("ga.fanout")
+FINAL_STATUSES = ("succeeded", "failed", "needs_input", "limit")
+
+
+class Driver:
+    def __init__(self, plan: Plan, run: RunDir, settings: Settings, models: dict[Optional[str], Any], nest: Any,
+                 max_depth: int, cluster: dict[str, Any], *, workers: int, display: Optional[str]):
+        self.plan, self.run, self.settings, self.models, self.nest = plan, run, settings, models, nest
+        self.max_depth, self.cluster, self.workers = max_depth, cluster, max(1, workers)
+        self.display_mode = choose_mode(display)
+        self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
+        self.governors: dict[str, str] = {}
+        self.memory_mode = "store"
+        self.memory_replica: Optional[str] = None
+
+    # ---- the run ----
+
+    def execute(self, todo: list[PlannedTask], spent: dict[str, Any], resumed: bool) -> Any:
+        from orchestrator.fanout import Run
+
+        started = time.time()
+        plan, run = self.plan, self.run
+        run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
+                   workers=self.workers, address=self.cluster["address"], depth=self.nest.depth,
+                   parent_task=self.nest.parent_task)
+        for task in todo:
+            run.ledger("queued", task.id)
+        self._start_governors()
+        self._choose_memory()
+        done_before = run.results()
+        display = Display(self.display_mode, plan.name, len(plan.tasks))
+        pool = Pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout.pool_idle_seconds)
+        reduce_result = None
+        try:
+            scheduler = Scheduler(
+                pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
+                budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
+                done_before=len(done_before), failed_before=sum(r["status"] != "succeeded" for r in done_before.values()))
+            outcome = scheduler.run_all(todo)
+            if plan.reduce and outcome.stop is None:
+                from orchestrator.reduce import Reducer
+
+                display.update(note="reduce")
+                reduce_result = Reducer(self, pool, display).run(self._ordered_results())
+                add_usage(outcome.usage, reduce_result.get("usage", {}))
+        finally:
+            display.close()
+            pool.close()
+        results = self._ordered_results()
+        summary = self._summary(outcome, results, reduce_result, started, resumed)
+        run.write_summary(summary)
+        run.ledger("run_finished", status=summary["status"], exit_code=summary["exit_code"])
+        run.event("run_finished", status=summary["status"], seconds=summary["seconds"])
+        run.close()
+        return Run(run.run_id, run.path, summary["status"], summary["exit_code"], results, summary, reduce_result,
+                   outcome.unfinished)
+
+    def _ordered_results(self) -> list[dict[str, Any]]:
+        found = self.run.results()
+        return [found[t.id] for t in self.plan.tasks if t.id in found]
+
+    def _start_governors(self) -> None:
+        for name, config in self.models.items():
+            key = endpoint_key(config.base_url, config.model)
+            governor_for(key, self.settings.fanout)
+            self.governors[str(name)] = actor_name(key)
+
+    def _choose_memory(self) -> None:
+        from orchestrator.memory_service import memory_mode
+
+        self.memory_mode, self.memory_replica = memory_mode(self.settings, self.cluster)
+
+    # ---- jobs ----
+
+    def timeout_of(self, task: PlannedTask) -> Optional[float]:
+        return task.timeout or self.settings.fanout.timeout
+
+    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None) -> dict[str, Any]:
+        settings = self.settings.model_copy(deep=True)
+        worker = settings.worker
+        if task.max_turns:
+            worker.max_turns = task.max_turns
+        if task.max_tokens:
+            worker.max_tokens = task.max_tokens
+        if task.max_cost:
+            worker.max_cost = task.max_cost
+        config = self.models[task.model]
+        task_dir = (base or self.run.path / "tasks") / task.id
+        secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
+            config.api_key_env) else {}
+        return {
+            "task_id": task.id, "attempt": attempt, "prompt": task.prompt, "inputs": task.inputs,
+            "task_dir": str(task_dir), "settings": settings.model_dump(), "model_config": config,
+            "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
+            "tools": self.tools_for(task), "memory": self.memory_mode, "memory_replica": self.memory_replica,
+            "secrets": secrets, "return_files": self.memory_mode == "service",
+            "env": self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
+                                       self.settings.home_dir),
+        }
+
+    def tools_for(self, task: PlannedTask) -> Optional[list[str]]:
+        from worker.tools import REGISTRY
+
+        names = [n for n in (task.tools if task.tools is not None else list(REGISTRY)) if n in REGISTRY]
+        if not self.plan.memory_commit:
+            names = [n for n in names if n != MEMORY_WRITE_TOOL]
+        return names if (task.tools is not None or not self.plan.memory_commit) else None
+
+    # ---- the summary ----
+
+    def _summary(self, outcome: MapOutcome, results: list[dict[str, Any]], reduce_result: Optional[dict[str, Any]],
+                 started: float, resumed: bool) -> dict[str, Any]:
+        counts = {s: sum(1 for r in results if r["status"] == s) for s in FINAL_STATUSES}
+        total = len(self.plan.tasks)
+        unfinished = total - len(results)
+        if outcome.stop == "interrupted":
+            status, code = "interrupted", 130
+        elif outcome.stop == "paused":
+            status, code = "paused", 1
+        elif outcome.stop == "budget":
+            status, code = "budget_spent", 1
+        elif counts["succeeded"] == total and (reduce_result is None or reduce_result.get("status") == "succeeded"):
+            status, code = "succeeded", 0
+        else:
+            status, code = "failed", 1
+        note = ""
+        if outcome.stop == "budget":
+            note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
+                    f"raise the budget and resume with --resume {self.run.run_id}")
+        elif outcome.stop == "paused":
+            note = f"the model endpoint kept refusing requests: run paused; resume later with --resume {self.run.run_id}"
+        elif outcome.stop == "interrupted":
+            note = f"interrupted: {unfinished} task(s) unfinished; resume with --resume {self.run.run_id}"
+        per_task = {r["task_id"]: r.get("usage_with_nested") or r.get("usage") for r in results}
+        governors = []
+        for name in set(self.governors.values()):
+            try:
+                governors.append(ray.get(ray.get_actor(name, namespace="ga").snapshot.remote(), timeout=5))
+            except Exception:  # noqa: BLE001  (reporting only)
+                pass
+        previous = self.run.summary() or {}
+        return {
+            "run_id": self.run.run_id, "name": self.plan.name, "status": status, "exit_code": code,
+            "started": previous.get("started", started) if resumed else started, "finished": time.time(),
+            "seconds": round(time.time() - started, 3), "depth": self.nest.depth, "parent_task": self.nest.parent_task,
+            "address": self.cluster["address"], "workers": self.workers,
+            "tasks": {"total": total, **counts, "unfinished": unfinished},
+            "usage": outcome.usage, "per_task": per_task, "per_worker": outcome.per_worker,
+            "nested_runs": sum((r.get("nested_usage") or {}).get("runs", 0) for r in results),
+            "stop_reason": outcome.stop, "stop_note": note,
+            "budget": {"tokens": self.plan.budget_tokens, "cost": self.plan.budget_cost},
+            "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
+            "governors": governors, "memory": self.memory_mode,
+        }
+
+
+def _budget_text(plan: Plan, usage: dict[str, Any]) -> str:
+    parts = []
+    if plan.budget_tokens:
+        parts.append(f"{usage['total']:,} of {plan.budget_tokens:,} tokens")
+    if plan.budget_cost:
+        parts.append(f"${usage['cost']:.4f} of ${plan.budget_cost:.4f}")
+    return ", ".join(parts)

@@ -1,0 +1,231 @@
+"""`fanout(...)`: the entry `ga fanout` and a parent agent's code_run both use.
+
+    from orchestrator import fanout
+    run = fanout("tasks.yaml")                     # or a dict spec, or a list of prompts
+    run = fanout(["summarize a.md", "summarize b.md"], reduce={"prompt": "merge them"})
+    run.status, run.run_dir, run.results, run.reduce, run.exit_code
+
+Inside a task's code_run (GA_DEPTH, GA_RAY_ADDRESS, GA_RUN_DIR, GA_PARENT_TASK set by the parent
+run) it attaches to the parent's cluster, runs as a nested run under the parent task's directory
+(its usage is counted in the parent task's) and refuses to go deeper than max_depth.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import structlog
+
+from configs import Settings, load_settings
+from orchestrator import spec as specs
+from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.spec import Plan, PlannedTask, SpecError
+
+log = structlog.get_logger("ga.fanout")
+SpecInput = Union[str, Path, dict, list, Plan]
+COMPACT_CHARS = 6000  # --json answers together stay well inside a code_run output cap
+
+
+class FanoutError(ValueError):
+    """Bad input (spec, resume, depth, model, cluster address): nothing was started. One line per problem."""
+
+
+@dataclass
+class Run:
+    run_id: str
+    run_dir: Path
+    status: str
+    exit_code: int
+    results: list[dict[str, Any]]
+    summary: dict[str, Any]
+    reduce: Optional[dict[str, Any]] = None
+    unfinished: list[str] = field(default_factory=list)
+
+    def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
+        """What --json prints: small enough for a parent agent to read whole."""
+        per_answer = max(200, limit // max(1, len(self.results) + (1 if self.reduce else 0)))
+        rows = [{"id": r["task_id"], "status": r["status"], "answer": _cut(r.get("answer") or "", per_answer),
+                 **({"reason": r["reason"]} if r.get("reason") and r["status"] != "succeeded" else {})}
+                for r in self.results]
+        data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
+                "tasks": self.summary.get("tasks", {}), "usage": self.summary.get("usage", {}), "results": rows,
+                "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
+        if self.summary.get("stop_note"):
+            data["note"] = self.summary["stop_note"]
+        if self.reduce:
+            data["reduce"] = {"status": self.reduce.get("status"), "answer": _cut(self.reduce.get("answer") or "", limit),
+                              "path": self.reduce.get("path")}
+        return data
+
+
+def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
+           address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
+           display: Optional[str] = None, **top: Any) -> Run:
+    """Run every task of `spec` on the Ray pool, then the reduce step; see the module doc.
+
+    `top` sets top-level spec keys when `spec` is a list of prompts (reduce=..., defaults=..., budget=...).
+    display: "live", "log" or "quiet" (default: quiet when nested, else live on a terminal, log otherwise).
+    """
+    settings = settings or load_settings()
+    nest = Nesting.from_env()
+    plan = build_plan(spec, **top)
+    max_depth = nest.limit(plan.max_depth if plan.max_depth is not None else settings.fanout.max_depth)
+    if nest.depth > max_depth:
+        raise FanoutError(f"nested fan-out refused: depth {nest.depth} exceeds max_depth {max_depth}; do this part "
+                          "of the work in the current task (or raise max_depth in the top-level tasks file)")
+    runs_dir = Path(out) if out else (nest.runs_dir() or Path(settings.fanout.runs_dir))
+    models = resolve_models(plan, settings)
+    from orchestrator.driver import Driver
+    from orchestrator.pool import ClusterError, connect
+
+    try:
+        cluster = connect(address or nest.address or settings.fanout.address, settings.fanout.num_cpus)
+    except ClusterError as exc:
+        raise FanoutError(str(exc)) from None
+    run, todo, spent = open_run(plan, runs_dir, resume, retry_failed)
+    driver = Driver(plan, run, settings, models, nest, max_depth, cluster,
+                    workers=workers or plan.concurrency or settings.fanout.concurrency,
+                    display=display or ("quiet" if nest.depth else None))
+    return driver.execute(todo, spent, resumed=resume is not None)
+
+
+def build_plan(spec: SpecInput, **top: Any) -> Plan:
+    try:
+        if isinstance(spec, Plan):
+            return spec
+        if isinstance(spec, (str, Path)):
+            return specs.load(Path(spec))
+        if isinstance(spec, dict):
+            return specs.from_data({**spec, **top})
+        if isinstance(spec, list):
+            return specs.from_prompts(spec, **top)
+    except SpecError as exc:
+        raise FanoutError(str(exc)) from None
+    raise FanoutError(f"fanout() takes a tasks file path, a spec dict, a list of prompts or a Plan (got {type(spec).__name__})")
+
+
+def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
+    """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
+    from worker.llm import LLMClient
+    from worker.models import ModelConfigError, resolve_model
+
+    names = {t.model for t in plan.tasks}
+    if plan.reduce:
+        names.add(plan.reduce.get("model") or _reduce_default_model(plan))
+    models = {}
+    for name in sorted(names, key=str):
+        try:
+            config = resolve_model(name, settings)
+            LLMClient(config)  # fails now, not in every worker, when the key is missing
+        except ModelConfigError as exc:
+            raise FanoutError(str(exc)) from None
+        models[name] = config
+    return models
+
+
+def _reduce_default_model(plan: Plan) -> Optional[str]:
+    return plan.tasks[0].model if plan.tasks else None
+
+
+def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bool) -> tuple[RunDir, list[PlannedTask], dict]:
+    """A new run directory, or the one being resumed after checking its tasks did not change."""
+    from orchestrator.scheduler import add_usage, zero_usage
+
+    if not resume:
+        return RunDir.create(runs_dir, new_run_id(plan.name), plan.to_dict()), list(plan.tasks), zero_usage()
+    try:
+        run = RunDir.existing(runs_dir, resume)
+    except FileNotFoundError as exc:
+        raise FanoutError(str(exc)) from None
+    before = run.spec().get("fingerprints", {})
+    now = {t.id: t.fingerprint() for t in plan.tasks}
+    changed = sorted(i for i in now if i in before and before[i] != now[i])
+    added = sorted(set(now) - set(before))
+    removed = sorted(set(before) - set(now))
+    if changed or added or removed:
+        parts = ([f"changed: {', '.join(changed)}"] if changed else []) + ([f"added: {', '.join(added)}"] if added else []) \
+            + ([f"removed: {', '.join(removed)}"] if removed else [])
+        raise FanoutError(f"run {run.run_id} was started from different tasks ({'; '.join(parts)}); restore that tasks "
+                          "file to resume, or start a new run without --resume")
+    run.open_files()
+    if retry_failed:
+        run.forget_failed()
+    done = run.results()
+    spent = zero_usage()
+    for record in done.values():
+        add_usage(spent, record.get("usage_with_nested") or record.get("usage", {}))
+    return run, [t for t in plan.tasks if t.id not in done], spent
+
+
+@dataclass
+class Nesting:
+    """Where this fan-out stands: top level (depth 0) or inside a task of a parent run."""
+
+    depth: int = 0
+    address: Optional[str] = None
+    parent_run_dir: Optional[Path] = None
+    parent_task: Optional[str] = None
+    max_depth: Optional[int] = None
+
+    @classmethod
+    def from_env(cls) -> "Nesting":
+        env = os.environ
+        depth = int(env.get("GA_DEPTH") or 0)
+        if not depth:
+            return cls()
+        return cls(depth, env.get("GA_RAY_ADDRESS") or None,
+                   Path(env["GA_RUN_DIR"]) if env.get("GA_RUN_DIR") else None, env.get("GA_PARENT_TASK") or None,
+                   int(env["GA_MAX_DEPTH"]) if env.get("GA_MAX_DEPTH") else None)
+
+    def limit(self, own: int) -> int:
+        return own if self.max_depth is None else min(own, self.max_depth)
+
+    def runs_dir(self) -> Optional[Path]:
+        if self.parent_run_dir and self.parent_task:
+            return self.parent_run_dir / "tasks" / self.parent_task / "runs"
+        return None
+
+    def child_env(self, address: str, run_dir: Path, task_id: str, max_depth: int, home: Path) -> dict[str, str]:
+        return {"GA_RAY_ADDRESS": address, "GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id,
+                "GA_DEPTH": str(self.depth + 1), "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home),
+                "RAY_ADDRESS": address}
+
+
+def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
+    """The expanded plan with an upper bound on cost per task and in total; starts nothing."""
+    settings = settings or load_settings()
+    plan = build_plan(spec, **top)
+    from orchestrator.costs import upper_bound
+
+    rows = []
+    total: Optional[float] = 0.0
+    for task in plan.tasks:
+        turns = task.max_turns or settings.worker.max_turns
+        bound = upper_bound(task.model, turns, task.max_cost, settings)
+        total = None if bound is None or total is None else total + bound
+        rows.append({"id": task.id, "model": task.model or settings.worker.model or "(default)", "max_turns": turns,
+                     "timeout": task.timeout or settings.fanout.timeout, "inputs": [Path(p).name for p in task.inputs],
+                     "prompt": task.prompt, "max_cost": bound})
+    if total is not None and plan.budget_cost:
+        total = min(total, plan.budget_cost)
+    return {"name": plan.name, "tasks": rows, "total_max_cost": total,
+            "concurrency": plan.concurrency or settings.fanout.concurrency,
+            "retries": plan.retries if plan.retries is not None else settings.fanout.retries,
+            "budget": {"tokens": plan.budget_tokens, "cost": plan.budget_cost}, "reduce": plan.reduce,
+            "memory_commit": plan.memory_commit}
+
+
+def load_run(runs_dir: Path, run_id: str) -> dict[str, Any]:
+    """`ga runs show`: summary (or progress so far), results and the ledger's last events."""
+    run = RunDir.existing(runs_dir, run_id)
+    return {"run_id": run.run_id, "path": str(run.path), "summary": run.summary(), "results": list(run.results().values()),
+            "ledger_tail": list(read_jsonl(run.path / "ledger.jsonl"))[-20:]}
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    return f"{text[:head]}\n[... {len(text) - limit} chars cut; see the answer file ...]\n{text[-(limit - head):]}"

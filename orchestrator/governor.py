@@ -1,0 +1,224 @@
+"""The rate-limit governor: one named actor per model endpoint, shared by every worker that calls it.
+
+- Request and token rates (`fanout.rpm`, `fanout.tpm`) are kept with GCRA reservations: a worker
+  asks before each request and is told to go or how long to wait (the governor never sleeps).
+- A 429 pauses *every* worker on the endpoint for its Retry-After plus jitter. When the pause ends,
+  one probe request goes first; the others wait until it succeeds, so a storm costs one request per
+  pause instead of one per worker.
+- `circuit_after` pauses in a row without a success open the circuit: callers are told to stop,
+  the run is paused (resumable). After `circuit_cooldown` seconds one probe may try again.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from typing import Any, Optional
+
+import ray
+
+from worker.types import ModelError, Reply
+
+NAMESPACE = "ga"
+CIRCUIT_OPEN = -1.0
+PROBE_WAIT = 0.2  # seconds a non-probe caller waits before asking again while a probe is out
+PROBE_TIMEOUT = 30.0  # a probe that never reports back frees its slot after this long
+BURST_SECONDS = 10.0  # rates allow a burst of this many seconds' worth
+
+
+def endpoint_key(base_url: str, model: str) -> str:
+    return f"{base_url.rstrip('/')}#{model}"
+
+
+def actor_name(key: str) -> str:
+    return "ga-governor-" + hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+class GovernorState:
+    """The decision logic, plain Python (the actor below wraps it)."""
+
+    def __init__(self, key: str, rpm: Optional[int] = None, tpm: Optional[int] = None,
+                 circuit_after: int = 10, circuit_cooldown: float = 60.0, clock: Any = time.monotonic):
+        self.key, self.clock = key, clock
+        self.configure(rpm, tpm, circuit_after, circuit_cooldown)
+        self.req_tat = self.tok_tat = 0.0
+        self.paused_until = 0.0
+        self.need_probe = False
+        self.probe: Optional[tuple[str, float]] = None  # (client, granted at)
+        self.failed_pauses = 0
+        self.circuit_until = 0.0
+        self.stats = {"granted": 0, "waits": 0, "rate_limits": 0, "pauses": 0, "circuit_opened": 0, "successes": 0}
+
+    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> None:
+        self.rpm, self.tpm = rpm, tpm
+        self.circuit_after, self.circuit_cooldown = max(1, circuit_after), circuit_cooldown
+
+    def acquire(self, client: str, tokens: int = 0) -> float:
+        now = self.clock()
+        if now < self.circuit_until:
+            return CIRCUIT_OPEN
+        if now < self.paused_until:
+            self.stats["waits"] += 1
+            return self.paused_until - now + random.uniform(0, 0.05)
+        if self.need_probe:
+            holder = self.probe
+            if holder is None or holder[0] == client or now - holder[1] > PROBE_TIMEOUT:
+                self.probe = (client, now)
+            else:
+                self.stats["waits"] += 1
+                return PROBE_WAIT
+        wait = self._reserve(now, tokens)
+        if wait > 0:
+            self.stats["waits"] += 1
+            return wait
+        self.stats["granted"] += 1
+        return 0.0
+
+    def _reserve(self, now: float, tokens: int) -> float:
+        waits = []
+        req_tat = tok_tat = None
+        if self.rpm:
+            req_tat, wait = _gcra(self.req_tat, now, 60.0 / self.rpm, 1)
+            waits.append(wait)
+        if self.tpm and tokens:
+            tok_tat, wait = _gcra(self.tok_tat, now, 60.0 / self.tpm, tokens)
+            waits.append(wait)
+        if any(w > 0 for w in waits):
+            return max(waits)
+        if req_tat is not None:
+            self.req_tat = req_tat
+        if tok_tat is not None:
+            self.tok_tat = tok_tat
+        return 0.0
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None:
+        """A request succeeded: close the pause, release the probe, correct the token reservation."""
+        self.stats["successes"] += 1
+        self.failed_pauses = 0
+        self.need_probe = False
+        self.probe = None
+        self.circuit_until = 0.0
+        if self.tpm and tokens != estimate:
+            self.tok_tat += (tokens - estimate) * 60.0 / self.tpm
+
+    def rate_limited(self, client: str, retry_after: float) -> None:
+        now = self.clock()
+        self.stats["rate_limits"] += 1
+        retry_after = max(0.0, float(retry_after or 0.0))
+        fresh = now >= self.paused_until  # a 429 of a request sent before the pause began does not count again
+        self.paused_until = max(self.paused_until, now + retry_after + random.uniform(0, min(1.0, 0.2 * retry_after + 0.05)))
+        self.need_probe = True
+        self.probe = None
+        if fresh:
+            self.stats["pauses"] += 1
+            self.failed_pauses += 1
+            if self.failed_pauses >= self.circuit_after:
+                self.circuit_until = now + self.circuit_cooldown
+                self.failed_pauses = 0
+                self.stats["circuit_opened"] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self.clock()
+        return {"endpoint": self.key, "paused_for": max(0.0, self.paused_until - now),
+                "circuit_open": now < self.circuit_until, "rpm": self.rpm, "tpm": self.tpm, **self.stats}
+
+
+def _gcra(tat: float, now: float, interval: float, cost: int) -> tuple[float, float]:
+    """(new theoretical arrival time, wait): wait > 0 means not yet."""
+    tat = max(tat, now)
+    allowed_at = tat - BURST_SECONDS
+    if now < allowed_at:
+        return tat, allowed_at - now
+    return tat + interval * cost, 0.0
+
+
+@ray.remote(num_cpus=0)
+class Governor:
+    """A detached, named actor per endpoint; it ends itself after `idle_seconds` without calls."""
+
+    def __init__(self, key: str, rpm: Optional[int], tpm: Optional[int], circuit_after: int,
+                 circuit_cooldown: float, idle_seconds: float):
+        self.state = GovernorState(key, rpm, tpm, circuit_after, circuit_cooldown)
+        self.last_call = time.monotonic()
+        self.idle_seconds = idle_seconds
+        threading.Thread(target=self._reap_when_idle, daemon=True).start()
+
+    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> None:
+        self.last_call = time.monotonic()
+        self.state.configure(rpm, tpm, circuit_after, circuit_cooldown)
+
+    def acquire(self, client: str, tokens: int = 0) -> float:
+        self.last_call = time.monotonic()
+        return self.state.acquire(client, tokens)
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None:
+        self.last_call = time.monotonic()
+        self.state.done(client, tokens, estimate)
+
+    def rate_limited(self, client: str, retry_after: float) -> None:
+        self.last_call = time.monotonic()
+        self.state.rate_limited(client, retry_after)
+
+    def snapshot(self) -> dict[str, Any]:
+        self.last_call = time.monotonic()
+        return self.state.snapshot()
+
+    def _reap_when_idle(self) -> None:
+        while True:
+            time.sleep(min(5.0, self.idle_seconds / 2))
+            if time.monotonic() - self.last_call > self.idle_seconds:
+                ray.kill(ray.get_runtime_context().current_actor)
+                return
+
+
+def governor_for(key: str, fanout_settings: Any) -> Any:
+    """The endpoint's governor actor, created on first use (the newest run's rates apply)."""
+    s = fanout_settings
+    handle = Governor.options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
+                              get_if_exists=True, max_restarts=0).remote(
+        key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
+    ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
+    return handle
+
+
+class CircuitOpen(ModelError):
+    """The endpoint's circuit is open: the run pauses instead of failing its tasks."""
+
+
+class GovernedModel:
+    """Wraps an LLMClient so every request asks the endpoint's governor first and reports back."""
+
+    def __init__(self, client: Any, governor: Any, client_id: str):
+        self.client, self.governor, self.client_id = client, governor, client_id
+        self.estimate = 2000
+        self.circuit_open = False
+        self.rate_limits = 0
+        self.waited = 0.0
+        client.before_request = self.before_request
+        client.on_rate_limit = self.on_rate_limit
+
+    def before_request(self) -> None:
+        while True:
+            try:
+                wait = ray.get(self.governor.acquire.remote(self.client_id, self.estimate))
+            except ray.exceptions.RayError:
+                return  # the governor is gone (idle reap race): proceed ungoverned rather than fail the task
+            if wait == CIRCUIT_OPEN:
+                self.circuit_open = True
+                raise CircuitOpen("the endpoint keeps refusing requests (rate limit/quota): circuit open, run paused")
+            if wait <= 0:
+                return
+            self.waited += wait
+            time.sleep(wait)
+
+    def on_rate_limit(self, retry_after: float) -> None:
+        self.rate_limits += 1
+        self.governor.rate_limited.remote(self.client_id, retry_after)
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        reply = self.client.chat(messages, tools)
+        used = reply.usage.prompt + reply.usage.completion
+        self.governor.done.remote(self.client_id, used, self.estimate)
+        self.estimate = max(1, used)
+        return reply

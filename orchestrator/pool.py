@@ -1,0 +1,244 @@
+"""The Ray side: connecting to (or starting) a cluster, and a pool of worker actors kept warm on it.
+
+One detached `PoolManager` per cluster (named, namespace "ga") owns the worker actors. A run leases
+as many as its concurrency, renews the lease while it runs and gives them back at the end, so the
+next run (or a nested run started from a task's code_run) finds processes already started. Leases
+that stop being renewed (the driver was killed) are taken back and their actors killed, so nothing
+keeps working for a dead run. Idle actors, and the manager itself, exit after `pool_idle_seconds`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
+
+import ray  # noqa: E402
+
+from orchestrator.actor import WorkerActor  # noqa: E402
+
+NAMESPACE = "ga"
+MANAGER_NAME = "ga-pool"
+LEASE_TTL = 8.0  # seconds a lease lives without renewal
+RENEW_EVERY = 1.0
+
+
+class ClusterError(RuntimeError):
+    """Cannot start or reach the Ray cluster; str() says what to do."""
+
+
+def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> dict[str, Any]:
+    """Attach to `address` (ip:port, "auto", "ray://...") or start a local Ray on 127.0.0.1; reuse a live connection.
+
+    With no address, a cluster started on this machine with `ray start` is used when there is one.
+    """
+    if ray.is_initialized():
+        return cluster_info(started=False)
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # children (raylet, workers) bind loopback too
+    address = address or os.environ.get("GA_RAY_ADDRESS") or None
+    options: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+                                   namespace=NAMESPACE)
+    try:
+        existing = address if address and address != "local" else (None if address else _running_local_cluster())
+        if existing:
+            try:
+                ray.init(address=existing, **options)
+                return cluster_info(started=False)
+            except ConnectionError:
+                if address:
+                    raise
+                # a stale `ray start` address file: start our own below
+        ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **options)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise ClusterError(f"cannot use {where}: {first}; check --address (or fanout.address) "
+                           "and that the cluster is running (`ray status`)") from None
+    return cluster_info(started=True)
+
+
+def _running_local_cluster() -> Optional[str]:
+    """The cluster `ray start` left on this machine (or RAY_ADDRESS), if any."""
+    from ray._private import services
+
+    try:
+        return services.canonicalize_bootstrap_address(None)
+    except Exception:  # noqa: BLE001  (nothing usable: start a local Ray)
+        return None
+
+
+def cluster_info(started: bool) -> dict[str, Any]:
+    context = ray.get_runtime_context()
+    return {"address": context.gcs_address, "node_id": context.get_node_id(), "started": started}
+
+
+@ray.remote(num_cpus=0)
+class PoolManager:
+    """Owns the worker actors of this cluster; hands them out as leases."""
+
+    def __init__(self, idle_seconds: float):
+        self.idle_seconds = idle_seconds
+        self.idle: list[tuple[str, Any, float]] = []  # (uid, handle, idle since)
+        self.leased: dict[str, dict[str, Any]] = {}  # uid -> {handle, lessee, run, expires}
+        self.created = 0
+        self.last_call = time.monotonic()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._reaper, daemon=True).start()
+
+    def lease(self, lessee: str, run_id: str, n: int, ttl: float = LEASE_TTL) -> list[tuple[str, Any]]:
+        with self._lock:
+            self.last_call = time.monotonic()
+            out = []
+            while self.idle and len(out) < n:
+                uid, handle, _ = self.idle.pop()
+                out.append((uid, handle))
+            while len(out) < n:
+                uid = f"w{self.created}-{uuid.uuid4().hex[:6]}"
+                self.created += 1
+                handle = WorkerActor.options(scheduling_strategy="SPREAD", max_restarts=0).remote(uid)
+                out.append((uid, handle))
+            expires = time.monotonic() + ttl
+            for uid, handle in out:
+                self.leased[uid] = {"handle": handle, "lessee": lessee, "run": run_id, "expires": expires}
+            return out
+
+    def renew(self, lessee: str, ttl: float = LEASE_TTL) -> int:
+        with self._lock:
+            self.last_call = time.monotonic()
+            expires = time.monotonic() + ttl
+            mine = [v for v in self.leased.values() if v["lessee"] == lessee]
+            for lease in mine:
+                lease["expires"] = expires
+            return len(mine)
+
+    def release(self, lessee: str, uids: list[str]) -> None:
+        with self._lock:
+            self.last_call = time.monotonic()
+            for uid in uids:
+                lease = self.leased.get(uid)
+                if lease and lease["lessee"] == lessee:
+                    del self.leased[uid]
+                    self.idle.append((uid, lease["handle"], time.monotonic()))
+
+    def discard(self, uids: list[str]) -> None:
+        """Actors that died or must not be reused: forget them (and make sure they are gone)."""
+        with self._lock:
+            self.last_call = time.monotonic()
+            for uid in uids:
+                lease = self.leased.pop(uid, None)
+                if lease:
+                    _kill(lease["handle"])
+                for item in [i for i in self.idle if i[0] == uid]:
+                    self.idle.remove(item)
+                    _kill(item[1])
+
+    def evict_run(self, run_id: str, keep_lessee: str) -> int:
+        """Kill actors still leased to an earlier driver of this run (resume after a crash)."""
+        with self._lock:
+            stale = [uid for uid, v in self.leased.items() if v["run"] == run_id and v["lessee"] != keep_lessee]
+            for uid in stale:
+                _kill(self.leased.pop(uid)["handle"])
+            return len(stale)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"idle": len(self.idle), "leased": len(self.leased), "created": self.created,
+                    "lessees": sorted({v["lessee"] for v in self.leased.values()})}
+
+    def _reaper(self) -> None:
+        while True:
+            time.sleep(1.0)
+            now = time.monotonic()
+            with self._lock:
+                for uid in [u for u, v in self.leased.items() if v["expires"] < now]:
+                    _kill(self.leased.pop(uid)["handle"])  # its driver is gone: stop its work
+                for item in [i for i in self.idle if now - i[2] > self.idle_seconds]:
+                    self.idle.remove(item)
+                    _kill(item[1])
+                done = not self.idle and not self.leased and now - self.last_call > self.idle_seconds
+            if done:
+                ray.kill(ray.get_runtime_context().current_actor)
+                return
+
+
+def _kill(handle: Any) -> None:
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception:  # noqa: BLE001  (already dead)
+        pass
+
+
+def manager(idle_seconds: float) -> Any:
+    return PoolManager.options(name=MANAGER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                               max_restarts=0, max_concurrency=8).remote(idle_seconds)
+
+
+@dataclass
+class Slot:
+    """One leased actor, as the driver sees it."""
+
+    uid: str
+    handle: Any
+    index: int
+    busy: Optional[str] = None  # task id
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Pool:
+    """The driver's side of a lease: `size` slots, renewed in the background, replaced when they die."""
+
+    def __init__(self, run_id: str, size: int, idle_seconds: float):
+        self.run_id = run_id
+        self.lessee = f"{run_id}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.idle_seconds = idle_seconds
+        self.manager = manager(idle_seconds)
+        try:
+            ray.get(self.manager.evict_run.remote(run_id, self.lessee))
+        except ray.exceptions.RayActorError:  # the manager was ending itself as we asked: get a new one
+            self.manager = manager(idle_seconds)
+        self.slots = [Slot(uid, handle, i) for i, (uid, handle) in enumerate(self._lease(size))]
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew, daemon=True)
+        self._renewer.start()
+
+    def _lease(self, n: int) -> list[tuple[str, Any]]:
+        for _ in range(3):
+            try:
+                return ray.get(self.manager.lease.remote(self.lessee, self.run_id, n))
+            except ray.exceptions.RayActorError:
+                time.sleep(0.2)
+                self.manager = manager(self.idle_seconds)
+        raise ClusterError("the worker pool manager keeps dying; check the cluster (`ray status`)")
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_EVERY):
+            try:
+                self.manager.renew.remote(self.lessee)
+            except Exception:  # noqa: BLE001  (a dead manager shows up as dead actors in the run loop)
+                pass
+
+    def replace(self, slot: Slot) -> None:
+        """The slot's actor died (or is tainted): discard it and lease a fresh one in its place."""
+        try:
+            ray.get(self.manager.discard.remote([slot.uid]))
+        except ray.exceptions.RayActorError:
+            self.manager = manager(self.idle_seconds)
+        (uid, handle), = self._lease(1)
+        slot.uid, slot.handle, slot.busy, slot.info = uid, handle, None, {}
+
+    def close(self) -> None:
+        """Give idle actors back for the next run; actors still busy (an abandoned task) are killed."""
+        self._stop.set()
+        try:
+            busy = [s.uid for s in self.slots if s.busy]
+            if busy:
+                ray.get(self.manager.discard.remote(busy), timeout=10)
+            idle = [s.uid for s in self.slots if not s.busy]
+            ray.get(self.manager.release.remote(self.lessee, idle), timeout=10)
+        except Exception:  # noqa: BLE001  (the lease then expires on its own)
+            pass

@@ -1,0 +1,113 @@
+"""The reduce step: a worker whose input is the map results; hierarchical when they do not fit.
+
+The results go into the reduce worker's first message. When they exceed its chunk budget
+(`reduce.chunk_tokens`, default half the context budget), they are reduced in groups first
+(`reduce-1-0`, `reduce-1-1`, ...), then the partial answers, level by level, until one final
+`reduce` task sees everything. The final answer is written to `reduce/<output>`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.ledger import write_atomic
+from orchestrator.scheduler import Scheduler, add_usage, zero_usage
+from orchestrator.spec import PlannedTask
+
+MAX_LEVELS = 6
+
+
+class Reducer:
+    def __init__(self, driver: Any, pool: Any, display: Any):
+        self.driver, self.pool, self.display = driver, pool, display
+        self.cfg = driver.plan.reduce
+        ctx = driver.settings.context
+        self.budget_chars = (self.cfg.get("chunk_tokens") or ctx.context_tokens // 2) * ctx.chars_per_token
+        self.dir = driver.run.path / "reduce"
+        self.usage = zero_usage()
+        self.levels = 0
+
+    def run(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        entries = [_entry(r) for r in results]
+        level = 0
+        while True:
+            groups = chunk(entries, self.budget_chars)
+            if len(groups) <= 1 or level >= MAX_LEVELS:
+                break
+            level += 1
+            tasks = [self._task(f"reduce-{level}-{i}", self._partial_prompt(group, i, len(groups)))
+                     for i, group in enumerate(groups)]
+            records = self._run(tasks)
+            entries = [f"### part {i + 1} of {len(groups)} ({records[t.id]['status']})\n"
+                       + (records[t.id].get("answer") or records[t.id].get("reason", "")) for i, t in enumerate(tasks)]
+        self.levels = level
+        final = self._task("reduce", f"{self.cfg['prompt']}\n\n<results count=\"{len(results)}\">\n"
+                                     + "\n\n".join(_cut(e, self.budget_chars) for e in entries) + "\n</results>")
+        record = self._run([final])["reduce"]
+        output = self.dir / self.cfg.get("output", "answer.md")
+        write_atomic(output, (record.get("answer") or "") + "\n")
+        summary = {"status": record["status"], "reason": record.get("reason", ""), "answer": record.get("answer", ""),
+                   "path": str(output), "levels": level, "usage": self.usage}
+        write_atomic(self.dir / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
+        return summary
+
+    def _partial_prompt(self, group: list[str], index: int, count: int) -> str:
+        return (f"{self.cfg['prompt']}\n\nThe results are too many for one pass: this is part {index + 1} of {count}. "
+                "Reduce this part only; keep every fact the final answer may need.\n\n<results>\n"
+                + "\n\n".join(group) + "\n</results>")
+
+    def _task(self, task_id: str, prompt: str) -> PlannedTask:
+        plan = self.driver.plan
+        model = self.cfg.get("model") or (plan.tasks[0].model if plan.tasks else None)
+        return PlannedTask(id=task_id, prompt=prompt, inputs=[], model=model, max_turns=self.cfg.get("max_turns"),
+                           timeout=self.cfg.get("timeout"), tools=None)
+
+    def _run(self, tasks: list[PlannedTask]) -> dict[str, dict[str, Any]]:
+        records: dict[str, dict[str, Any]] = {}
+
+        def keep(record: dict[str, Any]) -> bool:
+            if record["task_id"] in records:
+                return False
+            records[record["task_id"]] = record
+            self.driver.run.ledger(record["status"], record["task_id"], attempt=record.get("attempt"),
+                                   reason=record.get("reason", ""), step="reduce")
+            add_usage(self.usage, record.get("usage_with_nested") or record.get("usage", {}))
+            return True
+
+        scheduler = Scheduler(self.pool, self.driver.run, lambda t, a: self.driver.job(t, a, base=self.dir),
+                              retries=self.driver.retries, timeout_of=self.driver.timeout_of, record=keep)
+        outcome = scheduler.run_all(tasks)
+        for task in tasks:
+            records.setdefault(task.id, {"task_id": task.id, "status": "failed", "answer": "",
+                                         "reason": f"not finished ({outcome.stop or 'unknown'})"})
+        return records
+
+
+def _entry(record: dict[str, Any]) -> str:
+    head = f"### {record['task_id']} ({record['status']})"
+    body = record.get("answer") or ""
+    if record["status"] != "succeeded":
+        body = f"{body}\n(reason: {record.get('reason', '')})".strip()
+    return f"{head}\n{body}"
+
+
+def chunk(entries: list[str], budget: int) -> list[list[str]]:
+    """Greedy groups of whole entries, each under budget chars (an oversized entry is cut to fit alone)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for entry in entries:
+        entry = _cut(entry, budget)
+        if groups[-1] and size + len(entry) + 2 > budget:
+            groups.append([])
+            size = 0
+        groups[-1].append(entry)
+        size += len(entry) + 2
+    return [g for g in groups if g] or [[]]
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 60)
+    return f"{text[:keep // 2]}\n[... {len(text) - keep} chars cut ...]\n{text[-(keep - keep // 2):]}"
+

@@ -1,0 +1,319 @@
+"""The map loop: a queue of tasks fed to the leased actors; retries, timeouts, budget, pause and Ctrl-C.
+
+Everything a task goes through is written to the ledger as it happens; a finished task goes to
+results.jsonl exactly once (RunDir.add_result). Tasks that did not finish (interrupted, paused,
+skipped for the budget) are left for `--resume`.
+"""
+from __future__ import annotations
+
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import ray
+import structlog
+
+from orchestrator.actor import CANCEL_GRACE
+from orchestrator.ledger import RunDir, write_atomic
+from orchestrator.pool import Pool, Slot
+from orchestrator.spec import PlannedTask
+
+log = structlog.get_logger("ga.fanout")
+HOUSEKEEPING_EVERY = 1.0
+KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
+INTERRUPT_WAIT = 15.0  # seconds running tasks get to stop after Ctrl-C
+RATE_LIMIT_REQUEUES = 5
+USAGE_KEYS = ("prompt", "completion", "cached", "cost", "total")
+
+
+def zero_usage() -> dict[str, Any]:
+    return {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
+
+
+def add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
+    for key in USAGE_KEYS:
+        total[key] = total.get(key, 0) + (usage or {}).get(key, 0)
+
+
+@dataclass
+class Inflight:
+    slot: Slot
+    task: PlannedTask
+    attempt: int
+    started: float
+    deadline: Optional[float]
+    killed_for_timeout: bool = False
+    seen_running: bool = False
+
+
+@dataclass
+class MapOutcome:
+    stop: Optional[str] = None  # None (all done), "budget", "paused", "interrupted"
+    finished: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=zero_usage)
+    per_worker: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Scheduler:
+    def __init__(self, pool: Pool, run: RunDir, make_job: Callable[[PlannedTask, int], dict[str, Any]], *,
+                 retries: int, timeout_of: Callable[[PlannedTask], Optional[float]],
+                 budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
+                 spent: Optional[dict[str, Any]] = None, display: Any = None,
+                 record: Optional[Callable[[dict[str, Any]], bool]] = None, done_before: int = 0,
+                 failed_before: int = 0):
+        self.pool, self.run, self.make_job = pool, run, make_job
+        self.record = record or run.add_result  # writes a finished task exactly once; False if already there
+        self.done, self.failed = done_before, failed_before
+        self.done_ids: set[str] = set()
+        self.retries, self.timeout_of = retries, timeout_of
+        self.budget_tokens, self.budget_cost = budget_tokens, budget_cost
+        self.display = display
+        self.outcome = MapOutcome()
+        if spent:
+            add_usage(self.outcome.usage, spent)
+        self.attempts: dict[str, int] = {}
+        self.requeues: dict[str, int] = {}
+        self.live_tokens: dict[str, int] = {}
+        self.progress: dict[int, dict[str, Any]] = {}
+        self.interrupts = 0
+
+    # ---- the loop ----
+
+    def run_all(self, tasks: list[PlannedTask]) -> MapOutcome:
+        pending: deque[PlannedTask] = deque(tasks)
+        inflight: dict[Any, Inflight] = {}
+        previous = _install_sigterm()
+        last_housekeeping = 0.0
+        interrupt_deadline = None
+        try:
+            while pending or inflight:
+                try:
+                    if self.outcome.stop is None:
+                        self._start_free(pending, inflight)
+                    if not inflight:
+                        break
+                    if interrupt_deadline and time.monotonic() > interrupt_deadline:
+                        self._abandon(inflight)
+                        break
+                    refs = list(inflight)
+                    ready, rest = ray.wait(refs, num_returns=1, timeout=0.5)
+                    if ready and rest:
+                        more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                        ready += more
+                    for ref in ready:
+                        self._collect(ref, inflight.pop(ref), pending)
+                    if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
+                        last_housekeeping = time.monotonic()
+                        self._housekeeping(inflight)
+                except KeyboardInterrupt:
+                    self.interrupts += 1
+                    if self.interrupts > 1:
+                        self._abandon(inflight)
+                        break
+                    self._stop("interrupted", "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)")
+                    interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
+                    for item in inflight.values():
+                        _quiet(lambda: item.slot.handle.cancel.remote("interrupted"))
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        for task in pending:
+            if task.id not in self.done_ids:
+                reason = {"budget": "budget spent", "paused": "run paused", "interrupted": "interrupted"}.get(
+                    self.outcome.stop or "", "not started")
+                self.run.ledger("skipped", task.id, reason=reason)
+                self.outcome.unfinished.append(task.id)
+        return self.outcome
+
+    def _start_free(self, pending: deque, inflight: dict[Any, Inflight]) -> None:
+        for slot in self.pool.slots:
+            if not pending or self.outcome.stop is not None:
+                return
+            if slot.busy:
+                continue
+            if self._budget_spent():
+                self._stop("budget", "budget spent: no new tasks start")
+                return
+            task = pending.popleft()
+            attempt = self.attempts.get(task.id, 0) + 1
+            self.attempts[task.id] = attempt
+            timeout = self.timeout_of(task)
+            job = self.make_job(task, attempt)
+            ref = slot.handle.run_task.remote(job)
+            slot.busy = task.id
+            now = time.monotonic()
+            inflight[ref] = Inflight(slot, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
+            self.run.ledger("started", task.id, attempt=attempt, worker=slot.index, actor=slot.uid)
+
+    def _budget_spent(self) -> bool:
+        usage = self.outcome.usage
+        tokens = usage["total"] + sum(self.live_tokens.values())
+        if self.budget_tokens and tokens >= self.budget_tokens:
+            return True
+        return bool(self.budget_cost and usage["cost"] >= self.budget_cost)
+
+    def _stop(self, reason: str, note: str) -> None:
+        if self.outcome.stop is None:
+            self.outcome.stop = reason
+            self.run.ledger(reason, note=note)
+            self.run.event("run_stopping", reason=reason, note=note)
+            log.warning("fanout.stopping", run=self.run.run_id, reason=reason, note=note)
+            if self.display:
+                self.display.update(note=note)
+
+    # ---- results ----
+
+    def _collect(self, ref: Any, item: Inflight, pending: deque) -> None:
+        task, slot = item.task, item.slot
+        self.live_tokens.pop(task.id, None)
+        self.progress.pop(slot.index, None)
+        try:
+            record = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            self.pool.replace(slot)
+            if item.killed_for_timeout:
+                self._finish(_lost(task, item, "failed", f"timeout after {self.timeout_of(task):g}s; its worker was killed"))
+            elif self.outcome.stop == "interrupted":
+                self._unfinished(task, "interrupted", "worker died while stopping")
+            else:
+                self._retry_or_fail(task, item, f"worker died: {_first_line(exc)}", pending)
+            return
+        except ray.exceptions.RayTaskError as exc:
+            slot.busy = None
+            self._retry_or_fail(task, item, f"worker error: {_first_line(exc)}", pending)
+            return
+        slot.busy = None
+        if record.get("actor", {}).get("tainted"):
+            self.pool.replace(slot)
+        stop = record.get("stop")
+        if stop == "cancelled":
+            self._add_spent(record)
+            self._unfinished(task, "interrupted", record.get("reason", ""))
+        elif stop == "paused":
+            self._add_spent(record)
+            pending.appendleft(task)
+            self.attempts[task.id] = item.attempt - 1
+            self.run.ledger("paused", task.id, reason=record.get("reason", ""))
+            self._stop("paused", "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
+        elif stop == "rate_limited" and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
+            self._add_spent(record)
+            self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
+            self.attempts[task.id] = item.attempt - 1
+            pending.append(task)
+            self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
+        elif record.get("error") == "setup":
+            self._retry_or_fail(task, item, record.get("reason", "worker setup failed"), pending)
+        else:
+            self._finish(record)
+
+    def _retry_or_fail(self, task: PlannedTask, item: Inflight, reason: str, pending: deque) -> None:
+        if item.attempt <= self.retries and self.outcome.stop != "interrupted":
+            self.run.ledger("retried", task.id, attempt=item.attempt, reason=reason)
+            log.warning("fanout.retry", task=task.id, attempt=item.attempt, reason=reason)
+            pending.appendleft(task)
+        else:
+            self._finish(_lost(task, item, "failed", f"{reason} (after {item.attempt} attempts)"))
+
+    def _unfinished(self, task: PlannedTask, event: str, reason: str) -> None:
+        self.run.ledger(event, task.id, reason=reason)
+        self.outcome.unfinished.append(task.id)
+
+    def _add_spent(self, record: dict[str, Any]) -> None:
+        """Tokens a task used even though it did not finish still count against the budget."""
+        add_usage(self.outcome.usage, record.get("usage", {}))
+
+    def _finish(self, record: dict[str, Any]) -> None:
+        files = record.pop("files", None)
+        if files:
+            folder = Path(record["task_dir"])
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                write_atomic(folder / name, text)
+        nested = record.get("nested_usage") or {}
+        own = record.get("usage") or zero_usage()
+        total = zero_usage()
+        add_usage(total, own)
+        add_usage(total, nested)
+        record["usage_with_nested"] = total
+        if not self.record(record):
+            return
+        self.done_ids.add(record["task_id"])
+        self.done += 1
+        self.failed += record["status"] != "succeeded"
+        add_usage(self.outcome.usage, total)
+        self.outcome.finished.append(record["task_id"])
+        worker = str(record.get("actor", {}).get("uid", "lost"))
+        stats = self.outcome.per_worker.setdefault(worker, {"tasks": 0, **zero_usage()})
+        stats["tasks"] += 1
+        add_usage(stats, total)
+
+    # ---- while waiting ----
+
+    def _housekeeping(self, inflight: dict[Any, Inflight]) -> None:
+        now = time.monotonic()
+        for item in inflight.values():
+            if item.deadline and now > item.deadline and not item.killed_for_timeout:
+                item.killed_for_timeout = True
+                self.run.ledger("timeout_kill", item.task.id, reason="the worker did not stop after its timeout")
+                _quiet(lambda: ray.kill(item.slot.handle, no_restart=True))
+        polls = {item.slot.handle.progress.remote(): item for item in inflight.values()}
+        if polls:
+            ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0.2)
+            for ref in ready:
+                item = polls[ref]
+                try:
+                    info = ray.get(ref)
+                except ray.exceptions.RayError:
+                    continue
+                if not info or info.get("task_id") != item.task.id:
+                    continue
+                self.live_tokens[item.task.id] = info.get("tokens", 0)
+                self.progress[item.slot.index] = {**info, "slot": item.slot.index}
+                if not item.seen_running:
+                    item.seen_running = True
+                    self.run.ledger("running", item.task.id, attempt=item.attempt, pid=info.get("pid"),
+                                    actor=item.slot.uid)
+        if self.display:
+            usage = self.outcome.usage
+            self.display.update(done=self.done, failed=self.failed,
+                                running=[self.progress[k] for k in sorted(self.progress)],
+                                tokens=usage["total"] + sum(self.live_tokens.values()), cost=usage["cost"])
+
+    def _abandon(self, inflight: dict[Any, Inflight]) -> None:
+        for item in inflight.values():
+            _quiet(lambda: ray.kill(item.slot.handle, no_restart=True))
+            self._unfinished(item.task, "interrupted", "abandoned")
+        inflight.clear()
+
+
+def _lost(task: PlannedTask, item: Inflight, status: str, reason: str) -> dict[str, Any]:
+    return {"task_id": task.id, "status": status, "attempt": item.attempt, "answer": "", "turns": 0, "reason": reason,
+            "usage": zero_usage(), "nested_usage": zero_usage(), "started": None, "finished": time.time(),
+            "actor": {"uid": item.slot.uid}}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return next((line.strip() for line in text if line.strip()), type(exc).__name__)[:300]
+
+
+def _quiet(call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001  (the actor is gone already)
+        pass
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM stops a run like Ctrl-C (ledger written, resumable). Only possible on the main thread."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
