@@ -13,3 +13,15 @@ def ga_home(tmp_path, monkeypatch):
     home = tmp_path / "ga-home"
     monkeypatch.setenv("GA_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray (127.0.0.1, 2 CPUs) shared by every test that needs it; its worker pool stays warm."""
+    import ray
+
+    from orchestrator.pool import connect
+
+    info = connect("local", num_cpus=2)
+    yield info
+    ray.shutdown()
