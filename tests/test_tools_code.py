@@ -134,3 +134,15 @@ def test_scripts_kept_numbered(ctx):
     call(ctx, type="bash", script="echo 2")
     names = sorted(p.name for p in (ctx.workdir / ".ga").iterdir())
     assert names == ["code_1.out", "code_1.py", "code_2.out", "code_2.sh"]
+
+
+def test_type_aliases_and_bad_type():
+    from pydantic import ValidationError
+
+    args = REGISTRY["code_run"].args
+    assert args.model_validate({"script": "x", "type": "sh"}).type == "bash"
+    assert args.model_validate({"script": "x", "type": "py"}).type == "python"
+    with pytest.raises(ValidationError):
+        args.model_validate({"script": "x", "type": "powershell"})
+    enum = REGISTRY["code_run"].schema()["function"]["parameters"]["properties"]["type"]["enum"]
+    assert enum == ["python", "bash"]

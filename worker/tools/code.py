@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from worker.context import output_cap
 from worker.context.cut import cut_marker
@@ -18,6 +18,7 @@ from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
+TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 PGIDS_KEY = "code_run_pgids"  # ctx.extra: process groups started, for kill_leftovers at task end
 
 
@@ -33,6 +34,11 @@ class CodeRunArgs(BaseModel):
     type: Literal["python", "bash"] = "python"
     timeout: int = Field(60, description="seconds, max 600")
     cwd: Optional[str] = Field(None, json_schema_extra=_optional_str)
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _alias(cls, value: object) -> object:  # names models often use for the same interpreters
+        return TYPE_ALIASES.get(value, value) if isinstance(value, str) else value
 
 
 @tool("code_run", "Run a python or bash script in the working directory; returns the exit code and"
