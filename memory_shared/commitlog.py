@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import MemoryStoreError
+from .fsutil import fsync_dir
 
 _CHUNK = 16384
 
@@ -155,6 +156,7 @@ def truncate_after(path: Path, generation: int) -> None:
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def _parse(path: Path, line: bytes) -> Commit:

@@ -23,8 +23,10 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
-def write_new(path: Path | str, data: bytes, mode: int = READ_ONLY, midway: Optional[Callable[[], None]] = None) -> None:
-    """Create a file that must not exist yet, write it fully and fsync it. `midway` runs after half is written."""
+def write_new(path: Path | str, data: bytes, mode: int = READ_ONLY, midway: Optional[Callable[[], None]] = None,
+              sync: bool = True) -> None:
+    """Create a file that must not exist yet, write it fully and fsync it (unless the caller syncs in bulk).
+    `midway` runs after half is written."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
@@ -34,7 +36,8 @@ def write_new(path: Path | str, data: bytes, mode: int = READ_ONLY, midway: Opti
             midway()
             view = view[half:]
         _write_all(fd, view)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -87,28 +90,32 @@ def is_abandoned(path: Path | str) -> bool:
         os.close(fd)
 
 
-def link_tree(src: str, dst: str, midway: Optional[Callable[[], None]] = None) -> list[str]:
+def link_tree(src: str, dst: str, midway: Optional[Callable[[], None]] = None) -> None:
     """Recreate the directories of `src` under the existing `dst` and hard-link every other entry.
-
-    Returns the directories created (to fsync). `midway` runs once, after the first linked file.
-    """
-    created = [dst]
-    stack = [(src, dst)]
-    while stack:
-        s, d = stack.pop()
-        with os.scandir(s) as entries:
-            for entry in entries:
-                target = os.path.join(d, entry.name)
-                if entry.is_dir(follow_symlinks=False):
-                    os.mkdir(target)
-                    created.append(target)
-                    stack.append((entry.path, target))
-                else:
-                    os.link(entry.path, target, follow_symlinks=False)
-                    if midway is not None:
-                        midway()
-                        midway = None
-    return created
+    `midway` runs once, after the first linked file. Works on directory fds: no path lookups per entry."""
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    stack = [(os.open(src, flags), os.open(dst, flags))]
+    try:
+        while stack:
+            s_fd, d_fd = stack.pop()
+            try:
+                for entry in os.scandir(s_fd):
+                    name = entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        os.mkdir(name, dir_fd=d_fd)
+                        stack.append((os.open(name, flags, dir_fd=s_fd), os.open(name, flags, dir_fd=d_fd)))
+                    else:
+                        os.link(name, name, src_dir_fd=s_fd, dst_dir_fd=d_fd, follow_symlinks=False)
+                        if midway is not None:
+                            midway()
+                            midway = None
+            finally:
+                os.close(s_fd)
+                os.close(d_fd)
+    finally:
+        for s_fd, d_fd in stack:
+            os.close(s_fd)
+            os.close(d_fd)
 
 
 def remove_tree(path: Path | str) -> None:

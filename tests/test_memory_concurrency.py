@@ -58,7 +58,7 @@ def disjoint_and_shared(results, barrier, root: str, me: int, commits: int) -> N
 
 
 def test_disjoint_writes_and_shared_patches_all_land(store: MemoryStore) -> None:
-    commits = 6
+    commits = 4
     start = store.head()
     conflicts = run_all(disjoint_and_shared, lambda i: (str(store.root), i, commits))
     assert conflicts == [0] * PROCS
@@ -167,9 +167,9 @@ def churn(results, barrier, root: str, me: int, rounds: int) -> None:
 def test_pinned_snapshot_stays_byte_identical_under_commits_and_gc(store: MemoryStore) -> None:
     snap = store.snapshot()
     before = {rel: (snap.path / rel).read_bytes() for rel in snap.files()}
-    problems = run_all(churn, lambda i: (str(store.root), i, 12))
+    problems = run_all(churn, lambda i: (str(store.root), i, 8))
     assert problems == [0] * PROCS
-    assert store.head() > snap.generation + 30
+    assert store.head() >= snap.generation + 3 * 8
     assert {rel: (snap.path / rel).read_bytes() for rel in snap.files()} == before
     store.gc(keep=1)
     assert snap.path.is_dir()
@@ -178,4 +178,4 @@ def test_pinned_snapshot_stays_byte_identical_under_commits_and_gc(store: Memory
     assert not snap.path.exists()
     assert store.verify() == []
     with store.snapshot() as head:
-        assert head.read("L3/shared.md").count("\n- ") == 3 * 12
+        assert head.read("L3/shared.md").count("\n- ") == 3 * 8
