@@ -49,6 +49,16 @@ class _Tee:
         return self.console(logger, name, event)
 
 
+class _CurrentStderr:
+    """Whatever sys.stderr is at write time (test runners swap and close it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def setup_logging(level: str = "info", json_file: Optional[Path] = None) -> None:
     """Configure structlog once per process; stderr so stdout stays for results."""
     json_file = Path(json_file).expanduser() if json_file else None
@@ -68,6 +78,6 @@ def setup_logging(level: str = "info", json_file: Optional[Path] = None) -> None
             _Tee(console, json_file),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
