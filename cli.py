@@ -622,6 +622,135 @@ def _ledger_line(record: dict) -> str:
 
 
 # ---- skills, explore, reflect, schedule (skilltree, orchestrator) -----------
+skills_app = typer.Typer(no_args_is_help=True, help="The skill tree: show, plan, report, feedback (weight adaptation).")
+app.add_typer(skills_app, name="skills")
+NOW_HELP = "Pretend it is this ISO time (for tests and replays)"
+
+
+def _skills_now(value: Optional[str]) -> Any:
+    from datetime import datetime, timezone
+
+    if not value:
+        return datetime.now(timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--now {value!r}: not an ISO time; use e.g. 2026-05-01T12:00:00+00:00")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _skills_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a skilltree operation; errors a user can cause become one line."""
+    from memory_shared import MemoryStoreError
+    from skilltree import SkillTreeError
+
+    try:
+        return fn(*args, **kwargs)
+    except (MemoryStoreError, SkillTreeError) as exc:
+        fail(str(exc))
+
+
+@skills_app.command("show")
+def skills_show(json_out: bool = typer.Option(False, "--json", help="Print the tree, weights and usage as JSON")) -> None:
+    """Print the skill tree (categories, skills, uses from the memory access statistics) and the weights."""
+    from skilltree.commands import view
+    from skilltree.view import rich_tree, tree_json, weights_table
+
+    current = _skills_call(view, settings().memory_root)
+    if json_out:
+        emit_json(tree_json(current))
+        return
+    console.print(rich_tree(current))
+    console.print(weights_table(current.tree))
+
+
+@skills_app.command("report")
+def skills_report(
+    out: Path = typer.Option(Path("skills-report"), "--out", help="Directory for report.md and report.html"),
+    reports: Optional[Path] = typer.Option(None, "--reports", help="Exploration reports directory (default: reports/ in the memory store)"),
+    weeks: int = typer.Option(12, min=1, max=104, help="Weeks of usage history to chart"),
+    now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
+) -> None:
+    """Write report.md and a self-contained report.html (tree, usage, weights, recent explorations)."""
+    from skilltree.commands import build_report
+
+    if reports is not None and not reports.is_dir():
+        fail(f"--reports {reports}: no such directory; give the folder holding the exploration reports (*.md)")
+    md, html = _skills_call(build_report, settings().memory_root, out, _skills_now(now), reports, weeks)
+    console.print(f"wrote {md}\nwrote {html}", highlight=False, soft_wrap=True)
+
+
+@skills_app.command("feedback")
+def skills_feedback(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show, but commit nothing"),
+    json_out: bool = typer.Option(False, "--json", help="Print the verdicts and the weights as JSON"),
+    now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
+) -> None:
+    """Apply the 30-day rule to skills created 30+ days ago and adapt the planner's weights (one commit)."""
+    from skilltree.commands import run_feedback
+    from skilltree.view import feedback_json, feedback_table, weights_table
+
+    run = _skills_call(run_feedback, settings().memory_root, _skills_now(now), dry_run)
+    if json_out:
+        emit_json(feedback_json(run))
+        return
+    if not run.outcome or not run.outcome.judged:
+        console.print("no skill is due: each is judged once, 30 days after its creation")
+    else:
+        console.print(feedback_table(run))
+    if run.outcome:
+        console.print(weights_table(run.outcome.tree))
+    if run.generation is not None:
+        console.print(f"committed generation {run.generation}")
+    elif dry_run and run.outcome and run.outcome.judged:
+        console.print("dry run: nothing committed")
+
+
+@skills_app.command("plan")
+def skills_plan(
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (configs/models.yaml), scripted:FILE or scripted@URL"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where plan.json goes (default: <runs_dir>/plan-<time>)"),
+    candidates: Optional[int] = typer.Option(None, min=1, max=100, help="Candidates to ask for (explore.candidates)"),
+    batch: Optional[int] = typer.Option(None, min=1, max=50, help="Tasks to select (explore.batch_size)"),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON"),
+    now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
+) -> None:
+    """Plan one exploration batch: the model proposes and judges, §6 scores, 4+ categories selected."""
+    from rich.table import Table
+
+    from skilltree.commands import run_plan
+    from worker.llm import LLMClient
+    from worker.models import ModelConfigError, resolve_model
+    from worker.types import ModelError
+
+    current = settings()
+    when = _skills_now(now)
+    target = run_dir or current.fanout.runs_dir / f"plan-{when:%Y%m%d-%H%M%S}"
+    try:
+        client = LLMClient(resolve_model(model, current))
+    except ModelConfigError as exc:
+        fail(str(exc))
+    try:
+        result = _skills_call(run_plan, current.memory_root, client, target, when,
+                              candidates=candidates or current.explore.candidates,
+                              batch_size=batch or current.explore.batch_size)
+    except ModelError as exc:
+        fail(f"model {model or current.worker.model}: {exc}")
+    if json_out:
+        emit_json(result.model_dump(mode="json"))
+        return
+    table = Table(title=f"plan: {len(result.selected)} of {len(result.candidates)} candidates, "
+                        f"{result.categories_covered} categories", title_justify="left")
+    for column in ("", "title", "category", "breadth", "depth", "utility", "innov.", "score"):
+        table.add_column(column, justify="right" if column not in ("title", "category") else "left")
+    for item in result.candidates:
+        table.add_row("✔" if item in result.selected else "", item.title, item.category,
+                      *(f"{x:.1f}" for x in item.vector.values()), f"{item.score:.2f}")
+    console.print(table)
+    if result.dropped:
+        console.print(f"{len(result.dropped)} invalid items dropped (see plan.json)")
+    console.print(f"wrote {target / 'plan.json'}", highlight=False, soft_wrap=True)
+
 
 
 if __name__ == "__main__":

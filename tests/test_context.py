@@ -9,7 +9,7 @@ import pytest
 
 from configs.settings import ContextSettings
 from worker.context.compress import exempt_start
-from worker.context import (Anchor, compress_tags, compress_text, compression_due, cut_arguments, cut_head_tail,
+from worker.context import (Anchor, compress_if_due, compress_tags, output_cap, compress_text, compression_due, cut_arguments, cut_head_tail,
                             evict_fifo, manage_context, repair_tool_pairs, serialized_size, split_units,
                             summarize_call, trim_to_budget)
 
@@ -200,6 +200,19 @@ def test_compression_due(turn: int, every: int, due: bool) -> None:
     assert compression_due(turn, every) is due
 
 
+def test_compress_if_due_only_on_compression_turns() -> None:
+    ctx = ContextSettings()
+    messages = big_session()
+    assert compress_if_due(messages, 4, ctx) is messages
+    assert compress_if_due(messages, 5, ctx) == compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars) != messages
+
+
+@pytest.mark.parametrize("kind,calls,expected", [("code_run", 1, 10000), ("code_run", 2, 5000), ("code_run", 50, 2000),
+                                                 ("file_read", 1, 20000), ("web_scan_html", 0, 35000)])
+def test_output_cap_is_shared_by_the_calls_of_a_turn(kind: str, calls: int, expected: int) -> None:
+    assert output_cap(ContextSettings(), kind, calls) == expected
+
+
 def test_request_prefix_is_stable_between_compression_points() -> None:
     ctx = ContextSettings(context_tokens=1_000_000)  # no eviction: isolate compression
     session = Session(ctx)
@@ -220,7 +233,8 @@ def test_request_prefix_is_stable_between_compression_points() -> None:
                 stable += 1
         previous = request
     assert stable == 29 - 6  # 30 requests, 29 transitions, 6 of them compression points
-    assert all(step.trim.evicted == 0 for step in session.steps)
+    assert [step.compressed for step in session.steps] == [compression_due(t, 5) for t in range(1, 31)]
+    assert all(step.trim.evicted == 0 and not step.trim.strict for step in session.steps)
 
 
 # ---- level 3: budget, eviction, pairing repair ----------------------------------------------------------
