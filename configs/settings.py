@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from configs.yamlsource import YamlError, line_of, load_yaml
 
@@ -96,6 +96,8 @@ class ExploreSettings(Section):
     idle_window: str = "30m"
     max_cycles_per_day: int = 4
     max_spend_per_day: float = 1.0
+    candidates: int = Field(12, ge=1, le=100)
+    batch_size: int = Field(4, ge=1, le=50)
 
 
 class LogSettings(Section):

@@ -10,6 +10,11 @@ from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
 from skilltree.adapt import WINDOW, FeedbackOutcome, due, feedback
 from skilltree.commit import commit_tree
+from skilltree.plan import Plan
+from skilltree.planner import plan
+from skilltree.report import write_report
+from skilltree.report_data import gather
+from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import SkillTree, load, utc
 from skilltree.usage import usage, usage_after_creation
 
@@ -60,3 +65,27 @@ def run_feedback(root: Path, now: datetime, dry_run: bool = False) -> FeedbackRu
     generation = commit_tree(store, update, author=AUTHOR,
                              message=f"skills feedback: 30-day rule applied at {now.isoformat()}")
     return FeedbackRun(seen.get("outcome"), generation, seen.get("before"))  # type: ignore[arg-type]
+
+
+def build_report(root: Path, out: Path, now: datetime, reports_dir: Optional[Path] = None,
+                 weeks: int = 12) -> tuple[Path, Path]:
+    """report.md and report.html in `out` from HEAD, the access log and the exploration reports
+    (`reports/` of the HEAD generation unless `reports_dir` is given)."""
+    store = open_store(root)
+    with store.snapshot() as snap:
+        tree = load(snap.path)
+        reports = load_reports(reports_dir if reports_dir is not None else snap.path / REPORTS_DIR)
+        data = gather(tree, AccessLog(root), reports, now, weeks=weeks, generation=snap.generation)
+    return write_report(data, out)
+
+
+def run_plan(root: Path, model: object, run_dir: Path, now: datetime, *, candidates: int = 12,
+             batch_size: int = 4) -> Plan:
+    """One planning step on HEAD: propose, judge, score, select; plan.json in run_dir."""
+    store = open_store(root)
+    with store.snapshot() as snap:
+        tree = load(snap.path)
+        reports = load_reports(snap.path / REPORTS_DIR, limit=10)
+        generation = snap.generation
+    return plan(model, tree, usage(tree, AccessLog(root)), now=utc(now), candidates=candidates,
+                batch_size=batch_size, reports=reports, run_dir=run_dir, generation=generation)

@@ -31,6 +31,7 @@ from skilltree.tree import utc
 from skilltree.vectors import ScoreVector
 
 log = structlog.get_logger("skilltree.reports")
+REPORTS_DIR = "reports"  # inside a memory generation
 
 
 class ExplorationReport(BaseModel):
