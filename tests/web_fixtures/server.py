@@ -1,0 +1,85 @@
+"""Test support for the web tools: the fixture site on 127.0.0.1 and worker contexts on one shared browser.
+
+Test modules import the fixtures they use: `from web_fixtures.server import site, web_settings, browser_keeper, make_ctx`.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from configs import load_settings
+from worker.tools.base import ToolContext
+from worker.tools.web import WebExecuteJsArgs, WebScanArgs, web_execute_js, web_scan
+from worker.types import ToolResult
+from worker.web import WebSession
+
+ROOT = Path(__file__).parent
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    server, url = serve(ROOT)
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def web_settings(tmp_path_factory):
+    return load_settings({"home": str(tmp_path_factory.mktemp("web-home"))})
+
+
+@pytest.fixture(scope="module")
+def browser_keeper(web_settings) -> Iterator[WebSession]:
+    """Holds a lease for the whole module, so its tests share one browser instead of relaunching it."""
+    keeper = WebSession(web_settings)
+    yield keeper
+    keeper.close()
+
+
+@pytest.fixture
+def make_ctx(tmp_path, web_settings, browser_keeper):
+    """A factory of worker contexts on the module's browser; their cleanup runs at the end of the test."""
+    made: list[ToolContext] = []
+
+    def make(name: str = "w", settings=None) -> ToolContext:
+        workdir = tmp_path / f"{name}-{len(made)}"
+        workdir.mkdir()
+        ctx = ToolContext(f"task-{name}", workdir, settings or web_settings, None, extra={"cleanup": []})
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        for cleanup in ctx.extra["cleanup"]:
+            cleanup()
+
+
+def js(ctx: ToolContext, script: str, **options) -> ToolResult:
+    return web_execute_js(ctx, WebExecuteJsArgs(script=script, **options))
+
+
+def scan(ctx: ToolContext, **options) -> ToolResult:
+    return web_scan(ctx, WebScanArgs(**options))
+
+
+def goto(ctx: ToolContext, url: str) -> ToolResult:
+    result = js(ctx, f"location.href = {url!r}")
+    assert result.ok and "navigated to" in result.output, result.output
+    return result

@@ -1,0 +1,127 @@
+"""web_scan and web_execute_js: a real Chromium, one isolated context per worker (see worker.web)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Optional
+
+from playwright.async_api import Error as PlaywrightError
+from pydantic import BaseModel, Field
+
+from worker import web
+from worker.context import cut_head_tail, output_cap
+from worker.paths import PathError, resolve_read, resolve_write
+from worker.tools.base import ToolContext, tool
+from worker.types import ToolResult
+from worker.web.execjs import ScriptError, execute
+from worker.web.scan import web_scan as scan_tabs
+
+PREVIEW_CHARS = 300
+
+
+def _optional_str(schema: dict) -> None:
+    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
+    schema.pop("default", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
+
+
+class WebScanArgs(BaseModel):
+    tabs_only: bool = False
+    switch_tab_id: Optional[str] = Field(None, json_schema_extra=_optional_str)
+    text_only: bool = False
+
+
+class WebExecuteJsArgs(BaseModel):
+    script: str = Field(description="JS, run like a console line (last value, await, or return); or a .js file path")
+    save_to_file: Optional[str] = Field(None, description="write the value to this file, get a preview",
+                                        json_schema_extra=_optional_str)
+    switch_tab_id: Optional[str] = Field(None, json_schema_extra=_optional_str)
+    no_monitor: bool = Field(False, description="skip the change report (pure reads)")
+
+
+def _failure(message: str) -> ToolResult:
+    return ToolResult(message, ok=False, evidence=False)
+
+
+def _in_browser(ctx: ToolContext, fn: Callable[..., Any], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
+    """Run `await fn(session, *args)` on the worker's browser session: (notice of lost tabs, result)."""
+    session = web.session_for(ctx)
+    return session.call(fn, *args, timeout=timeout)
+
+
+def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
+    try:
+        return run()
+    except ScriptError as exc:
+        return _failure(f"error: the script threw {exc}")
+    except (web.ChromiumMissing, web.BrowserStartError, web.TabError) as exc:
+        return _failure(f"error: {exc}")
+    except TimeoutError as exc:
+        return _failure(f"error: {exc}")
+    except PlaywrightError as exc:
+        return _failure(f"error: browser: {str(exc).strip().splitlines()[0]}")
+
+
+@tool("web_scan", "The open tabs and the active page simplified to what a person sees (hidden, covered and"
+      " repeated navigation dropped). Interactive elements carry sel=\"<css selector>\" for web_execute_js.",
+      WebScanArgs)
+def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
+    def run() -> ToolResult:
+        notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only)
+        head = "\n".join(filter(None, [notice, result["tabs"]]))
+        if args.tabs_only:
+            return ToolResult(head, data={"tab": ctx.extra[web.SESSION_KEY].active})
+        stats = result["stats"]
+        dropped = ", ".join(f"{stats[k]} {k}" for k in ("hidden", "offscreen", "covered") if stats[k])
+        summary = (f"--- {result['tab']} {result['url']} ({'text' if args.text_only else 'simplified HTML'}: "
+                   f"{len(result['content'])} of {result['raw']} chars; dropped: {dropped or 'nothing'}"
+                   f"{'; ' + str(stats['collapsed']) + ' links/items collapsed' if stats['collapsed'] else ''})")
+        cap = output_cap(ctx.settings, "web_scan_text" if args.text_only else "web_scan_html", ctx.extra.get("calls_in_turn", 1))
+        body = cut_head_tail(result["content"] or "(the page shows nothing)", max(200, cap - len(head) - len(summary) - 2))
+        return ToolResult(f"{head}\n{summary}\n{body}", data={"tab": result["tab"], "raw_chars": result["raw"],
+                                                             "chars": len(result["content"]), "stats": stats})
+    return _guarded(run)
+
+
+@tool("web_execute_js", "Run JavaScript in the active tab (navigate with location.href='...'). Returns the value and"
+      " what changed: navigation, new tabs, DOM mutations, messages, dialogs.", WebExecuteJsArgs)
+def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
+    def run() -> ToolResult:
+        try:
+            source = _script_source(ctx, args.script)
+            target = resolve_write(args.save_to_file, ctx.workdir, ctx.settings.worker.allow_write) if args.save_to_file else None
+        except PathError as exc:
+            return _failure(f"error: {exc}")
+        timeout = ctx.settings.worker.code_timeout + 60.0
+        notice, outcome = _in_browser(ctx, execute, source, args.switch_tab_id, args.no_monitor, timeout=timeout)
+        value = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False)
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            text = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False, indent=2)
+            target.write_text(text, encoding="utf-8")
+            value = f"saved {len(text)} chars to {args.save_to_file}; preview: {text[:PREVIEW_CHARS]}"
+        report = ("changes: " + "; ".join(outcome.changes)) if outcome.changes else ("" if args.no_monitor else "changes: none seen")
+        cap = output_cap(ctx.settings, "web_execute_js", ctx.extra.get("calls_in_turn", 1))
+        head = f"{notice}\n" if notice else ""
+        body = cut_head_tail(value, max(200, cap - len(head) - len(report) - 8))
+        return ToolResult(f"{head}value: {body}" + (f"\n{report}" if report else ""), data={"changes": outcome.changes})
+    return _guarded(run)
+
+
+def _script_source(ctx: ToolContext, script: str) -> str:
+    """The script itself, or the content of the workdir file it names."""
+    text = script.strip()
+    if "\n" in text or len(text) > 260 or not text:
+        return script
+    settings = ctx.settings.worker
+    try:
+        path = resolve_read(text, ctx.workdir, settings.allow_read, settings.allow_write)
+    except PathError:
+        if text.endswith(".js"):
+            raise
+        return script
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    if text.endswith(".js") and " " not in text and "(" not in text:
+        raise PathError(f"{text}: no such file in the worker's directory; write it first, or pass the JavaScript itself")
+    return script

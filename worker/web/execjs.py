@@ -1,0 +1,190 @@
+"""web_execute_js's browser half: run a script in the active tab, return its value and what it changed."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+from playwright.async_api import CDPSession, Error as PlaywrightError, Page, Request
+
+from worker.web.scan import page_title
+from worker.web.session import WebSession, quietly
+
+SETTLE_MIN, SETTLE_QUIET, SETTLE_MAX = 0.3, 0.25, 3.0  # seconds: how long to watch for effects of the script
+NAVIGATION_TIMEOUT = 15000  # ms to wait for a page the script navigated to
+GONE = ("context was destroyed", "navigated or closed", "target closed", "has been closed", "cannot find context")
+
+
+class ScriptError(Exception):
+    """The script threw (or did not parse, or timed out); str() is the one-line JavaScript error."""
+
+
+@dataclass
+class Outcome:
+    value: Any = None
+    changes: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=2)
+def _js(name: str) -> str:
+    return Path(__file__).with_name(name).read_text(encoding="utf-8")
+
+
+async def execute(session: WebSession, script: str, switch_tab_id: Optional[str], no_monitor: bool) -> Outcome:
+    page = await session.page(switch_tab_id)
+    started = time.monotonic()
+    if no_monitor:
+        outcome = Outcome(await run_script(page, script, session.script_timeout))
+        outcome.changes += _drain_dialogs(session)
+        return outcome
+    before_url, before_title, before_tabs = page.url, await page_title(page), set(session.tabs)
+    navigations: list[str] = []
+
+    def on_request(request: Request) -> None:
+        if request.is_navigation_request() and request.frame == page.main_frame:
+            navigations.append(request.url)
+
+    page.on("request", on_request)
+    try:
+        await quietly(page.evaluate(_js("monitor.js")))
+        outcome = Outcome()
+        try:
+            outcome.value = await run_script(page, script, session.script_timeout)
+        except _Gone:
+            navigations.append(page.url)
+        report = await _settle(page, navigations)
+    finally:
+        page.remove_listener("request", on_request)
+    outcome.changes = await _describe(session, page, before_url, before_title, before_tabs, navigations, report, started)
+    return outcome
+
+
+class _Gone(Exception):
+    """The script's document went away while it ran (it navigated or closed the tab)."""
+
+
+async def run_script(page: Page, script: str, timeout: float) -> Any:
+    """Evaluate like a console: the last expression's value, top-level await, or a function body with `return`."""
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        result = await _evaluate(cdp, script, timeout, repl=True)
+        if "exceptionDetails" in result and "Illegal return statement" in _exception_text(result):
+            result = await _evaluate(cdp, f"(async () => {{\n{script}\n}})()", timeout, repl=False)
+        if "exceptionDetails" in result:
+            raise ScriptError(_exception_text(result))
+        return await _json_safe(cdp, result["result"])
+    except PlaywrightError as exc:
+        text = str(exc)
+        if any(marker in text.lower() for marker in GONE):
+            raise _Gone() from None
+        if "Internal error" in text:  # Runtime.evaluate's own timeout terminated a busy script
+            raise ScriptError(f"the script ran longer than {timeout:.0f}s and was stopped") from None
+        raise
+    finally:
+        await quietly(cdp.send("Runtime.releaseObjectGroup", {"objectGroup": "ga"}))
+        await quietly(cdp.detach())
+
+
+async def _evaluate(cdp: CDPSession, expression: str, timeout: float, repl: bool) -> dict[str, Any]:
+    params = {"expression": expression, "replMode": repl, "awaitPromise": True, "userGesture": True,
+              "objectGroup": "ga", "timeout": int(timeout * 1000), "allowUnsafeEvalBlockedByCSP": True}
+    try:
+        return await asyncio.wait_for(cdp.send("Runtime.evaluate", params), timeout + 1)
+    except asyncio.TimeoutError:
+        raise ScriptError(f"the script did not finish in {timeout:.0f}s (a promise that never settles?)") from None
+
+
+def _exception_text(result: dict[str, Any]) -> str:
+    details = result["exceptionDetails"]
+    exception = details.get("exception") or {}
+    text = exception.get("description") or (json.dumps(exception["value"]) if "value" in exception else "") \
+        or details.get("text", "error")
+    first = text.strip().splitlines()[0] if text.strip() else "error"
+    where = f" (line {details['lineNumber']})" if details.get("lineNumber") else ""  # 0-based, after one wrapper line
+    return f"{first}{where}"[:500]
+
+
+async def _json_safe(cdp: CDPSession, remote: dict[str, Any]) -> Any:
+    if "value" in remote:
+        return remote["value"]
+    if "unserializableValue" in remote:
+        return remote["unserializableValue"]
+    if remote.get("type") == "undefined" or "objectId" not in remote:
+        return None
+    converted = await cdp.send("Runtime.callFunctionOn", {"functionDeclaration": _js("jsonsafe.js"), "objectId": remote["objectId"],
+                                                          "returnByValue": True, "objectGroup": "ga"})
+    if "exceptionDetails" in converted:
+        return remote.get("description", "[unserializable value]")
+    return converted["result"].get("value")
+
+
+async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]]:
+    """Watch the page until the script's effects calm down; the monitor's report, or None if the page changed."""
+    start = time.monotonic()
+    while time.monotonic() - start < SETTLE_MAX:
+        if navigations:
+            try:
+                await page.wait_for_load_state("load", timeout=NAVIGATION_TIMEOUT)
+            except PlaywrightError:
+                pass
+            return None
+        try:
+            quiet = await page.evaluate("() => window.__gaMon ? (performance.now() - window.__gaMon.last) / 1000 : -1")
+        except PlaywrightError:
+            await asyncio.sleep(0.05)
+            continue
+        if quiet < 0:  # the monitor is gone: a new document replaced the old one
+            navigations.append(page.url)
+            return None
+        if time.monotonic() - start >= SETTLE_MIN and quiet >= SETTLE_QUIET:
+            break
+        await asyncio.sleep(0.05)
+    try:
+        return await page.evaluate("() => { const m = window.__gaMon; if (!m) return null; m.obs.disconnect();"
+                                   " delete window.__gaMon; return {count: m.count, messages: m.messages}; }")
+    except PlaywrightError:
+        return None
+
+
+async def _describe(session: WebSession, page: Page, before_url: str, before_title: str, before_tabs: set[str],
+                    navigations: list[str], report: Optional[dict[str, Any]], started: float) -> list[str]:
+    changes: list[str] = []
+    active_id = session.tab_id(page)
+    if page.is_closed():
+        changes.append(f"tab {active_id} closed")
+    else:
+        url, title = page.url, await page_title(page)
+        if navigations or report is None:
+            changes.append(f"navigated to {url} (title {title[:100]!r})")
+        elif url != before_url:
+            changes.append(f"URL changed to {url} without a page load")
+        if title != before_title and not navigations and report is not None:
+            changes.append(f"title changed to {title[:100]!r}")
+    new_tabs = [t for t in session.tabs if t not in before_tabs]
+    for tab_id in new_tabs:
+        tab = session.tabs[tab_id]
+        try:
+            await tab.wait_for_load_state("domcontentloaded", timeout=5000)
+        except PlaywrightError:
+            pass
+        changes.append(f"new tab {tab_id} {(await page_title(tab))[:80]!r} {tab.url}")
+    if new_tabs:
+        session.active = new_tabs[-1]  # as in a browser, the tab a click opened is in front
+        changes[-1] += " (now the active tab)"
+    if report is not None:
+        if report["count"]:
+            changes.append(f"{report['count']} DOM mutations")
+        changes += [f"message appeared: {text!r}" for text in report["messages"]]
+    changes += _drain_dialogs(session)
+    changes += [f"uncaught error in {tab_id}: {message}" for at, tab_id, message in session.errors if at >= started]
+    return changes
+
+
+def _drain_dialogs(session: WebSession) -> list[str]:
+    dialogs = [f"dialog {text}" for text in session.dialogs]
+    session.dialogs.clear()
+    return dialogs
