@@ -277,7 +277,7 @@ def memory_archive(
                               f"{record['turns']} turns[/]", highlight=False)
                 for line in record["user"][:3]:
                     console.print(f"  user: {line[:160]}", markup=False, highlight=False)
-                console.print(f"  final: {record['final'][:160]}", markup=False, highlight=False)
+                console.print(f"  final: {' '.join(record['final'].split())[:160]}", markup=False, highlight=False)
             console.print(f"{len(found)} session(s)")
             return
         status = archive.status()
