@@ -127,6 +127,7 @@ class WebSession:
         lost = self.context is not None
         self.tabs.clear()
         self.active = ""
+        self._next_tab = 1
         self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
         self.context_launch = info.launch_id
         self.context.on("page", self._register)
@@ -197,8 +198,9 @@ async def quietly(awaitable: Awaitable[Any]) -> None:
 
 
 def _error_text(error: Any) -> str:
-    message = getattr(error, "message", None) or str(error)
-    return message.strip().splitlines()[0][:300] if message.strip() else type(error).__name__
+    message = (getattr(error, "message", None) or str(error)).strip()
+    name = getattr(error, "name", None) or "Error"
+    return f"{name}: {message.splitlines()[0][:300]}" if message else name
 
 
 @atexit.register
