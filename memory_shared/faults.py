@@ -31,19 +31,19 @@ ENV = "GA_MEMORY_FAULT"
 hook: Optional[Callable[[str], None]] = None
 
 
-def armed(point: str) -> bool:
+def armed(name: str) -> bool:
     spec = os.environ.get(ENV)
-    return bool(spec) and spec.split(":", 1)[0] == point
+    return bool(spec) and spec.split(":", 1)[0] == name
 
 
-def point(point: str) -> None:
+def point(name: str) -> None:
     """Called by the store at each named step."""
     if hook is not None:
-        hook(point)
-    if not armed(point):
+        hook(name)
+    if not armed(name):
         return
     if os.environ[ENV].endswith(":block"):
-        sys.stderr.write(f"FAULT {point} {os.getpid()}\n")
+        sys.stderr.write(f"FAULT {name} {os.getpid()}\n")
         sys.stderr.flush()
         while True:
             time.sleep(60)

@@ -90,6 +90,9 @@ class MemoryStore:
                 raise StoreMissing(self.root)
             self._init()
 
+    def __repr__(self) -> str:
+        return f"MemoryStore({str(self.root)!r})"
+
     # ---- layout -------------------------------------------------------------------------------
 
     @staticmethod
