@@ -64,7 +64,7 @@ class FeedbackOutcome:
 def feedback(tree: SkillTree, used_in_window: Callable[[Skill], int], now: datetime) -> FeedbackOutcome:
     """Judge every due skill; `used_in_window(skill)` counts its uses in its first 30 days."""
     now = utc(now)
-    new = tree.model_copy(deep=True)
+    new = tree.copy_with()
     weights, adjustments, judged = tree.weights, [], []
     for skill in due(tree, now):
         used = int(used_in_window(skill))

@@ -23,7 +23,7 @@ from typing import Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skilltree.tree import SkillTree
+from skilltree.tree import SkillTree, TreeIndex
 from skilltree.vectors import ScoreVector, Weights
 
 
@@ -72,6 +72,7 @@ class TreeStats:
     """What scoring needs from the tree, computed once per plan."""
 
     tree: SkillTree
+    index: TreeIndex
     sizes: Mapping[str, int]
     mean_size: float
     usage: Mapping[str, int]
@@ -84,14 +85,14 @@ class TreeStats:
             sizes[skill.category] = sizes.get(skill.category, 0) + 1
         mean = sum(sizes.values()) / len(sizes) if sizes else 0.0
         known = {skill_id: int(usage.get(skill_id, 0)) for skill_id in tree.skills}
-        return cls(tree, sizes, mean, known, max(known.values(), default=0))
+        return cls(tree, TreeIndex(tree), sizes, mean, known, max(known.values(), default=0))
 
 
 def score_task(candidate: Candidate, judgement: Judgement, stats: TreeStats, weights: Weights) -> ScoredCandidate:
     """Score one candidate against the tree (§6)."""
-    category = stats.tree.category_name(candidate.category)
+    category = stats.index.category_name(candidate.category)
     size = stats.sizes.get(category, 0)
-    target = stats.tree.find(candidate.target_skill)
+    target = stats.index.find(candidate.target_skill)
     used = stats.usage.get(target.id, 0) if target else 0
     vector = ScoreVector(breadth=breadth(size, stats.mean_size), depth=depth(used, stats.max_usage),
                          utility=judgement.utility, innovation=judgement.innovation)

@@ -37,9 +37,9 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skilltree.vectors import ScoreVector, Weights
 
@@ -59,13 +59,13 @@ def slugify(text: str, fallback: str = "skill") -> str:
     return slug[:60].rstrip("-") or fallback
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+UtcDatetime = Annotated[datetime, AfterValidator(utc)]  # naive times are taken as UTC
 
-    @field_validator("*", mode="after")
-    @classmethod
-    def _utc(cls, value: Any) -> Any:
-        return utc(value) if isinstance(value, datetime) else value
+
+class _Model(BaseModel):
+    """Immutable, so trees can share them: a change is a new tree with new dicts, never an edit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Adjustment(_Model):
@@ -80,7 +80,7 @@ class Adjustment(_Model):
 
 
 class WeightRecord(_Model):
-    time: datetime
+    time: UtcDatetime
     before: Weights
     after: Weights
     reason: str = ""
@@ -90,7 +90,7 @@ class WeightRecord(_Model):
 class Feedback(_Model):
     """The 30-day verdict on a skill, recorded so a skill is judged exactly once."""
 
-    time: datetime
+    time: UtcDatetime
     used: int
     rule: Optional[str] = None  # None: neither rule applied
     dimension: Optional[str] = None
@@ -99,7 +99,7 @@ class Feedback(_Model):
 class Category(_Model):
     name: str
     description: str = ""
-    created: Optional[datetime] = None
+    created: Optional[UtcDatetime] = None
 
 
 class Skill(_Model):
@@ -109,7 +109,7 @@ class Skill(_Model):
     description: str = ""
     sop: Optional[str] = None
     scripts: list[str] = []
-    created: datetime
+    created: UtcDatetime
     report: Optional[str] = None
     predicted: Optional[float] = None
     score_vector: Optional[ScoreVector] = None
@@ -159,33 +159,28 @@ class SkillTree(BaseModel):
         """A new tree with `skill` (and its category, if new). An existing id is an error."""
         if skill.id in self.skills:
             raise ValueError(f"skill '{skill.id}' already exists in category '{self.skills[skill.id].category}'")
-        tree = self.model_copy(deep=True)
-        if skill.category not in tree.categories:
-            tree.categories[skill.category] = Category(name=skill.category, created=skill.created)
-        tree.skills[skill.id] = skill
-        return tree
+        categories = dict(self.categories)
+        if skill.category not in categories:
+            categories[skill.category] = Category(name=skill.category, created=skill.created)
+        return self.copy_with(categories=categories, skills={**self.skills, skill.id: skill})
+
+    def copy_with(self, **changes: Any) -> "SkillTree":
+        """A new tree sharing the (immutable) skills and categories, with fresh containers."""
+        fresh = {"categories": dict(self.categories), "skills": dict(self.skills),
+                 "weight_history": list(self.weight_history)}
+        return self.model_copy(update={**fresh, **changes})
 
     def skills_in(self, category: str) -> list[Skill]:
         return [s for s in self.skills.values() if s.category == category]
 
     def find(self, target: str) -> Optional[Skill]:
-        """A skill by id, else by name or slug (case-insensitive); None when absent."""
-        if target in self.skills:
-            return self.skills[target]
-        wanted = target.strip().lower()
-        for skill in self.skills.values():
-            if skill.name.lower() == wanted or skill.id == slugify(target):
-                return skill
-        return None
+        """A skill by id, else by name (case-insensitive), else by the slug of `target`; None when absent."""
+        return TreeIndex(self).find(target)
 
     def category_name(self, name: str) -> str:
         """The existing category spelled like `name` up to case and punctuation, else the slug of
         `name` (so two spellings of one new category are one category)."""
-        wanted = slugify(name, fallback="misc")
-        for existing in self.categories:
-            if existing == name or slugify(existing, fallback="misc") == wanted:
-                return existing
-        return wanted
+        return TreeIndex(self).category_name(name)
 
     def unique_id(self, name: str) -> str:
         base = slugify(name)
@@ -199,6 +194,30 @@ class SkillTree(BaseModel):
         data["categories"] = dict(sorted(data["categories"].items()))
         data["skills"] = dict(sorted(data["skills"].items()))
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+class TreeIndex:
+    """Name and slug lookups over one tree, built once (planning resolves many candidates)."""
+
+    def __init__(self, tree: SkillTree):
+        self.tree = tree
+        self.by_name: dict[str, str] = {}
+        for skill_id in sorted(tree.skills):
+            self.by_name.setdefault(tree.skills[skill_id].name.strip().lower(), skill_id)
+        self.categories: dict[str, str] = {}
+        for name in sorted(tree.categories):
+            self.categories.setdefault(slugify(name, fallback="misc"), name)
+
+    def find(self, target: str) -> Optional[Skill]:
+        skills = self.tree.skills
+        skill_id = target if target in skills else self.by_name.get(target.strip().lower()) or slugify(target)
+        return skills.get(skill_id)
+
+    def category_name(self, name: str) -> str:
+        if name in self.tree.categories:
+            return name
+        wanted = slugify(name, fallback="misc")
+        return self.categories.get(wanted, wanted)
 
 
 def parse(text: str, source: str = TREE_FILE) -> SkillTree:
