@@ -1,0 +1,106 @@
+"""Faults on real Ray: a worker actor killed -9 mid-task, retries running out, a task past its timeout."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import fanout
+from tests.fanout_support import ledger, read_jsonl, result_lines, start_server
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _sleeper(match: str, seconds: float) -> dict:
+    script = f"import time\ntime.sleep({seconds})\nprint('slept')"
+    return {"match": match, "turns": [
+        {"content": "sleeping", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script}}]},
+        {"content": "Result:", "echo_last_tool_result": True}]}
+
+
+def _kill_when_running(run_root: Path, kills: dict[str, int], stop: threading.Event) -> list[tuple[str, int]]:
+    """Kill -9 the worker process of each task in `kills` (that many times) as soon as the ledger shows it running."""
+    done: list[tuple[str, int]] = []
+    seen: set[tuple[str, int]] = set()
+    while not stop.is_set():
+        for path in run_root.glob("*/ledger.jsonl"):
+            for event in read_jsonl(path):
+                key = (event.get("task_id"), event.get("attempt"))
+                if event["event"] == "running" and key not in seen and kills.get(key[0], 0) > 0:
+                    seen.add(key)
+                    kills[key[0]] -= 1
+                    os.kill(event["pid"], signal.SIGKILL)
+                    done.append((key[0], event["pid"]))
+        time.sleep(0.1)
+    return done
+
+
+def test_killed_worker_is_replaced_and_its_task_retried_exactly_once(tmp_path: Path) -> None:
+    script = {"tasks": [_sleeper("victim", 4), _sleeper("doomed", 4), _sleeper("bystander", 0.2)]}
+    server = start_server(script, tmp_path / "requests.jsonl")
+    runs = tmp_path / "runs"
+    stop = threading.Event()
+    kills = {"victim": 1, "doomed": 2}
+    killed: list = []
+    killer = threading.Thread(target=lambda: killed.extend(_kill_when_running(runs, kills, stop)), daemon=True)
+    killer.start()
+    try:
+        run = fanout({"tasks": [{"id": "victim", "prompt": "victim"}, {"id": "doomed", "prompt": "doomed"},
+                                *[{"id": f"bystander-{i}", "prompt": f"bystander {i}"} for i in range(3)]],
+                      "retries": 1, "concurrency": 2, "defaults": {"model": f"scripted@{server.base_url}"}},
+                     out=runs, display="quiet")
+    finally:
+        stop.set()
+        killer.join(5)
+        server.stop()
+    assert sorted(t for t, _ in killed) == ["doomed", "doomed", "victim"]
+    lines = result_lines(run.run_dir)
+    assert sorted(r["task_id"] for r in lines) == sorted(["victim", "doomed", "bystander-0", "bystander-1", "bystander-2"])
+    by_id = {r["task_id"]: r for r in lines}
+    assert by_id["victim"]["status"] == "succeeded" and by_id["victim"]["attempt"] == 2
+    assert by_id["doomed"]["status"] == "failed" and by_id["doomed"]["attempt"] == 2
+    assert "worker died" in by_id["doomed"]["reason"] and "after 2 attempts" in by_id["doomed"]["reason"]
+    retried = [e for e in ledger(run.run_dir) if e["event"] == "retried"]
+    assert sorted(e["task_id"] for e in retried) == ["doomed", "victim"]
+    assert run.exit_code == 1 and run.status == "failed"
+
+
+def test_task_past_its_timeout_is_stopped_and_its_processes_killed(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)"
+    hang = {"match": "hang", "turns": [
+        {"content": "hanging", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script, "timeout": 300}}]},
+        {"content": "never"}]}
+    server = start_server({"tasks": [hang, _sleeper("quick", 0.1)]}, tmp_path / "requests.jsonl")
+    started = time.monotonic()
+    try:
+        run = fanout({"tasks": [{"id": "hang", "prompt": "hang", "timeout": 3}, {"id": "quick", "prompt": "quick"}],
+                      "concurrency": 2, "defaults": {"model": f"scripted@{server.base_url}"}},
+                     out=tmp_path / "runs", display="quiet")
+    finally:
+        server.stop()
+    by_id = {r["task_id"]: r for r in run.results}
+    assert by_id["quick"]["status"] == "succeeded"
+    assert by_id["hang"]["status"] == "failed" and "timeout after 3s" in by_id["hang"]["reason"]
+    assert time.monotonic() - started < 60
+    child = int(pid_file.read_text())
+    for _ in range(50):  # the killed process may take a moment to be reaped
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child), "the task's code_run process outlived its timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (killed, not yet reaped) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False

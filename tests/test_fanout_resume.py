@@ -1,0 +1,96 @@
+"""Resume: kill -9 the `ga fanout` process mid-run, resume, and nothing is lost, duplicated or paid twice."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import FanoutError, fanout
+from tests.fanout_support import first_user_message, ledger, read_jsonl, result_lines, start_server
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _tasks_file(path: Path, url: str, n: int, prompt: str = "item {i}") -> Path:
+    tasks = "\n".join(f"  - {{id: t{i}, prompt: \"{prompt.format(i=i)}\"}}" for i in range(n))
+    path.write_text(f"version: 1\nname: resumable\nconcurrency: 2\ndefaults: {{model: \"scripted@{url}\"}}\ntasks:\n{tasks}\n")
+    return path
+
+
+def test_kill_the_driver_then_resume_runs_only_what_did_not_finish(tmp_path: Path, ray_session: dict) -> None:
+    work = "import time\ntime.sleep(0.8)\nprint('worked')"
+    script = {"tasks": [{"match": "item", "turns": [
+        {"content": "working", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": work}}]},
+        {"content": "Result:", "echo_last_tool_result": True}]}]}
+    log_path = tmp_path / "requests.jsonl"
+    server = start_server(script, log_path)
+    tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 8)
+    runs = tmp_path / "runs"
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks_file), "--address", ray_session["address"],
+                                 "--out", str(runs), "--json"], cwd=Path(__file__).resolve().parents[1],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            found = list(runs.glob("*/results.jsonl"))
+            if found and len(result_lines(found[0].parent)) >= 3:
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        run_dir = found[0].parent
+        finished_before = {r["task_id"] for r in result_lines(run_dir)}
+        assert 3 <= len(finished_before) < 8, "the kill must land mid-run"
+        resumed_at = time.time()
+        run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
+    finally:
+        server.stop()
+
+    assert run.status == "succeeded" and run.run_dir == run_dir
+    lines = result_lines(run_dir)
+    assert sorted(r["task_id"] for r in lines) == [f"t{i}" for i in range(8)]  # nothing lost, nothing twice
+    log = read_jsonl(log_path)
+    after = [r for r in log if r["time"] >= resumed_at]
+    prompts_after = {first_user_message(r) for r in after}
+    assert not prompts_after & {f"item {t[1:]}" for t in finished_before}, "a finished task was sent to the model again"
+    assert {f"item {i}" for i in range(8) if f"t{i}" not in finished_before} <= prompts_after
+    events = [e["event"] for e in ledger(run_dir)]
+    assert "run_resumed" in events and events[-1] == "run_finished"
+
+
+def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path: Path) -> None:
+    flaky = {"match": "item 1", "faults": [{"turn": 0, "kind": "unauthorized", "times": 1}],
+             "turns": [{"content": "fine now"}]}
+    script = {"tasks": [flaky, {"match": "item", "turns": [{"content": "fine"}]}]}
+    server = start_server(script, tmp_path / "requests.jsonl")
+    tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 3)
+    runs = tmp_path / "runs"
+    try:
+        first = fanout(tasks_file, out=runs, display="quiet")
+        assert first.status == "failed" and first.exit_code == 1
+        assert {r["task_id"]: r["status"] for r in first.results} == {"t0": "succeeded", "t1": "failed", "t2": "succeeded"}
+
+        again = fanout(tasks_file, resume=first.run_id, out=runs, display="quiet")  # failed ones stay failed
+        assert again.status == "failed" and len(result_lines(first.run_dir)) == 3
+
+        changed = _tasks_file(tmp_path / "changed.yaml", server.base_url, 4, prompt="item {i}")
+        text = changed.read_text().replace('prompt: "item 2"', 'prompt: "item two"')
+        changed.write_text(text)
+        with pytest.raises(FanoutError) as refused:
+            fanout(changed, resume=first.run_id, out=runs, display="quiet")
+        assert "changed: t2" in str(refused.value) and "added: t3" in str(refused.value)
+
+        retried = fanout(tasks_file, resume=first.run_id, retry_failed=True, out=runs, display="quiet")
+    finally:
+        server.stop()
+    assert retried.status == "succeeded" and retried.exit_code == 0
+    lines = result_lines(first.run_dir)
+    assert sorted(r["task_id"] for r in lines) == ["t0", "t1", "t2"]
+    assert {r["task_id"]: r["answer"] for r in lines}["t1"] == "fine now"
+    assert len(read_jsonl(first.run_dir / "results.retried.jsonl")) == 1
