@@ -1,4 +1,17 @@
-"""Skill tree, exploration planner (scoring §6, selection), weight adaptation and reports."""
+"""Skill tree, exploration planner (scoring §6, selection), weight adaptation and reports.
+
+tree.py        SkillTree model and the skilltree.json format; load(snapshot_path), save(txn, tree)
+commit.py      commit_tree(store, update): one atomic memory commit, re-applied on a conflict
+usage.py       usage(tree, access_log, since, until): distinct tasks that read each skill's SOP
+summary.py     summary_for_prompt(tree, max_chars): the compact view the planner prompt carries
+vectors.py     the four dimensions, ScoreVector, Weights
+scoring.py     §6 breadth/depth/score (pure); selection.py the >= 4-category batch (pure)
+plan.py        build_plan (pure) and plan.json; planner.py the model calls (propose, judge)
+adapt.py       the 30-day rule (pure, clock passed in); commands.py what `ga skills` runs
+reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
+report*.py     report.md / report.html (charts.py: inline SVG; templates/: page, CSS, JS)
+synthetic.py   seeded synthetic trees and candidates for bench/planner.py and demos
+"""
 from skilltree.adapt import adapt_weights, feedback
 from skilltree.plan import Plan, build_plan, read_plan, write_plan
 from skilltree.scoring import Candidate, Judgement, ScoredCandidate, TreeStats, breadth, depth, score_task
