@@ -16,7 +16,7 @@ from string import Template
 from typing import Any, Mapping, Optional, Sequence
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from skilltree.plan import Dropped, Plan, build_plan, write_plan
 from skilltree.reports import ExplorationReport
