@@ -48,7 +48,7 @@ class Worker:
 
     def run(self) -> WorkerResult:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with MemorySession(self.store, self.task_id) as memory:
+        with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, extra={"env": dict(self.env), "kill": self._kill, "cleanup": []})
             try:
@@ -64,7 +64,7 @@ class Worker:
         cfg = self.settings.context
         messages = [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
-        anchor, schemas = context.Anchor(cfg), [t.schema() for t in self.tools.values()]
+        anchor, schemas = context.Anchor(cfg, task=self.task), [t.schema() for t in self.tools.values()]
         malformed = 0
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():

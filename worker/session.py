@@ -14,8 +14,8 @@ log = structlog.get_logger("worker.memory")
 class MemorySession:
     """Context manager: the snapshot stays pinned for the whole task."""
 
-    def __init__(self, store: Any, task_id: str):
-        self.store, self.task_id = store, task_id
+    def __init__(self, store: Any, task_id: str, archive_keep_months: int = 12):
+        self.store, self.task_id, self.archive_keep_months = store, task_id, archive_keep_months
         self.snapshot: Any = None
         self.view: MemoryView
         self.l1_text = ""
@@ -51,5 +51,5 @@ class MemorySession:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
         if result.history_path.exists():
-            Archive(self.store.root).store_session(self.task_id, result.history_path)
+            Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id, result.history_path)
         return generation

@@ -48,7 +48,7 @@ class Engine:
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _error(400, "'messages' must be a list of message objects")
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        turn = _turn(messages)
         task = self._match(messages)
         if task is None:
             return _error(400, "no task of the script matches this conversation; add a fallback task with match: '.*'", turn=turn)
@@ -188,3 +188,18 @@ def _common_prefix(a: str, b: str) -> int:
 def _error(status: int, message: str, **fields: Any) -> Answer:
     kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}.get(status, "server_error")
     return Answer(status, {"error": {"message": message, "type": kind, "code": status}}, **fields)
+
+
+_ANCHOR_TURN = re.compile(r"<history>\s*\[turn (\d+)\]")
+
+
+def _turn(messages: list[dict[str, Any]]) -> int:
+    """Turns already answered: the assistant messages in the request, or, once context control has
+    evicted old ones, the turn number the worker's anchor carries in the newest user message."""
+    answered = sum(1 for m in messages if m.get("role") == "assistant")
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            found = _ANCHOR_TURN.search(str(message.get("content") or ""))
+            return max(answered, int(found.group(1))) if found else answered
+    return answered
+
