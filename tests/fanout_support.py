@@ -48,3 +48,72 @@ def result_lines(run_dir: Path) -> list[dict[str, Any]]:
 
 def ledger(run_dir: Path) -> list[dict[str, Any]]:
     return read_jsonl(Path(run_dir) / "ledger.jsonl")
+
+
+class StormProxy:
+    """A real HTTP proxy in front of a model server: every request inside the storm window gets 429.
+
+    The window opens at the first request and lasts `seconds` (float("inf"): the endpoint never recovers
+    until `calm()`). Counts what it answered in `.forwarded` and `.rejected`.
+    """
+
+    def __init__(self, upstream: str, seconds: float, retry_after: float):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.upstream, self.seconds, self.retry_after = upstream.rstrip("/"), seconds, retry_after
+        self.first: float | None = None
+        self.forwarded = self.rejected = 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                import time
+                import urllib.request
+
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with proxy.lock:
+                    now = time.monotonic()
+                    proxy.first = proxy.first or now
+                    storming = now - proxy.first < proxy.seconds
+                    if storming:
+                        proxy.rejected += 1
+                    else:
+                        proxy.forwarded += 1
+                if storming:
+                    data = json.dumps({"error": {"message": "rate limited", "type": "rate_limit", "code": 429}}).encode()
+                    self._reply(429, data, {"Retry-After": f"{proxy.retry_after:g}"})
+                    return
+                request = urllib.request.Request(proxy.upstream + self.path.removeprefix("/v1"), data=body,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    self._reply(response.status, response.read(), {})
+
+            def _reply(self, status: int, data: bytes, headers: dict) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def calm(self) -> None:
+        with self.lock:
+            self.seconds = 0.0
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
