@@ -27,7 +27,7 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
             on_turn: Optional[Callable[[dict], None]] = None, env: Optional[dict[str, str]] = None) -> WorkerResult:
     """Run `task` in `workdir` (default: the current directory); history under <runs_dir>/<id>/."""
     task_id = new_id("run")
-    task_dir = Path(settings.fanout.runs_dir) / task_id / "tasks" / task_id
+    task_dir = Path(settings.fanout.runs_dir).resolve() / task_id / "tasks" / task_id
     worker = Worker(task, task_id=task_id, workdir=(workdir or Path.cwd()).resolve(), settings=settings,
                     history_path=task_dir / "history.jsonl", model_name=model_name, store=open_store(settings),
                     interactive=interactive, ask=ask, on_turn=on_turn, env=env)
