@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+from typing import Optional
 
 from .errors import PathRefused
 
@@ -26,9 +28,29 @@ def check_rel(rel: str) -> str:
     return rel
 
 
-def resolve(tree: Path, rel: str) -> str:
-    """Resolve symlinks of `rel` inside `tree`; return the real relative path, refusing any escape."""
+def resolve(tree: Path, rel: str, plain: Optional[set[str]] = None) -> str:
+    """Resolve symlinks of `rel` inside `tree`; return the real relative path, refusing any escape.
+
+    `plain` caches folders of `tree` already seen not to be symlinks (the tree is immutable while used),
+    so resolving many paths costs one lstat per new folder rather than a realpath each."""
     rel = check_rel(rel)
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:i])
+        if plain is not None and prefix in plain:
+            continue
+        try:
+            mode = os.lstat(os.path.join(tree, prefix)).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return rel  # nothing below a missing entry (or a file) can be a symlink
+        if stat.S_ISLNK(mode):
+            return _resolve_links(tree, rel)
+        if plain is not None and i < len(parts):
+            plain.add(prefix)
+    return rel
+
+
+def _resolve_links(tree: Path, rel: str) -> str:
     real_tree = os.path.realpath(tree)
     real = os.path.realpath(os.path.join(real_tree, rel))
     if real == real_tree or not real.startswith(real_tree + os.sep):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .store import MemoryStore
 
 
+REWRITE_CONFLICT = "a write or delete is not replayed over someone else's change"
 BULK_FILES = 64  # above this many changed files, one os.sync() replaces the per-file fsyncs
 
 
@@ -58,6 +59,8 @@ class Transaction:
         self._final: dict[str, Optional[str]] = {}   # path -> new text, None for deleted
         self._patches: dict[str, list[tuple[str, str]]] = {}
         self._rewritten: set[str] = set()            # paths with a write or delete: never replayed
+        self._folders: set[str] = set()              # folders of the paths this transaction wrote
+        self._plain: set[str] = set()                # base folders known not to be symlinks
         self._done = False
 
     # ---- staging changes ----------------------------------------------------------------------
@@ -73,6 +76,8 @@ class Transaction:
         self._check_shape(rel)
         self._final[rel] = text
         self._rewritten.add(rel)
+        parts = rel.split("/")
+        self._folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
 
     def patch(self, rel: str, old: str, new: str) -> None:
         """Replace `old` by `new`; `old` must occur exactly once in the current text."""
@@ -105,7 +110,7 @@ class Transaction:
     def _resolve(self, rel: str) -> str:
         if self._base_tree is None:
             return check_rel(rel)
-        return resolve(self._base_tree, rel)
+        return resolve(self._base_tree, rel, self._plain)
 
     def _current(self, rel: str) -> Optional[str]:
         if rel in self._final:
@@ -126,7 +131,7 @@ class Transaction:
                 raise ValueError(f"write {rel}: {prefix} is a file, not a folder")
         if self._base_tree is not None and (self._base_tree / rel).is_dir():
             raise ValueError(f"write {rel}: it is a folder; write a file inside it")
-        if any(p.startswith(rel + "/") and t is not None for p, t in self._final.items()):
+        if rel in self._folders:
             raise ValueError(f"write {rel}: this transaction already wrote files inside it as a folder")
 
     # ---- commit -------------------------------------------------------------------------------
@@ -164,8 +169,24 @@ class Transaction:
         if text is not None:
             layers.check_l1(text, self._store.l1_max_lines, self._store.l1_max_chars)
 
+    def _precheck(self) -> None:
+        """Fail fast, before building anything, on a sure conflict: a path this transaction rewrote that a
+        published commit changed since the base. Best effort, without the lock; the locked check decides."""
+        store = self._store
+        head = store._read_head()
+        if head == self.base:
+            return
+        try:
+            newer = [c for c in commitlog.entries_after(store._log, self.base) if c.generation <= head]
+        except MemoryStoreError:  # a line being appended right now; the check under the lock will see it
+            return
+        for commit in reversed(newer):
+            for rel in sorted(self._rewritten & set(commit.paths) & self._final.keys()):
+                raise self._conflict(rel, commit, REWRITE_CONFLICT)
+
     def _publish(self, changes: dict[str, Optional[str]]) -> int:
         store = self._store
+        self._precheck()
         staging = store._new_staging()
         try:
             faults.point("staging")
@@ -175,8 +196,9 @@ class Transaction:
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
             touched: set[str] = set()
+            plain: set[str] = set()
             for rel, text in sorted(changes.items()):
-                touched |= _apply(tree, rel, text, midway, sync=not bulk)
+                touched |= _apply(tree, rel, text, midway, sync=not bulk, plain=plain)
                 midway = None if text is not None else midway
             if bulk:
                 os.sync()  # one flush instead of an fsync per file
@@ -235,21 +257,21 @@ class Transaction:
         return touched
 
     def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
-        def conflict(why: str) -> CommitConflict:
-            return CommitConflict(rel, self.author, theirs.author, self.base, theirs.generation, why)
-
         if rel in self._rewritten or rel not in self._patches:
-            raise conflict("a write or delete is not replayed over someone else's change")
+            raise self._conflict(rel, theirs, REWRITE_CONFLICT)
         path = head_tree / rel
         if not path.is_file():
-            raise conflict("they deleted it, so the patch has nothing to apply to")
+            raise self._conflict(rel, theirs, "they deleted it, so the patch has nothing to apply to")
         text = path.read_text(encoding="utf-8")
         for old, new in self._patches[rel]:
             found = occurrences(text, old)
             if found != 1:
-                raise conflict(f"the patch anchor now has {'0' if not found else '2 or more'} matches")
+                raise self._conflict(rel, theirs, f"the patch anchor now has {'0' if not found else '2 or more'} matches")
             text = text.replace(old, new, 1)
         return text
+
+    def _conflict(self, rel: str, theirs: Commit, why: str) -> CommitConflict:
+        return CommitConflict(rel, self.author, theirs.author, self.base, theirs.generation, why)
 
 
 def _midway(point: str) -> Optional[Callable[[], None]]:
@@ -257,9 +279,9 @@ def _midway(point: str) -> Optional[Callable[[], None]]:
 
 
 def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[[], None]],
-           sync: bool = True) -> set[str]:
+           sync: bool = True, plain: Optional[set[str]] = None) -> set[str]:
     """Make `rel` in the staging tree hold `text` (a new file; never written through a link)."""
-    target = tree / resolve(tree, rel)
+    target = tree / resolve(tree, rel, plain)
     if os.path.lexists(target):
         os.unlink(target)
     if text is None:

@@ -506,3 +506,23 @@ def test_sop_round_trip_and_errors() -> None:
         parse_sop("---\nname: a\ncategory: b\ndescription: c\n---\nbody")
     with pytest.raises(ValueError, match="not valid YAML"):
         parse_sop("---\nname: [a\n---\n")
+
+
+def test_conflict_found_under_the_lock_when_head_moves_after_the_early_check(store: MemoryStore) -> None:
+    from memory_shared import faults
+
+    def sneak_in(point: str) -> None:  # another commit lands while ours builds its staging tree
+        if point == "staging":
+            faults.hook = None
+            with store.transaction("sneaky", "bob") as other:
+                other.write(FACTS, "bob's")
+
+    mine = store.transaction("mine", "alice")
+    mine.write(FACTS, "alice's")
+    faults.hook = sneak_in
+    try:
+        with pytest.raises(CommitConflict, match="alice changed it from generation 0, but bob changed it in generation 1"):
+            mine.commit()
+    finally:
+        faults.hook = None
+    assert head_text(store, FACTS) == "bob's" and store.head() == 1 and store.verify() == []
