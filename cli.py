@@ -42,6 +42,7 @@ def emit_json(data: Any) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     log_level: Optional[str] = typer.Option(None, help="debug, info, warning or error"),
     log_json: Optional[Path] = typer.Option(None, help="Also write JSON log lines to this file"),
     home: Optional[Path] = typer.Option(None, help="GA home directory (memory, activity); default ~/.ga"),
@@ -49,6 +50,7 @@ def main(
     State.overrides = {"log.level": log_level, "log.json_file": log_json, "home": home}
     current = settings()
     setup_logging(current.log.level, current.log.json_file)
+    _record_command(current, ctx.invoked_subcommand)  # GA_HOME/activity: read by the idle test
 
 
 # ---- memory (memory_shared) -------------------------------------------------
@@ -358,6 +360,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
 ) -> None:
     """Run one worker on TASK and show each turn live."""
+    from orchestrator.activity import user_job
     from worker.models import ModelConfigError
     from worker.oneshot import run_one
 
@@ -366,8 +369,9 @@ def run(
         fail(f"--workdir {workdir}: not a directory; create it or pass an existing one")
     interactive = sys.stdin.isatty() and not as_json
     try:
-        result = run_one(task, current, workdir=workdir, interactive=interactive, ask=_ask_person,
-                         on_turn=None if as_json else _show_turn)
+        with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
+            result = run_one(task, current, workdir=workdir, interactive=interactive, ask=_ask_person,
+                             on_turn=None if as_json else _show_turn)
     except ModelConfigError as exc:
         fail(str(exc))
     if as_json:
@@ -750,6 +754,165 @@ def skills_plan(
     if result.dropped:
         console.print(f"{len(result.dropped)} invalid items dropped (see plan.json)")
     console.print(f"wrote {target / 'plan.json'}", highlight=False, soft_wrap=True)
+
+
+# reflect, schedule (orchestrator.reflect, orchestrator.jobrunner) and the activity records
+
+
+def _record_command(current: Settings, command: Optional[str]) -> None:
+    """Note that a `ga` command started (orchestrator.activity); the idle test of exploration reads it."""
+    from orchestrator.activity import record_activity
+
+    record_activity(current.home_dir, command)
+
+
+def _clock_at(value: Optional[str]) -> Any:
+    """--now: a clock stopped at this ISO time (local time when it has no offset); None: the real clock."""
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        fixed = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--now {value!r}: not an ISO time; use e.g. 2026-05-01T03:30:00+02:00")
+    fixed = fixed if fixed.tzinfo else fixed.astimezone()
+    return lambda: fixed
+
+
+def _check_model(model: Optional[str], current: Settings) -> None:
+    from worker.models import ModelConfigError, resolve_model
+
+    try:
+        resolve_model(model, current)
+    except ModelConfigError as exc:
+        fail(str(exc))
+
+
+def _show_daemon_record(record: dict, as_json: bool) -> None:
+    """One line per reflect/schedule record: a task or job result, a skip, a reload."""
+    if as_json:
+        sys.stdout.write(json.dumps(record, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.markup import escape
+
+    head = f"[dim]{record['time'][:19]}[/] " + (f"[bold]{escape(record['job'])}[/] " if "job" in record else "")
+    status = record.get("status")
+    if status is None:
+        note = record.get("why") or record.get("error") or ""
+        console.print(f"{head}[yellow]{record.get('event', '')}[/] {escape(str(note))}", highlight=False, soft_wrap=True)
+        return
+    details = []
+    if "turns" in record:
+        details.append(f"{record['turns']} turns, {record.get('tokens', 0):,} tokens")
+    if "compressed" in record:
+        details.append(f"{record['compressed']} session(s) compressed")
+    if status != "succeeded" and record.get("reason"):
+        details.append(record["reason"])
+    what = (record.get("task") or record.get("builtin") or "")[:80]
+    style = "green" if status == "succeeded" else "red"
+    console.print(f"{head}[{style}]{status}[/] {escape(what)} ({escape('; '.join(details))})", highlight=False,
+                  soft_wrap=True)
+
+
+@app.command("reflect")
+def reflect_command(
+    trigger: Path = typer.Argument(..., help="A .py file: check() returns a task or None; INTERVAL seconds; ONCE"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (configs/models.yaml), scripted:FILE or scripted@URL"),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where the tasks run (default: current directory)"),
+    max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="Stop after this many check() calls"),
+    as_json: bool = typer.Option(False, "--json", help="Print each record as a JSON line"),
+) -> None:
+    """Call TRIGGER's check() every INTERVAL seconds and hand each task it returns to a worker (Ctrl-C stops)."""
+    from orchestrator.reflect import TriggerError, load_trigger, reflect
+    from orchestrator.stopping import stop_on_signals
+
+    current = settings(**{"worker.model": model})
+    if workdir is not None and not workdir.is_dir():
+        fail(f"--workdir {workdir}: not a directory; create it or pass an existing one")
+    try:
+        load_trigger(trigger)
+    except TriggerError as exc:
+        fail(str(exc))
+    _check_model(model, current)
+    with stop_on_signals() as stop:
+        summary = reflect(trigger, current, model_name=model, workdir=workdir, max_cycles=max_cycles, stop=stop,
+                          on_record=lambda record: _show_daemon_record(record, as_json))
+    tasks = [r for r in summary.records if r.get("event") == "task"]
+    if not as_json:
+        console.print(f"{summary.cycles} check(s), {len(tasks)} task(s), stopped by {summary.stopped_by}; "
+                      f"log: {summary.log_path}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1 if tasks and tasks[-1]["status"] != "succeeded" else 0)
+
+
+@app.command("schedule")
+def schedule_command(
+    jobs_file: Path = typer.Argument(..., help="Jobs file (see configs/examples/jobs.yaml)"),
+    once: bool = typer.Option(False, "--once", help="Run what is due now, then exit (for cron and tests)"),
+    list_jobs: bool = typer.Option(False, "--list", help="Show each job's next run and last result; run nothing"),
+    tick: float = typer.Option(30.0, "--tick", min=0.05, help="Seconds between two looks at the clock"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for task jobs without their own (default: worker.model)"),
+    as_json: bool = typer.Option(False, "--json", help="Print each record (or, with --list, the jobs) as JSON"),
+    max_ticks: Optional[int] = typer.Option(None, "--max-ticks", min=1, hidden=True, help="Stop after N ticks (tests)"),
+    now: Optional[str] = typer.Option(None, hidden=True, help="With --once or --list: pretend it is this ISO time"),
+) -> None:
+    """Run the jobs of JOBS_FILE at their times of day or intervals; a missed run is caught up once within max_delay."""
+    from orchestrator.jobrunner import ScheduleError, run_schedule
+    from orchestrator.jobs import JobsError, load_jobs
+    from orchestrator.stopping import stop_on_signals
+
+    current = settings(**{"worker.model": model})
+    if now is not None and not (once or list_jobs):
+        fail("--now needs --once or --list (a stopped clock would never reach the next slot)")
+    clock = _clock_at(now)
+    try:
+        jobs = load_jobs(jobs_file)
+        if list_jobs:
+            _list_jobs(jobs, current, clock, as_json)
+            return
+        if any(job.task for job in jobs if job.enabled and not job.model):
+            _check_model(model, current)
+        with stop_on_signals() as stop:
+            summary = run_schedule(jobs_file, current, once=once, tick=tick, max_ticks=max_ticks, stop=stop,
+                                   now=clock, model_name=model,
+                                   on_record=lambda record: _show_daemon_record(record, as_json))
+    except (JobsError, ScheduleError) as exc:
+        fail(str(exc))
+    ran = [r for r in summary.records if r.get("event") == "ran"]
+    if not as_json and once:
+        console.print(f"{len(ran)} job(s) ran" + ("" if ran else " (nothing due)"), highlight=False)
+    raise typer.Exit(1 if any(r["status"] != "succeeded" for r in ran) else 0)
+
+
+def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None:
+    from orchestrator.activity import local_now
+    from orchestrator.jobrules import next_slot
+    from orchestrator.jobrunner import load_state, schedule_dir
+
+    moment = (clock or local_now)()
+    stored = load_state(schedule_dir(current.home_dir) / "state.json")
+    rows = []
+    for job in jobs:
+        entry = stored.get(job.name)
+        upcoming = next_slot(job, moment) if job.enabled else None
+        rows.append({"name": job.name, "what": job.task or f"builtin {job.builtin}", "when": job.describe(),
+                     "enabled": job.enabled, "next": upcoming.isoformat() if upcoming else None,
+                     "last_run": entry.state.last_run.isoformat() if entry and entry.state.last_run else None,
+                     "last_status": entry.last_status if entry else None, "runs": entry.state.runs if entry else 0})
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("name", "what", "when", "next", "last run", "status", "runs"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], row["what"][:50], row["when"] if row["enabled"] else "disabled",
+                      (row["next"] or "-")[:16].replace("T", " "), (row["last_run"] or "-")[:16].replace("T", " "),
+                      row["last_status"] or "-", str(row["runs"]))
+    console.print(table)
 
 
 

@@ -94,6 +94,7 @@ class WebSettings(Section):
 
 class ExploreSettings(Section):
     idle_window: str = "30m"
+    idle_trigger: Optional[Path] = None
     max_cycles_per_day: int = 4
     max_spend_per_day: float = 1.0
     candidates: int = Field(12, ge=1, le=100)

@@ -1,0 +1,52 @@
+"""Run one worker task for a daemon (reflect, schedule) and turn the outcome into a log record."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import structlog
+
+from configs import Settings
+from configs.logs import redact_text
+from orchestrator.activity import Clock, local_now, user_job
+
+log = structlog.get_logger("ga.daemon")
+ANSWER_CHARS = 2000
+
+
+def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
+             workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
+    """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
+    from memory_shared import MemoryStoreError
+    from worker.models import ModelConfigError
+    from worker.oneshot import run_one
+    from worker.types import ModelError
+
+    clock = now or local_now
+    started = clock()
+    try:
+        with user_job(settings.home_dir, kind, now=clock):
+            result = run_one(task, settings, model_name=model_name, workdir=workdir)
+    except (ModelConfigError, ModelError, MemoryStoreError, OSError) as exc:
+        return {"status": "failed", "reason": redact_text(str(exc)), "started": started.isoformat(),
+                "seconds": round((clock() - started).total_seconds(), 3)}
+    answer = redact_text(result.answer)
+    return {"status": result.status, "task_id": result.task_id, "turns": result.turns,
+            "tokens": result.usage.total, "cost": result.usage.cost, "reason": result.reason,
+            "answer": answer if len(answer) <= ANSWER_CHARS else answer[:ANSWER_CHARS] + " [...]",
+            "history": str(result.history_path), "started": started.isoformat(),
+            "seconds": round((clock() - started).total_seconds(), 3)}
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """One O_APPEND write per line, fsynced: concurrent writers never interleave, a crash loses no line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(record, default=str) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
