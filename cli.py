@@ -423,16 +423,17 @@ def fake_llm(
 
 # ---- fanout, runs (orchestrator) --------------------------------------------
 
+from rich.text import Text  # noqa: E402  (fan-out errors are printed as plain text, one line each)
+
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, tail.")
 app.add_typer(runs_app, name="runs")
 
 
 def _fail_lines(text: str, code: int = 2) -> NoReturn:
     """Every problem on its own `error:` line (a tasks file can have several)."""
-    lines = [line for line in str(text).splitlines() if line.strip()] or ["unknown error"]
-    for line in lines[:-1]:
-        err_console.print(f"[red]error:[/red] {line}", highlight=False, markup=True, soft_wrap=True)
-    fail(lines[-1], code)
+    for line in [line for line in str(text).splitlines() if line.strip()] or ["unknown error"]:
+        err_console.print("[red]error:[/red]", Text(line), highlight=False, soft_wrap=True)  # never wrapped
+    raise typer.Exit(code)
 
 
 def _runs_dir(out: Optional[Path]) -> Path:

@@ -208,7 +208,8 @@ def from_data(data: dict[str, Any], *, source: Optional[Path] = None, lines: Opt
     try:
         spec = TasksFile.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_describe(error, where, lines) for error in exc.errors()]) from None
+        problems = [_describe(error, where, lines) for error in _merge_misspelled(exc.errors())]
+        raise SpecError(sorted(problems, key=_line_number)) from None
     return _Expander(spec, where, lines, base, source).plan()
 
 
@@ -216,6 +217,23 @@ def from_prompts(prompts: list[Union[str, dict[str, Any]]], **top: Any) -> Plan:
     """`fanout(["task a", "task b"])`: a list of prompts (or task mappings) with top-level options."""
     tasks = [{"prompt": p} if isinstance(p, str) else p for p in prompts]
     return from_data({**top, "tasks": tasks})
+
+
+def _line_number(problem: str) -> int:
+    match = re.match(r"^.*?:(\d+): ", problem)
+    return int(match.group(1)) if match else 0
+
+
+def _merge_misspelled(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`promt:` gives 'prompt missing' and 'promt unknown': report only the unknown key (it names the fix)."""
+    extras = {tuple(e["loc"][:-1]): str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden"}
+    kept = []
+    for error in errors:
+        parent, name = tuple(error["loc"][:-1]), str(error["loc"][-1]) if error["loc"] else ""
+        if error["type"] == "missing" and parent in extras and difflib.get_close_matches(extras[parent], [name], n=1):
+            continue
+        kept.append(error)
+    return kept
 
 
 def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
@@ -230,6 +248,9 @@ def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
         return f"{place}: unknown key '{key}'; {hint}allowed here: {', '.join(allowed)}"
     if error["type"] == "missing":
         return f"{place}: '{key}' is required; add it (see {EXAMPLE})"
+    if error["type"] == "string_pattern_mismatch":
+        return (f"{place}: '{key}': {error.get('input')!r:.60} is not a valid name; use letters, digits, '.', '_' "
+                "and '-' (at most 80, starting with a letter or digit)")
     message = str(error["msg"]).removeprefix("Value error, ")
     got = error.get("input")
     shown = f" (got {got!r:.60})" if not isinstance(got, dict) and error["type"] != "value_error" else ""
@@ -420,11 +441,11 @@ class _Expander:
             prompt = self.render(matrix.template, values, loc + ("template",), index)
             inputs = [self.render(i, values, loc + ("inputs", n), index) for n, i in enumerate(matrix.inputs)]
             if prompt is None or None in inputs:
-                continue
+                return tasks  # one report per template is enough
             if matrix.id:
                 raw = self.render(matrix.id, values, loc + ("id",), index)
                 if raw is None:
-                    continue
+                    return tasks
                 task_id = slug(raw, 80)
                 if not task_id:
                     self.problem(loc + ("id",), f"item {index}: id template gives an empty id; use columns with letters or digits")
