@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import shutil
 import statistics
 import sys

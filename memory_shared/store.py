@@ -275,7 +275,7 @@ class MemoryStore:
     def verify(self) -> list[str]:
         """Check the store; return one line per problem found (empty when healthy)."""
         problems: list[str] = []
-        with flocked(self._lock), flocked(self._pins_lock):
+        with flocked(self._lock):
             try:
                 head = self._read_head()
             except MemoryStoreError as exc:
@@ -292,8 +292,9 @@ class MemoryStore:
                          for g in generations if g > head]
             problems += self._verify_log(head)
             problems += self._verify_trees([g for g in generations if g <= head])
-            problems += [f"leftover staging {p} (reopen the store to remove it)"
-                         for p in abandoned_entries(self._staging)]
+            with flocked(self._pins_lock):  # briefly: it holds back snapshots and new staging dirs
+                problems += [f"leftover staging {p} (reopen the store to remove it)"
+                             for p in abandoned_entries(self._staging)]
             problems += [f"leftover HEAD temp file {p}" for p in self.root.glob(".HEAD.tmp-*")]
         return problems
 
