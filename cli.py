@@ -781,13 +781,13 @@ def _clock_at(value: Optional[str]) -> Any:
     return lambda: fixed
 
 
-def _check_model(model: Optional[str], current: Settings) -> None:
+def _check_model(model: Optional[str], current: Settings, needed_by: str = "") -> None:
     from worker.models import ModelConfigError, resolve_model
 
     try:
         resolve_model(model, current)
     except ModelConfigError as exc:
-        fail(str(exc))
+        fail(f"{needed_by}{exc}")
 
 
 def _show_daemon_record(record: dict, as_json: bool) -> None:
@@ -872,8 +872,9 @@ def schedule_command(
         if list_jobs:
             _list_jobs(jobs, current, clock, as_json)
             return
-        if any(job.task for job in jobs if job.enabled and not job.model):
-            _check_model(model, current)
+        needing = [job.name for job in jobs if job.task and job.enabled and not job.model]
+        if needing:
+            _check_model(model, current, f"{jobs_file}: job {needing[0]!r} runs a task with the default model: ")
         with stop_on_signals() as stop:
             summary = run_schedule(jobs_file, current, once=once, tick=tick, max_ticks=max_ticks, stop=stop,
                                    now=clock, model_name=model,
@@ -909,10 +910,14 @@ def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None
     table = Table(show_edge=False, header_style="bold")
     for column in ("name", "what", "when", "next", "last run", "status", "runs"):
         table.add_column(column, overflow="fold")
+
+    def short(iso: Optional[str]) -> str:
+        return iso[5:16].replace("T", " ") if iso else "-"
+
     for row in rows:
-        table.add_row(row["name"], row["what"][:50], row["when"] if row["enabled"] else "disabled",
-                      (row["next"] or "-")[:16].replace("T", " "), (row["last_run"] or "-")[:16].replace("T", " "),
-                      row["last_status"] or "-", str(row["runs"]))
+        what = row["what"] if len(row["what"]) <= 40 else row["what"][:39] + "…"
+        table.add_row(row["name"], what, row["when"] if row["enabled"] else "disabled", short(row["next"]),
+                      short(row["last_run"]), row["last_status"] or "-", str(row["runs"]))
     console.print(table)
 
 

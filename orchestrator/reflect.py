@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 import structlog
 
 from configs import Settings
+from configs.logs import redact_text
 from orchestrator.activity import Clock, local_now
 from orchestrator.pyfile import PyFileError, load_python_file
 from orchestrator.worktask import append_jsonl, run_task
@@ -99,9 +100,9 @@ def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str]
         summary.cycles += 1
         task = _check(trigger, note)
         if task is not None:
-            log.info("reflect_task", trigger=trigger.name, cycle=summary.cycles, task=task[:200])
+            log.info("reflect_task", trigger=trigger.name, cycle=summary.cycles, task=redact_text(task[:200]))
             result = run_task(task, settings, kind="reflect", model_name=model_name, workdir=workdir, now=clock)
-            note({"event": "task", "task": task, **result})
+            note({"event": "task", "task": redact_text(task), **result})
             log.info("reflect_result", trigger=trigger.name, status=result["status"], turns=result.get("turns"),
                      tokens=result.get("tokens"), reason=result.get("reason") or None)
             if trigger.once:

@@ -145,12 +145,12 @@ def test_sigterm_stops_reflect_cleanly_between_checks(tmp_path, ga_home):
     env = {**os.environ, "GA_HOME": str(ga_home)}
     process = subprocess.Popen([sys.executable, "-m", "cli", "reflect", str(trigger), "--model", MODEL], cwd=REPO,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    marker = ga_home / "activity" / "commands" / "reflect.json"
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    time.sleep(1.0)  # into the 60 s wait after the first check
+    for line in process.stderr:  # logged once the signal handlers are in place
+        if "reflect_started" in line:
+            break
+    else:
+        pytest.fail(f"ga reflect exited early with {process.wait()}")
+    time.sleep(0.5)  # into the 60 s wait after the first check
     started = time.monotonic()
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
