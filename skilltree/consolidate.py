@@ -1,0 +1,215 @@
+"""Filing one exploration task's result in the memory tier: ONE atomic commit per task, idempotent.
+
+verified    L3/<folder>/<skill>.md (the SOP: the report's procedure with SOP front matter), the
+            artifacts under L3/scripts/<skill>/, one L1 pointer line (skilltree.l1index), a skill node
+            in skilltree.json (predicted score and score vector from the plan, `report` pointing to
+            the report) and the report itself, all in one commit (skilltree.commit.commit_tree).
+unverified  the report alone, in one commit.
+failed      nothing (the cycle records it in the run directory).
+
+Every task's report lives at reports/<run id>/<task id>.md, so the report path names the run and the
+task. Consolidating a task whose report path is already in the store (or already a skill's `report`)
+changes nothing: re-running a crashed cycle's consolidation never duplicates a skill. A crash
+mid-commit leaves the store on the previous generation (the store's own guarantee); the tree and its
+files always land together.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Optional
+
+import structlog
+
+from memory_shared import L1_INDEX, CommitConflict, format_sop
+from skilltree.commit import ATTEMPTS, commit_tree
+from skilltree.l1index import add_skill_line, skill_line
+from skilltree.reports import REPORTS_DIR, ExplorationReport, render
+from skilltree.tree import Skill, SkillTree, slugify, utc
+from skilltree.verify import Collected
+from skilltree.vectors import ScoreVector
+
+log = structlog.get_logger("skilltree.consolidate")
+AUTHOR = "ga explore"
+SCRIPTS_DIR = "L3/scripts"
+FAULT_ENV = "GA_EXPLORE_FAULT"  # "<point>" or "<point>:<n>": SIGKILL at the n-th (default 1st) pass, for crash tests
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One selected candidate as a task of an exploration run (what consolidation needs of the plan)."""
+
+    task_id: str
+    title: str
+    category: str
+    target_skill: str
+    description: str
+    predicted: float
+    vector: ScoreVector
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "vector": self.vector.model_dump()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskPlan":
+        return cls(**{**data, "vector": ScoreVector.model_validate(data["vector"])})
+
+
+@dataclass
+class Consolidated:
+    task_id: str
+    outcome: str                      # "skill", "report", "failed", or "already" (consolidated before)
+    generation: Optional[int] = None
+    skill_id: Optional[str] = None
+    report_path: Optional[str] = None
+    problems: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+
+class _Already(Exception):
+    """The report of this task is already in the store."""
+
+
+def report_path(run_id: str, task_id: str) -> str:
+    return f"{REPORTS_DIR}/{run_id}/{task_id}.md"
+
+
+_passes: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """SIGKILL this process when GA_EXPLORE_FAULT names this point (at its n-th pass)."""
+    spec = os.environ.get(FAULT_ENV, "")
+    point, _, nth = spec.partition(":")
+    if point != name:
+        return
+    _passes[name] = _passes.get(name, 0) + 1
+    if _passes[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _report_text(task: TaskPlan, collected: Collected, *, category: str, skill: str, artifacts: list[str],
+                 run_id: str, tokens: int, now: datetime) -> str:
+    claimed = collected.report
+    assert claimed is not None
+    stored = ExplorationReport(
+        title=claimed.title, category=category, skill=skill, score_vector=task.vector,
+        predicted=round(task.predicted, 6), verified=collected.outcome == "verified", artifacts=artifacts,
+        tokens=tokens, created=now, run=run_id, task=task.task_id, claimed_verified=claimed.verified,
+        checks=collected.checks, problems=collected.problems, evidence=collected.evidence)
+    return render(stored, claimed.body)
+
+
+def _sop_text(task: TaskPlan, collected: Collected, skill_id: str, category: str, files: list[str],
+              run_id: str, now: datetime) -> str:
+    report = collected.report
+    assert report is not None
+    description = str(getattr(report, "description", "") or task.description).strip().splitlines()[0][:300]
+    reruns = ", ".join(f"{a.rel} exit 0" for a in collected.artifacts if a.script)
+    evidence = (f"explore run {run_id} task {task.task_id}: code_run {', '.join(collected.evidence)} exited 0; "
+                f"re-run from the stored files: {reruns}")
+    front = {"name": skill_id, "category": category, "description": description, "created": now.date().isoformat(),
+             "evidence": evidence, "title": report.title, "scripts": files,
+             "report": report_path(run_id, task.task_id)}
+    listing = "\n".join(f"- {path}" for path in files)
+    body = report.body.strip() + f"\n\n## Files\nRun a script with `python <path>` from a copy of these files:\n{listing}\n"
+    return format_sop(front, body)
+
+
+def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collected, *, tokens: int,
+                     now: datetime) -> Consolidated:
+    """File one task's result (see the module doc); one commit, or none when it was filed before."""
+    now = utc(now)
+    rel = report_path(run_id, task.task_id)
+    done = Consolidated(task.task_id, collected.outcome, problems=collected.problems, checks=collected.checks)
+    if collected.outcome == "failed":
+        return done
+    fault_point("consolidating")
+    try:
+        if collected.outcome == "verified":
+            generation, skill_id = _commit_skill(store, run_id, task, collected, rel, tokens, now)
+            done.outcome, done.skill_id = "skill", skill_id
+        else:
+            generation = _commit_report(store, run_id, task, collected, rel, tokens, now)
+            done.outcome = "report"
+    except _Already:
+        generation = None
+    if generation is None:
+        done.outcome = "already"
+        log.info("explore.already_consolidated", run=run_id, task=task.task_id, report=rel)
+    else:
+        fault_point("committed")
+    done.generation, done.report_path = generation, rel
+    return done
+
+
+def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
+                  now: datetime) -> tuple[Optional[int], Optional[str]]:
+    chosen: dict[str, Any] = {}
+
+    def update(tree: SkillTree) -> Optional[SkillTree]:
+        if any(skill.report == rel for skill in tree.skills.values()):
+            return None
+        report = collected.report
+        assert report is not None
+        category = tree.category_name(task.category)
+        skill_id = tree.unique_id(report.skill or task.target_skill)
+        folder = slugify(category, fallback="misc")
+        files = [f"{SCRIPTS_DIR}/{skill_id}/{a.rel}" for a in collected.artifacts]
+        description = str(getattr(report, "description", "") or task.description).strip().splitlines()[0][:300]
+        skill = Skill(id=skill_id, name=report.title, category=category, description=description,
+                      sop=f"L3/{folder}/{skill_id}.md", scripts=files, created=now, report=rel,
+                      predicted=round(task.predicted, 6), score_vector=task.vector, verified=True)
+        chosen.update(skill=skill, folder=folder)
+        return tree.add(skill)
+
+    def extra(txn: Any) -> None:
+        if txn.read(rel) is not None:
+            raise _Already
+        skill: Skill = chosen["skill"]
+        for artifact, path in zip(collected.artifacts, skill.scripts):
+            txn.write(path, artifact.text)
+        txn.write(skill.sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
+        txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,
+                                    artifacts=[skill.sop, *skill.scripts], run_id=run_id, tokens=tokens, now=now))
+        index = add_skill_line(txn.read(L1_INDEX), skill_line(chosen["folder"], skill.id, skill.name),
+                               store.l1_max_lines, store.l1_max_chars)
+        if index is None:
+            log.warning("explore.l1_full", skill=skill.id, fix="move pointers out of L1/index.md by hand")
+        else:
+            txn.write(L1_INDEX, index)
+
+    evidence = ", ".join(collected.evidence)
+    message = (f"explore {run_id}/{task.task_id}: verified skill '{task.title}' ({task.category}); evidence: "
+               f"code_run {evidence} exited 0, {'; '.join(c for c in collected.checks if c.startswith('re-ran'))}")
+    generation = commit_tree(store, update, message=message, author=AUTHOR, extra=extra)
+    skill = chosen.get("skill")
+    return generation, skill.id if skill is not None and generation is not None else None
+
+
+def _commit_report(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
+                   now: datetime) -> Optional[int]:
+    report = collected.report
+    assert report is not None
+    text = _report_text(task, collected, category=task.category, skill=report.skill or task.target_skill,
+                        artifacts=[a for a in report.artifacts], run_id=run_id, tokens=tokens, now=now)
+    first = collected.problems[0] if collected.problems else "not verified"
+    message = f"explore {run_id}/{task.task_id}: unverified report kept ({first[:160]})"
+    for attempt in range(ATTEMPTS):
+        txn = store.transaction(message=message, author=AUTHOR)
+        try:
+            if txn.read(rel) is not None:
+                txn.abort()
+                return None
+            txn.write(rel, text)
+            return txn.commit()
+        except CommitConflict:  # someone filed the same report meanwhile: the next pass sees it
+            txn.abort()
+            if attempt == ATTEMPTS - 1:
+                raise
+        except BaseException:
+            txn.abort()
+            raise
+    return None

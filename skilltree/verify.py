@@ -1,0 +1,217 @@
+"""One exploration task's report, read from its workdir, and the checks that decide whether it is verified.
+
+Outcomes:
+- failed      no report.md in the workdir, or its front matter is missing or invalid: nothing is committed.
+- unverified  a valid report, but a check below failed: the report alone is committed.
+- verified    every check passed: SOP, files, L1 line, tree node and report are committed together.
+
+"verified" is never the model's word alone. All of these must hold:
+1. the task succeeded (the fan-out result's status is `succeeded`);
+2. the report says `verified: true`;
+3. execution evidence: the task's history holds at least one code_run that exited 0 ("No Execution,
+   No Memory");
+4. the report names at least one artifact, and each is a plain relative path to a regular UTF-8 text
+   file inside the workdir (no symlink, no `..`, at most MAX_ARTIFACT_BYTES);
+5. every script artifact (.py, .sh) exits 0 when re-run with no arguments, within the timeout, in a
+   fresh temporary directory holding only the named artifacts and a minimal environment (no secrets,
+   HOME inside it). So the files that get stored are enough on their own, and a script that
+   only passed with extra arguments or leftovers of the task's session is caught.
+Check 5 needs a script among the artifacts: a task that names only data or notes is unverified, since
+nothing it left can be run to show the skill works.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from skilltree.reports import ExplorationReport, split_front_matter
+
+REPORT_FILE = "report.md"
+REQUIRED = ("title", "category", "skill", "verified", "artifacts")
+SCRIPT_RUNNERS = {".py": [sys.executable], ".sh": ["bash"]}
+MAX_ARTIFACT_BYTES = 64_000
+MAX_ARTIFACTS = 20
+RERUN_TIMEOUT = 60.0
+OUTPUT_TAIL = 1500
+SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+Outcome = Literal["failed", "unverified", "verified"]
+
+
+@dataclass
+class Artifact:
+    rel: str               # path inside the workdir
+    text: str
+    script: bool
+    exit_code: Optional[int] = None
+    output: str = ""       # tail of the re-run's output
+
+
+@dataclass
+class Collected:
+    task_id: str
+    outcome: Outcome
+    report: Optional[ExplorationReport] = None
+    problems: list[str] = field(default_factory=list)   # why failed or unverified
+    checks: list[str] = field(default_factory=list)     # what passed
+    artifacts: list[Artifact] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)   # ids of the code_run calls that exited 0
+
+    def summary(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "problems": self.problems, "checks": self.checks,
+                "evidence": self.evidence,
+                "artifacts": [{"path": a.rel, "script": a.script, "exit_code": a.exit_code} for a in self.artifacts]}
+
+
+def read_task_report(workdir: Path) -> ExplorationReport:
+    """report.md of a workdir with its required keys; ValueError (one line) when absent or invalid."""
+    path = Path(workdir) / REPORT_FILE
+    if not path.is_file() or path.is_symlink():
+        raise ValueError(f"no {REPORT_FILE} in the task's directory")
+    try:
+        data, body = split_front_matter(path.read_text(encoding="utf-8"))
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{REPORT_FILE}: {' '.join(str(exc).split())[:200]}") from None
+    missing = [key for key in REQUIRED if key not in data]
+    if missing:
+        raise ValueError(f"{REPORT_FILE}: front matter lacks {', '.join(missing)}")
+    if not isinstance(data["verified"], bool):
+        raise ValueError(f"{REPORT_FILE}: 'verified' must be true or false")
+    if not isinstance(data["artifacts"], list) or not all(isinstance(a, str) for a in data["artifacts"]):
+        raise ValueError(f"{REPORT_FILE}: 'artifacts' must be a list of file names")
+    data.pop("score_vector", None)  # the cycle's own values replace what the model wrote
+    data.pop("predicted", None)
+    try:
+        return ExplorationReport.model_validate({**data, "path": str(path), "body": body})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ValueError(f"{REPORT_FILE}: '{'.'.join(str(p) for p in error['loc'])}': {error['msg']}") from None
+
+
+def execution_evidence(history_path: Optional[Path]) -> list[str]:
+    """Ids of the code_run calls of a task's history that exited 0."""
+    ids: list[str] = []
+    if not history_path or not Path(history_path).is_file():
+        return ids
+    with open(history_path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            for result in record.get("tool_results") or []:
+                if result.get("name") == "code_run" and result.get("ok") is True:
+                    ids.append(str(result.get("id")))
+    return ids
+
+
+def _artifact(workdir: Path, rel: str) -> Artifact:
+    parts = rel.strip().split("/")
+    if not parts or not all(SAFE_PART.match(p) for p in parts):
+        raise ValueError(f"artifact {rel!r}: not a plain relative path inside the task's directory")
+    path = workdir.joinpath(*parts)
+    for n in range(1, len(parts) + 1):
+        if workdir.joinpath(*parts[:n]).is_symlink():
+            raise ValueError(f"artifact {rel!r}: a symlink; name the file itself")
+    if not path.is_file():
+        raise ValueError(f"artifact {rel!r}: no such file in the task's directory")
+    if path.stat().st_size > MAX_ARTIFACT_BYTES:
+        raise ValueError(f"artifact {rel!r}: over {MAX_ARTIFACT_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"artifact {rel!r}: not a UTF-8 text file") from None
+    return Artifact("/".join(parts), text, Path(rel).suffix in SCRIPT_RUNNERS)
+
+
+def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOUT) -> tuple[int, str]:
+    """Run `script` with no arguments in a fresh directory holding only `files`; (exit code, output tail).
+    A timeout kills the script's whole process group and counts as exit code -9."""
+    with tempfile.TemporaryDirectory(prefix="ga-verify-") as tmp:
+        root = Path(tmp) / "work"
+        for item in files:
+            target = root / item.rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(item.text, encoding="utf-8")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
+        command = SCRIPT_RUNNERS[Path(script.rel).suffix] + [str(root / script.rel)]
+        out_path = Path(tmp) / "output.txt"
+        with open(out_path, "wb") as out:  # a file, not a pipe: a background child cannot block us
+            proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = -9
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the script, if any
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        output = out_path.read_text(encoding="utf-8", errors="replace")
+        if code == -9:
+            output += f"\n[timeout after {timeout:g}s: killed]"
+        return code, output[-OUTPUT_TAIL:]
+
+
+def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Path], *, reason: str = "",
+            timeout: float = RERUN_TIMEOUT) -> Collected:
+    """Read the task's report and run every check of the module doc."""
+    workdir = Path(workdir)
+    try:
+        report = read_task_report(workdir)
+    except (ValueError, OSError) as exc:
+        return Collected(task_id, "failed", problems=[str(exc)])
+    found = Collected(task_id, "unverified", report=report)
+    problems, checks = found.problems, found.checks
+    if status == "succeeded":
+        checks.append("task succeeded")
+    else:
+        problems.append(f"task ended '{status}'" + (f": {reason}" if reason else ""))
+    if report.verified:
+        checks.append("report says verified")
+    else:
+        problems.append("the report says it is not verified")
+    found.evidence = execution_evidence(history_path)
+    if found.evidence:
+        checks.append(f"{len(found.evidence)} code_run call(s) exited 0")
+    else:
+        problems.append("no code_run exited 0 in the task's history (No Execution, No Memory)")
+    names = [a for a in dict.fromkeys(report.artifacts) if a.strip() and a.strip() != REPORT_FILE]
+    if not names:
+        problems.append("the report names no artifact")
+    elif len(names) > MAX_ARTIFACTS:
+        problems.append(f"the report names {len(names)} artifacts; at most {MAX_ARTIFACTS}")
+        names = []
+    for name in names:
+        try:
+            found.artifacts.append(_artifact(workdir, name))
+        except (ValueError, OSError) as exc:
+            problems.append(str(exc))
+    scripts = [a for a in found.artifacts if a.script]
+    if found.artifacts and not scripts:
+        problems.append("no script among the artifacts: nothing can be re-run to show the skill works")
+    if not problems:  # re-run only what could still be verified: a failed task's scripts are not run
+        for script in scripts:
+            script.exit_code, script.output = rerun(script, found.artifacts, timeout)
+            if script.exit_code == 0:
+                checks.append(f"re-ran {script.rel}: exit 0")
+            else:
+                last = script.output.strip().splitlines()[-1:] or [""]
+                problems.append(f"re-ran {script.rel}: exit {script.exit_code} ({last[0][:160]})")
+    if not problems:
+        found.outcome = "verified"
+    return found
