@@ -112,3 +112,22 @@ def test_no_monitor_reports_nothing_and_is_quick(make_ctx, site):
     goto(ctx, f"{site}/index.html")
     result = js(ctx, "document.querySelector('#toggle').click(); document.querySelector('#toggle').textContent", no_monitor=True)
     assert result.output == "value: Toggled on"
+
+
+def test_change_report_for_errors_pages_unreachable_servers_and_closed_tabs(make_ctx, site):
+    import socket
+
+    ctx = make_ctx()
+    missing = js(ctx, f"location.href = '{site}/missing.html'")
+    assert f"navigated to {site}/missing.html" in missing.output and "HTTP 404" in missing.output
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    refused = js(ctx, f"location.href = 'http://127.0.0.1:{port}/'")
+    assert f"navigation failed: net::ERR_CONNECTION_REFUSED loading http://127.0.0.1:{port}/" in refused.output
+    goto(ctx, f"{site}/index.html")
+    popup = js(ctx, f"window.open('{site}/details.html')")
+    assert popup.output.startswith("value: [another window]") and "new tab t2" in popup.output
+    closed = js(ctx, "window.close()")
+    assert "tab t2 closed; the active tab is now t1" in closed.output
+    assert js(ctx, "document.title", no_monitor=True).output == "value: Growing Tomatoes Indoors - Acme Garden"

@@ -30,6 +30,7 @@ from typing import Iterator, Optional
 from worker.web.chromium import launch_args
 
 START_TIMEOUT = 30.0
+LOG_LIMIT = 1 << 20
 _CHILDREN: dict[int, subprocess.Popen] = {}  # browsers this process launched, reaped when they exit
 
 
@@ -123,6 +124,8 @@ class NodeBrowser:
     def _launch(self) -> BrowserInfo:
         profile = Path(tempfile.mkdtemp(prefix="profile-", dir=self.root))
         log_path = self.root / "chromium.log"
+        if log_path.exists() and log_path.stat().st_size > LOG_LIMIT:
+            log_path.replace(log_path.with_suffix(".log.1"))
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(launch_args(self.binary, profile, self.headless), stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=log, start_new_session=True, close_fds=True)

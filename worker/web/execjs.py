@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from playwright.async_api import CDPSession, Error as PlaywrightError, Page, Request
+from playwright.async_api import CDPSession, Error as PlaywrightError, Page, Request, Response
 
 from worker.web.scan import page_title
 from worker.web.session import WebSession, quietly
@@ -36,31 +36,54 @@ def _js(name: str) -> str:
 
 async def execute(session: WebSession, script: str, switch_tab_id: Optional[str], no_monitor: bool) -> Outcome:
     page = await session.page(switch_tab_id)
-    started = time.monotonic()
+    tab_id, started = session.active, time.monotonic()
     if no_monitor:
         outcome = Outcome(await run_script(page, script, session.script_timeout))
         outcome.changes += _drain_dialogs(session)
         return outcome
     before_url, before_title, before_tabs = page.url, await page_title(page), set(session.tabs)
-    navigations: list[str] = []
-
-    def on_request(request: Request) -> None:
-        if request.is_navigation_request() and request.frame == page.main_frame:
-            navigations.append(request.url)
-
-    page.on("request", on_request)
+    watch = _NavigationWatch(page)
     try:
         await quietly(page.evaluate(_js("monitor.js")))
         outcome = Outcome()
         try:
             outcome.value = await run_script(page, script, session.script_timeout)
         except _Gone:
-            navigations.append(page.url)
-        report = await _settle(page, navigations)
+            watch.urls.append(page.url)
+        report = await _settle(page, watch.urls)
     finally:
-        page.remove_listener("request", on_request)
-    outcome.changes = await _describe(session, page, before_url, before_title, before_tabs, navigations, report, started)
+        watch.stop()
+    outcome.changes = await _describe(session, page, tab_id, before_url, before_title, before_tabs, watch, report, started)
     return outcome
+
+
+class _NavigationWatch:
+    """Main-frame navigations the script started, with their HTTP status or network failure."""
+
+    def __init__(self, page: Page):
+        self.page, self.urls, self.status, self.failure = page, [], 0, ""
+        self._handlers = {"request": self._request, "response": self._response, "requestfailed": self._failed}
+        for event, handler in self._handlers.items():
+            page.on(event, handler)
+
+    def _main(self, request: Request) -> bool:
+        return request.is_navigation_request() and request.frame == self.page.main_frame
+
+    def _request(self, request: Request) -> None:
+        if self._main(request):
+            self.urls.append(request.url)
+
+    def _response(self, response: Response) -> None:
+        if self._main(response.request):
+            self.status = response.status
+
+    def _failed(self, request: Request) -> None:
+        if self._main(request):
+            self.failure = f"{request.failure or 'failed'} loading {request.url}"
+
+    def stop(self) -> None:
+        for event, handler in self._handlers.items():
+            self.page.remove_listener(event, handler)
 
 
 class _Gone(Exception):
@@ -126,6 +149,8 @@ async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]
     """Watch the page until the script's effects calm down; the monitor's report, or None if the page changed."""
     start = time.monotonic()
     while time.monotonic() - start < SETTLE_MAX:
+        if page.is_closed():
+            return None
         if navigations:
             try:
                 await page.wait_for_load_state("load", timeout=NAVIGATION_TIMEOUT)
@@ -150,28 +175,32 @@ async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]
         return None
 
 
-async def _describe(session: WebSession, page: Page, before_url: str, before_title: str, before_tabs: set[str],
-                    navigations: list[str], report: Optional[dict[str, Any]], started: float) -> list[str]:
+async def _describe(session: WebSession, page: Page, tab_id: str, before_url: str, before_title: str,
+                    before_tabs: set[str], watch: _NavigationWatch, report: Optional[dict[str, Any]],
+                    started: float) -> list[str]:
     changes: list[str] = []
-    active_id = session.tab_id(page)
     if page.is_closed():
-        changes.append(f"tab {active_id} closed")
+        changes.append(f"tab {tab_id} closed; the active tab is now {session.active or 'none'}")
     else:
         url, title = page.url, await page_title(page)
-        if navigations or report is None:
-            changes.append(f"navigated to {url} (title {title[:100]!r})")
+        navigated = bool(watch.urls) or report is None
+        if watch.failure:
+            changes.append(f"navigation failed: {watch.failure}")
+        elif navigated:
+            status = f", HTTP {watch.status}" if watch.status >= 400 else ""
+            changes.append(f"navigated to {url} (title {title[:100]!r}{status})")
         elif url != before_url:
             changes.append(f"URL changed to {url} without a page load")
-        if title != before_title and not navigations and report is not None:
+        if title != before_title and not navigated:
             changes.append(f"title changed to {title[:100]!r}")
     new_tabs = [t for t in session.tabs if t not in before_tabs]
-    for tab_id in new_tabs:
-        tab = session.tabs[tab_id]
+    for new_id in new_tabs:
+        tab = session.tabs[new_id]
         try:
             await tab.wait_for_load_state("domcontentloaded", timeout=5000)
         except PlaywrightError:
             pass
-        changes.append(f"new tab {tab_id} {(await page_title(tab))[:80]!r} {tab.url}")
+        changes.append(f"new tab {new_id} {(await page_title(tab))[:80]!r} {tab.url}")
     if new_tabs:
         session.active = new_tabs[-1]  # as in a browser, the tab a click opened is in front
         changes[-1] += " (now the active tab)"
@@ -180,7 +209,7 @@ async def _describe(session: WebSession, page: Page, before_url: str, before_tit
             changes.append(f"{report['count']} DOM mutations")
         changes += [f"message appeared: {text!r}" for text in report["messages"]]
     changes += _drain_dialogs(session)
-    changes += [f"uncaught error in {tab_id}: {message}" for at, tab_id, message in session.errors if at >= started]
+    changes += [f"uncaught error in {where}: {message}" for at, where, message in session.errors if at >= started]
     return changes
 
 

@@ -1,6 +1,7 @@
 // Called on the value a web_execute_js script returned (as `this`): a JSON-safe copy of it.
 function () {
   const seen = new WeakSet();
+  let budget = 20000;  // values converted at most: a huge object comes back truncated, not as megabytes
   const element = (el) => {
     const html = el.outerHTML || '';
     if (html.length <= 500) return html;
@@ -16,7 +17,8 @@ function () {
     if (typeof v === 'function') return `[function ${v.name || 'anonymous'}]`;
     if (typeof Element !== 'undefined' && v instanceof Element) return element(v);
     if (typeof Node !== 'undefined' && v instanceof Node) return v.nodeType === 3 ? v.nodeValue : `[${v.nodeName}]`;
-    if (v === window) return '[window]';
+    if (v.window === v) return v === window ? '[window]' : '[another window]';
+    if (--budget < 0) return '[…]';
     if (seen.has(v)) return '[circular]';
     if (depth > 8) return '[nested too deep]';
     seen.add(v);

@@ -39,46 +39,61 @@
     return `[ga='${n}']`;
   }
 
-  // ---- coverage: a point of the element must be topmost, unless what is on top is a small fixed bar
-  const coverCache = new Map();
-  function areaInView(r) {
-    return Math.max(0, Math.min(r.right, VW) - Math.max(r.left, 0)) * Math.max(0, Math.min(r.bottom, VH) - Math.max(r.top, 0));
-  }
-  function layerOf(hit) {  // the nearest fixed/sticky ancestor: an overlay, a banner, a header
-    for (let n = hit; n && n !== document.body && n !== document.documentElement; n = n.parentElement || n.getRootNode().host) {
-      const p = getComputedStyle(n).position;
-      if (p === 'fixed' || p === 'sticky') return n;
-    }
-    return null;
-  }
-  function coversForReal(hit) {
-    if (coverCache.has(hit)) return coverCache.get(hit);
-    const layer = layerOf(hit);
-    const real = !layer || areaInView(layer.getBoundingClientRect()) >= 0.5 * VW * VH;
-    coverCache.set(hit, real);
-    return real;
-  }
-  const centerHit = document.elementFromPoint(VW / 2, VH / 2);
-  const centerLayer = centerHit && layerOf(centerHit);
-  const overlay = centerLayer && areaInView(centerLayer.getBoundingClientRect()) >= 0.5 * VW * VH ? centerLayer : null;
+  // ---- coverage. Only positioned boxes paint over others, so the walk records the positioned boxes
+  // big enough to hide something: a fixed/sticky one covering half the screen or more (an overlay; a
+  // smaller bar such as a header or a cookie banner does not count, since scrolling moves content from
+  // under it) or an absolute one (a dropdown, a popover). After the walk, each candidate is confirmed
+  // on top with elementFromPoint, and only the boxes overlapping a confirmed layer sample their own
+  // points. Hit tests are expensive on big pages (milliseconds each), so most pages make none.
   const related = (a, b) => a === b || a.contains(b) || b.contains(a) || deepContains(a, b) || deepContains(b, a);
   function deepContains(a, b) {  // across open shadow roots
     for (let n = b; n; n = n.parentNode || n.host) if (n === a) return true;
     return false;
   }
-  function covered(el, r) {
-    const inView = r.right > 0 && r.bottom > 0 && r.left < VW && r.top < VH;
-    if (!inView) return !!overlay && !related(overlay, el);
+  function areaInView(r) {
+    return Math.max(0, Math.min(r.right, VW) - Math.max(r.left, 0)) * Math.max(0, Math.min(r.bottom, VH) - Math.max(r.top, 0));
+  }
+  const candidates = [];
+  function noteLayer(node, pos, r) {
+    const area = areaInView(r);
+    if ((pos === 'fixed' || pos === 'sticky') && area >= 0.5 * VW * VH) candidates.push({node, r, overlay: pos === 'fixed'});
+    else if (pos === 'absolute' && area >= 0.03 * VW * VH) candidates.push({node, r, overlay: false});
+  }
+  function pointIn(r, fx, fy) {
     const x0 = Math.max(r.left, 0), x1 = Math.min(r.right, VW), y0 = Math.max(r.top, 0), y1 = Math.min(r.bottom, VH);
-    const points = [[0.5, 0.5], [0.2, 0.2], [0.8, 0.2], [0.2, 0.8], [0.8, 0.8]];
-    let sampled = 0;
-    for (const [fx, fy] of points) {
-      const hit = document.elementFromPoint(x0 + (x1 - x0) * fx, y0 + (y1 - y0) * fy);
-      if (!hit) continue;
-      sampled++;
-      if (related(el, hit) || !coversForReal(hit)) return false;
+    return [x0 + (x1 - x0) * fx, y0 + (y1 - y0) * fy];
+  }
+  function removeCovered(root) {
+    const layers = candidates.filter((c) => {
+      const hit = document.elementFromPoint(...pointIn(c.r, 0.5, 0.5));
+      return hit && related(c.node.el, hit);
+    });
+    if (!layers.length) return;
+    const overlay = layers.find((l) => l.overlay);
+    const inLayer = (hit) => layers.some((l) => related(l.node.el, hit));
+    function covered(n) {
+      const r = n.r;
+      if (!(r.right > 0 && r.bottom > 0 && r.left < VW && r.top < VH)) return !!overlay && !related(overlay.node.el, n.el);
+      const over = layers.filter((l) => l.r.right > r.left && l.r.left < r.right && l.r.bottom > r.top && l.r.top < r.bottom
+        && !related(l.node.el, n.el));
+      if (!over.length) return false;
+      for (const [fx, fy] of [[0.5, 0.5], [0.2, 0.2], [0.8, 0.2], [0.2, 0.8], [0.8, 0.8]]) {
+        const hit = document.elementFromPoint(...pointIn(r, fx, fy));
+        if (hit && (related(n.el, hit) || !inLayer(hit))) return false;
+      }
+      return true;
     }
-    return sampled > 0;
+    (function prune(n) {
+      n.kids = n.kids.filter((k) => {
+        if (!k.kids) return true;
+        if (k.r && !layers.some((l) => l.node === k) && covered(k)) {
+          stats.covered++;
+          return false;
+        }
+        prune(k);
+        return k.kids.length || VOID.has(k.out) || k.interactive;
+      });
+    })(root);
   }
 
   // ---- pass 1: the visible tree
@@ -97,12 +112,14 @@
     if (role && ROLES.test(role)) return true;
     if (tag === 'a') return el.hasAttribute('href') || el.hasAttribute('onclick');
     if (el.hasAttribute('onclick')) return true;
-    if (el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable)) return true;
+    const editable = el.getAttribute('contenteditable');
+    if (editable !== null && editable !== 'false' && !(el.parentElement && el.parentElement.isContentEditable)) return true;
     return style.cursor === 'pointer' && parentCursor !== 'pointer' && tag !== 'label' && tag !== 'img';
   }
-  function boundary(display) {
+  const INLINE_KEPT = new Set(['a', 'button', 'input', 'select', 'textarea', 'img', 'summary', 'label', 'span']);
+  function boundary(display, tag) {  // what separates the element from its neighbours: nothing, a space, a line
     if (display === 'inline' || display === 'contents') return '';
-    return display.startsWith('inline') || display === 'table-cell' ? ' ' : '\n';
+    return display.startsWith('inline') || display === 'table-cell' || INLINE_KEPT.has(tag) ? ' ' : '\n';
   }
 
   function visit(el, pc) {
@@ -118,12 +135,14 @@
     const pos = style.position;
     let clip = pos === 'fixed' ? null : pc.clip;
     if (clip && pos === 'absolute' && !clip.positioned) clip = clip.prev;  // escapes a static clipping parent
-    let r = null;
-    if (display !== 'contents') {
-      r = el.getBoundingClientRect();
+    // An inline box in the normal flow shares its parent's fate: skip its geometry (syntax-highlighted code
+    // and prose are thousands of spans). Everything else is checked for size, position, clipping and cover.
+    let geometry = null;
+    if (display !== 'contents' && !(display === 'inline' && pos === 'static' && tag !== 'img')) {
+      const r = geometry = el.getBoundingClientRect();
       const tiny = r.width < 2 || r.height < 2;
-      const clips = /hidden|clip/.test(style.overflowX + style.overflowY);
-      if (tiny && (clips || tag === 'img' || tag === 'iframe' || tag === 'input' || tag === 'button')) {
+      const ox = style.overflowX, oy = style.overflowY;
+      if (tiny && (ox !== 'visible' || oy !== 'visible' || tag === 'img' || tag === 'iframe' || tag === 'input' || tag === 'button')) {
         stats.hidden++;
         return null;
       }
@@ -134,25 +153,23 @@
         stats.offscreen++;
         return null;
       }
-      if (!tiny && covered(el, r)) {
-        stats.covered++;
-        return null;
-      }
-      if (/hidden|clip/.test(style.overflowX) && /hidden|clip/.test(style.overflowY)) {
+      if ((ox === 'hidden' || ox === 'clip') && (oy === 'hidden' || oy === 'clip')) {
         clip = {l: Math.max(L, clip ? clip.l : -1e9), t: Math.max(T, clip ? clip.t : -1e9), r: Math.min(R, clip ? clip.r : 1e9),
           b: Math.min(B, clip ? clip.b : 1e9), positioned: pos !== 'static', prev: clip};
       }
     }
     const role = el.getAttribute('role');
-    const node = {tag, kids: [], attrs: [], block: boundary(display), interactive: false, main: false, el};
+    const node = {tag, kids: [], attrs: [], block: boundary(display, tag), interactive: false, main: false, el, r: geometry};
+    if (geometry && pos !== 'static' && pos !== 'relative') noteLayer(node, pos, geometry);
     node.out = KEEP.has(tag) ? tag : (LANDMARK[role] || null);
     if (role === 'heading' && !node.out) node.out = 'h' + Math.min(6, Math.max(1, +el.getAttribute('aria-level') || 2));
     if (role === 'main') node.out = 'main';
     node.interactive = isInteractive(el, tag, style, pc.cursor);
     if (node.interactive && !node.out) node.out = tag;
-    const cpc = {clip, cursor: style.cursor, pre: pc.pre || /^pre/.test(style.whiteSpace), textVisible: style.visibility === 'visible',
+    const cpc = {clip, cursor: style.cursor, pre: pc.pre || (display !== 'inline' && style.whiteSpace.startsWith('pre')),
+      textVisible: style.visibility === 'visible', heading: pc.heading || /^h[1-6]$/.test(tag),
       closedDetails: tag === 'details' && !el.open};
-    if (style.contentVisibility === 'hidden') return null;  // rendered without its content (hidden=until-found)
+    if (el.hidden && style.contentVisibility === 'hidden') return null;  // hidden=until-found: rendered without content
     if (tag === 'select') {
       selectNode(el, node);
     } else if (tag === 'textarea') {
@@ -174,6 +191,10 @@
         }
       }
     }
+    if (tag === 'a' && pc.heading && /^#/.test(el.getAttribute('href') || '') && !el.hasAttribute('onclick')) {
+      node.out = null;  // a heading's own permalink: its text is the heading
+      node.interactive = false;
+    }
     if (node.out) describe(el, tag, node, role);
     if (node.interactive && !node.kids.some((k) => k.kids || /\S/.test(k.text)) && !node.attrs.some((a) => a[0] === 'label')
         && !/^(input|select|textarea|button|a)$/.test(tag)) return null;  // a clickable box with nothing to tell it by
@@ -192,7 +213,7 @@
     node.block = ' ';
   }
 
-  function shortHref(a) {
+  function shortHref(a) {  // as written (relative stays relative); long query strings are elided
     const raw = a.getAttribute('href');
     if (raw == null || /^\s*javascript:/i.test(raw)) return null;
     let s = raw.trim();
@@ -200,6 +221,8 @@
       const u = new URL(s, document.baseURI);
       if (/^https?:/.test(s) && u.origin === location.origin) s = u.pathname + u.search + u.hash;
     } catch (e) { /* keep as written */ }
+    const q = s.indexOf('?');
+    if (s.length > 80 && q > 0) s = s.slice(0, Math.max(q + 1, 60)) + '…';
     return s.length > 100 ? s.slice(0, 99) + '…' : s;
   }
 
@@ -409,6 +432,7 @@
 
   const rootEl = document.body || document.documentElement;
   const root = visit(rootEl, {clip: null, cursor: 'auto', pre: false, textVisible: true}) || {tag: 'body', kids: [], attrs: []};
+  removeCovered(root);
   measure(root);
   const main = findMain(root);
   if (main) { main.main = true; markPath(root, main); }

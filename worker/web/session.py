@@ -10,6 +10,7 @@ import asyncio
 import atexit
 import time
 import weakref
+from collections import deque
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 
@@ -36,6 +37,7 @@ class _Connection:
     def __init__(self) -> None:
         self.browser: Optional[Browser] = None
         self.launch_id = ""
+        self.serial = 0  # bumped on every (re)connect: contexts of an older connection are gone
         self.users: set[int] = set()
 
     async def connect(self, info: BrowserInfo) -> Browser:
@@ -45,6 +47,7 @@ class _Connection:
             await quietly(self.browser.close())  # a stale connection to a browser that died
         self.browser = await (await _driver()).chromium.connect_over_cdp(info.ws, timeout=20000)
         self.launch_id = info.launch_id
+        self.serial += 1
         return self.browser
 
     async def shutdown(self) -> None:
@@ -78,11 +81,11 @@ class WebSession:
         self.script_timeout = float(settings.worker.code_timeout)
         self.info, self.lease = self.node.acquire()
         self.context: Optional[BrowserContext] = None
-        self.context_launch = ""
+        self.context_serial: tuple[int, int] = (0, 0)
         self.tabs: dict[str, Page] = {}
         self.active = ""
         self.dialogs: list[str] = []  # dialogs answered since the last report
-        self.errors: list[tuple[float, str, str]] = []  # (monotonic time, tab id, message) of uncaught page errors
+        self.errors: deque[tuple[float, str, str]] = deque(maxlen=50)  # (monotonic time, tab id, message): uncaught page errors
         self._next_tab = 1
         self.closed = False
         _open_sessions.add(self)
@@ -122,14 +125,14 @@ class WebSession:
         conn = _connections.setdefault(self.key, _Connection())
         browser = await conn.connect(info)
         conn.users.add(id(self))
-        if self.context is not None and self.context_launch == info.launch_id:
+        if self.context is not None and self.context_serial == (id(conn), conn.serial):
             return ""
         lost = self.context is not None
         self.tabs.clear()
         self.active = ""
         self._next_tab = 1
         self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
-        self.context_launch = info.launch_id
+        self.context_serial = (id(conn), conn.serial)
         self.context.on("page", self._register)
         self._register(await self.context.new_page())
         return TABS_LOST if lost else ""
@@ -157,7 +160,6 @@ class WebSession:
         page.on("dialog", lambda dialog: self._on_dialog(tab_id, dialog))
         page.on("pageerror", lambda error: self.errors.append((time.monotonic(), tab_id, _error_text(error))))
         page.on("close", lambda _: self._forget(tab_id))
-        del self.errors[:-50]
         return tab_id
 
     def _forget(self, tab_id: str) -> None:
