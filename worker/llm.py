@@ -51,8 +51,7 @@ class LLMClient:
                 f"model '{config.name}' reads its API key from {config.api_key_env}, which is not set; "
                 f"export {config.api_key_env}=... or choose another model with --model"
             )
-        self._sdk = openai.OpenAI(base_url=config.base_url, api_key=self._key or "no-key",
-                                  max_retries=0, timeout=config.request_timeout)
+        self._sdk = _sdk_client(config.base_url, self._key or "no-key", config.request_timeout)
         self.before_request: Optional[Callable[[], None]] = None
         self.on_rate_limit: Optional[Callable[[float], None]] = None
         self.requests = 0
@@ -206,6 +205,21 @@ class LLMClient:
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or (usage.model_extra or {}).get("prompt_cache_hit_tokens") or 0
         return Usage(prompt, completion, cached, self.config.cost(prompt, completion, cached))
+
+
+_SDK_CLIENTS: dict[tuple[str, str, float], openai.OpenAI] = {}
+_SDK_LOCK = threading.Lock()
+
+
+def _sdk_client(base_url: str, key: str, timeout: float) -> openai.OpenAI:
+    """One SDK client per endpoint and key per process: building one loads the CA bundle (~0.1 s of CPU),
+    which a worker process running many short tasks (fan-out) would otherwise pay per task. Thread-safe."""
+    with _SDK_LOCK:
+        client = _SDK_CLIENTS.get((base_url, key, timeout))
+        if client is None:
+            client = _SDK_CLIENTS[(base_url, key, timeout)] = openai.OpenAI(
+                base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
+        return client
 
 
 def _retry_after(headers: Any) -> Optional[float]:

@@ -1,6 +1,7 @@
 """What every tool is: a name, a pydantic argument model, a function; and what it runs in."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Type
@@ -33,11 +34,18 @@ class Tool:
     run: Callable[[ToolContext, Any], ToolResult]
 
     def schema(self) -> dict[str, Any]:
-        params = self.args.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+        cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
+        if cached is None:
+            params = self.args.model_json_schema()
+            params.pop("title", None)
+            for prop in params.get("properties", {}).values():
+                prop.pop("title", None)
+            cached = _SCHEMAS[self] = {"type": "function", "function": {
+                "name": self.name, "description": self.description, "parameters": params}}
+        return copy.deepcopy(cached)
+
+
+_SCHEMAS: dict[Tool, dict[str, Any]] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
