@@ -186,9 +186,10 @@ def find_run(runs_dir: Path, run: str) -> Path:
 def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Optional[datetime] = None,
               runs_dir: Optional[Path] = None, candidates: Optional[int] = None, batch_size: Optional[int] = None,
               budget_cost: Optional[float] = None, stop: Optional[threading.Event] = None,
-              display: Optional[str] = "quiet", address: Optional[str] = None) -> CycleResult:
+              display: Optional[str] = "quiet", address: Optional[str] = None, consolidate: bool = True) -> CycleResult:
     """Plan, fan out, collect, consolidate (module doc). `budget_cost` caps the cycle's spend (USD):
-    the fan-out gets what the planner left of it. `stop` set before the fan-out leaves a resumable run."""
+    the fan-out gets what the planner left of it. `stop` set before the fan-out leaves a resumable run;
+    consolidate=False stops after the fan-out (file the results later with `consolidate_run`)."""
     now = utc(now or datetime.now(timezone.utc))
     runs_dir = Path(runs_dir or settings.fanout.runs_dir).resolve()
     name = model_for_tasks(model_name or settings.worker.model)
@@ -231,12 +232,12 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     if stop is not None and stop.is_set():
         result.status = "stopped"
         return result
-    return resume_cycle(settings, run_dir, display=display, address=address)
+    return resume_cycle(settings, run_dir, display=display, address=address, consolidate=consolidate)
 
 
 def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime] = None,
-                 display: Optional[str] = "quiet", address: Optional[str] = None) -> CycleResult:
-    """Run the fan-out of an exploration run (its unfinished tasks only) and consolidate it."""
+                 display: Optional[str] = "quiet", address: Optional[str] = None, consolidate: bool = True) -> CycleResult:
+    """Run the fan-out of an exploration run (its unfinished tasks only), then consolidate it."""
     from orchestrator.fanout import FanoutError, build_plan, fanout
 
     run_dir = find_run(Path(settings.fanout.runs_dir), str(run))
@@ -253,6 +254,9 @@ def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime]
                         "usage": outcome.summary.get("usage", {}), "stop_reason": outcome.summary.get("stop_reason")}
     record["status"] = "ran"
     _write_record(run_dir, record)
+    if not consolidate:
+        return CycleResult(record["run_id"], run_dir, "ran", tasks=[TaskPlan.from_dict(t) for t in record["tasks"]],
+                           planner=record.get("planner", {}), fanout=record["fanout"])
     return consolidate_run(settings, run_dir, now=now)
 
 

@@ -1,0 +1,212 @@
+"""`ga explore --when-idle WINDOW`: exploration cycles while the machine is idle, within daily caps.
+
+Every tick the rules below are checked in order; the first that holds makes the daemon wait:
+1. a stop was asked (SIGINT/SIGTERM): leave (a running cycle finishes first; a second signal aborts);
+2. today's cycles >= explore.max_cycles_per_day;
+3. today's spend (USD) >= explore.max_spend_per_day;
+4. less than `gap` (default: the window) since the last cycle ended, so cycles spread over the day;
+5. not idle, per orchestrator.activity.idle_status: a `ga run`/`ga fanout` job is running, or one was
+   active within the window; with a trigger script, its check() decides instead of the window, but a
+   running user job still means busy;
+otherwise a cycle starts with what is left of today's spend cap as its budget.
+
+"Today" is the local date of the injected clock. The day's state is GA_HOME/explore/state.json
+(day, cycles, spend, tokens, runs, last_end), changed under a lock and replaced atomically. A cycle
+counts when it starts, so a daemon killed mid-cycle still used up one of the day's cycles; its spend
+is added when it ends. `ga explore --once` adds its cycle and spend too, but is not refused by the
+caps or the idle test (a person asked for it). One daemon per GA_HOME (flock on daemon.lock).
+Records (waiting, cycle started/finished/failed, stopped) go to GA_HOME/explore/log.jsonl; a
+"waiting" record is written only when the reason changes.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
+
+import structlog
+from pydantic import BaseModel
+
+from configs.logs import redact_text
+from memory_shared.fsutil import atomic_replace, flocked
+from orchestrator.activity import Clock, IdleStatus, idle_status, local_now
+from orchestrator.durations import parse_duration
+from orchestrator.worktask import append_jsonl
+
+log = structlog.get_logger("skilltree.daemon")
+Cycle = Callable[[Optional[float]], Mapping[str, Any]]  # budget (USD) -> the cycle's record (tokens, cost, ...)
+
+
+class DaemonBusy(RuntimeError):
+    """Another `ga explore --when-idle` runs on this GA_HOME; str() is one line."""
+
+
+class DayState(BaseModel):
+    day: str
+    cycles: int = 0
+    spend: float = 0.0
+    tokens: int = 0
+    runs: list[str] = []
+    last_end: Optional[datetime] = None  # kept across days: the gap rule does not reset at midnight
+
+
+@dataclass(frozen=True)
+class Caps:
+    cycles_per_day: int
+    spend_per_day: float
+
+
+@dataclass
+class DaemonSummary:
+    cycles: int = 0
+    stopped_by: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def explore_dir(home: Union[Path, str]) -> Path:
+    return Path(home).expanduser() / "explore"
+
+
+def _today(clock: Clock) -> str:
+    return clock().date().isoformat()
+
+
+def read_state(home: Union[Path, str], today: str) -> DayState:
+    """The state of `today` (a fresh day when the file holds another day, or nothing)."""
+    path = explore_dir(home) / "state.json"
+    try:
+        state = DayState.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return DayState(day=today)
+    return state if state.day == today else DayState(day=today, last_end=state.last_end)
+
+
+def change_state(home: Union[Path, str], today: str, change: Callable[[DayState], DayState]) -> DayState:
+    """Read, change and atomically replace the day's state, under a lock (daemon and --once share it)."""
+    folder = explore_dir(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    with flocked(folder / ".state.lock"):
+        state = change(read_state(home, today))
+        atomic_replace(folder / "state.json", (state.model_dump_json(indent=2) + "\n").encode())
+    return state
+
+
+def count_start(home: Union[Path, str], today: str) -> DayState:
+    return change_state(home, today, lambda s: s.model_copy(update={"cycles": s.cycles + 1}))
+
+
+def count_end(home: Union[Path, str], today: str, record: Mapping[str, Any], ended: datetime) -> DayState:
+    def change(state: DayState) -> DayState:
+        runs = state.runs + ([str(record["run_id"])] if record.get("run_id") else [])
+        return state.model_copy(update={"spend": state.spend + float(record.get("cost") or 0.0),
+                                        "tokens": state.tokens + int(record.get("tokens") or 0),
+                                        "runs": runs, "last_end": ended})
+    return change_state(home, today, change)
+
+
+def wait_reason(state: DayState, caps: Caps, now: datetime, gap: timedelta,
+                idle: Callable[[], IdleStatus]) -> Optional[str]:
+    """Why no cycle may start now (rules 2-5 of the module doc), or None when one may."""
+    if state.cycles >= caps.cycles_per_day:
+        return f"cap: {state.cycles} of {caps.cycles_per_day} cycles today"
+    if state.spend >= caps.spend_per_day:
+        return f"cap: spent ${state.spend:.4f} of ${caps.spend_per_day:.4f} today"
+    if state.last_end is not None and now - state.last_end < gap:
+        return f"last cycle ended at {state.last_end:%H:%M:%S}; next one {gap} later"
+    status = idle()
+    return None if status.idle else f"not idle: {status.reason}"
+
+
+@contextmanager
+def daemon_lock(home: Union[Path, str]) -> Iterator[None]:
+    folder = explore_dir(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise DaemonBusy(f"another `ga explore --when-idle` runs on {Path(home).expanduser()} (pid {other}); "
+                             "stop it first (kill -TERM it) or use another --home") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Union[str, timedelta],
+               trigger: Optional[Path] = None, clock: Clock = local_now, stop: Optional[threading.Event] = None,
+               wait: Optional[Callable[[float], Any]] = None, tick: float = 60.0, gap: Optional[timedelta] = None,
+               max_cycles: Optional[int] = None, max_ticks: Optional[int] = None,
+               on_record: Optional[Callable[[dict[str, Any]], None]] = None) -> DaemonSummary:
+    """Check the rules every `tick` seconds and run `cycle(budget)` when they allow (module doc).
+    `wait(seconds)` sleeps (default: stop.wait); tests pass one that moves their clock."""
+    window = parse_duration(window)
+    gap = window if gap is None else gap
+    stop = stop or threading.Event()
+    wait = wait or stop.wait
+    summary = DaemonSummary()
+    log_path = explore_dir(home) / "log.jsonl"
+    last_reason: Optional[str] = None
+
+    def note(event: str, **fields: Any) -> None:
+        record = {"time": clock().isoformat(), "event": event, **fields}
+        summary.records.append(record)
+        append_jsonl(log_path, record)
+        if on_record is not None:
+            on_record(record)
+
+    with daemon_lock(home):
+        note("started", window=str(window), trigger=str(trigger) if trigger else None,
+             caps={"cycles_per_day": caps.cycles_per_day, "spend_per_day": caps.spend_per_day})
+        ticks = 0
+        while True:
+            if stop.is_set():
+                summary.stopped_by = "signal"
+                break
+            if max_cycles is not None and summary.cycles >= max_cycles:
+                summary.stopped_by = "max-cycles"
+                break
+            if max_ticks is not None and ticks >= max_ticks:
+                summary.stopped_by = "max-ticks"
+                break
+            ticks += 1
+            now = clock()
+            today = now.date().isoformat()
+            state = read_state(home, today)
+            reason = wait_reason(state, caps, now, gap,
+                                 lambda: idle_status(home, window, now=lambda: now, trigger=trigger))
+            if reason is not None:
+                if reason != last_reason:
+                    note("waiting", why=reason)
+                last_reason = reason
+                wait(tick)
+                continue
+            last_reason = None
+            state = count_start(home, today)
+            summary.cycles += 1
+            budget = max(0.0, caps.spend_per_day - state.spend)
+            note("cycle_started", cycle=state.cycles, budget=round(budget, 6))
+            try:
+                record = dict(cycle(budget))
+            except Exception as exc:  # a failed cycle is logged; the daemon goes on (it still counted)
+                record = {"error": redact_text(f"{type(exc).__name__}: {exc}")[:500]}
+                note("cycle_failed", **record)
+            else:
+                note("cycle_finished", **record)
+            ended = clock()
+            count_end(home, ended.date().isoformat(), record, ended)
+        note("stopped", by=summary.stopped_by, cycles=summary.cycles)
+    return summary
+
+
+def show_state(home: Union[Path, str], clock: Clock = local_now) -> dict[str, Any]:
+    return json.loads(read_state(home, _today(clock)).model_dump_json())
