@@ -921,6 +921,122 @@ def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None
     console.print(table)
 
 
+# explore (skilltree.explore: one cycle; skilltree.daemon: --when-idle)
+
+
+def _explore_table(result: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold", title=f"exploration {result.run_id}", title_justify="left")
+    for column in ("task", "category", "score", "outcome", "skill", "gen", "why"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("task", "skill", "outcome"))
+    styles = {"skill": "green", "report": "yellow", "already": "dim"}
+    plans = {t.task_id: t for t in result.tasks}
+    for item in result.outcomes:
+        task = plans[item.task_id]
+        table.add_row(item.task_id, task.category, f"{task.predicted:.2f}",
+                      f"[{styles.get(item.outcome, 'red')}]{item.outcome}[/]", item.skill_id or "-",
+                      str(item.generation) if item.generation is not None else "-",
+                      escape("; ".join(item.problems)[:120]))
+    console.print(table)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items())) or "no task ran"
+    console.print(f"{result.status}: {counts} · {result.tokens:,} tokens · ${result.cost:.4f} · {result.run_dir}",
+                  highlight=False, soft_wrap=True)
+
+
+def _show_explore_record(record: dict, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(record, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.markup import escape
+
+    details = {k: v for k, v in record.items() if k not in ("time", "event")}
+    text = details.pop("why", None) or details.pop("error", None) or json.dumps(details, default=str)
+    style = {"cycle_finished": "green", "cycle_failed": "red", "waiting": "yellow"}.get(record["event"], "bold")
+    console.print(f"[dim]{record['time'][:19]}[/] [{style}]{record['event']}[/] {escape(str(text))}",
+                  highlight=False, soft_wrap=True)
+
+
+@app.command("explore")
+def explore_command(
+    once: bool = typer.Option(False, "--once", help="Run one cycle now: plan, explore in parallel, verify, file skills"),
+    when_idle: Optional[str] = typer.Option(None, "--when-idle", metavar="WINDOW",
+                                            help="Run cycles whenever no `ga run`/`ga fanout` was active for WINDOW (e.g. 30m)"),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted cycle (its unfinished tasks, then consolidation)"),
+    consolidate: Optional[str] = typer.Option(None, "--consolidate", metavar="RUN",
+                                              help="Collect, verify and file a cycle's finished tasks again (never files a task twice)"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (configs/models.yaml), scripted:FILE or scripted@URL"),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, max=50, help="Tasks per cycle (explore.batch_size)"),
+    candidates: Optional[int] = typer.Option(None, "--candidates", min=1, max=100, help="Candidates to plan from (explore.candidates)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
+    trigger: Optional[Path] = typer.Option(None, "--trigger", help="A .py file whose check() -> bool replaces the idle window (explore.idle_trigger)"),
+    tick: float = typer.Option(60.0, "--tick", min=0.05, help="With --when-idle: seconds between two looks"),
+    max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, hidden=True, help="With --when-idle: stop after N cycles"),
+    as_json: bool = typer.Option(False, "--json", help="Print the result (or each daemon record) as JSON"),
+    now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
+) -> None:
+    """Grow the skill tree: one exploration cycle (--once), or cycles while the machine is idle (--when-idle)."""
+    from memory_shared import MemoryStoreError
+    from orchestrator.activity import local_now
+    from orchestrator.durations import parse_duration
+    from skilltree import SkillTreeError
+    from skilltree.daemon import Caps, DaemonBusy, count_end, count_start, run_daemon
+    from skilltree.explore import ExploreError, consolidate_run, resume_cycle, run_cycle
+    from worker.types import ModelError
+
+    modes = [name for name, on in (("--once", once), ("--when-idle", when_idle), ("--resume", resume),
+                                   ("--consolidate", consolidate)) if on]
+    if len(modes) != 1:
+        fail("give exactly one of --once, --when-idle WINDOW, --resume RUN, --consolidate RUN"
+             + (f" (got {', '.join(modes)})" if modes else ""))
+    current = settings(**{"worker.model": model, "fanout.runs_dir": out})
+    trigger = trigger or current.explore.idle_trigger
+    if trigger is not None and not Path(trigger).is_file():
+        fail(f"--trigger {trigger}: no such file; give a .py file with def check() -> bool")
+    options = dict(model_name=model, candidates=candidates, batch_size=batch, display="quiet" if as_json else None)
+    try:
+        if when_idle:
+            try:
+                window = parse_duration(when_idle)
+            except ValueError as exc:
+                fail(f"--when-idle: {exc}")
+            _check_model(model, current)
+            from orchestrator.stopping import stop_on_signals
+
+            caps = Caps(current.explore.max_cycles_per_day, current.explore.max_spend_per_day)
+            with stop_on_signals() as stop:
+                summary = run_daemon(
+                    current.home_dir, caps, lambda budget: run_cycle(current, budget_cost=budget, stop=stop,
+                                                                     **{**options, "display": "quiet"}).record(),
+                    window=window, trigger=trigger, stop=stop, tick=tick, max_cycles=max_cycles,
+                    on_record=lambda record: _show_explore_record(record, as_json))
+            if not as_json:
+                console.print(f"{summary.cycles} cycle(s); stopped by {summary.stopped_by}", highlight=False)
+            return
+        when = _skills_now(now) if now else None
+        if once:
+            day = (when or local_now()).astimezone().date().isoformat()
+            count_start(current.home_dir, day)
+            result = run_cycle(current, now=when, **options)
+            count_end(current.home_dir, day, result.record(), local_now())
+        elif resume:
+            result = resume_cycle(current, resume, now=when, display=options["display"])
+        else:
+            result = consolidate_run(current, consolidate, now=when)
+    except (ExploreError, MemoryStoreError, SkillTreeError, DaemonBusy) as exc:
+        fail(str(exc))
+    except ModelError as exc:
+        fail(f"model {model or current.worker.model}: {exc}")
+    if as_json:
+        emit_json({**result.record(), "outcomes": [vars(o) for o in result.outcomes],
+                   "plan": str(result.run_dir / "plan.json")})
+    else:
+        _explore_table(result)
+    raise typer.Exit(0 if result.status == "consolidated" else 1)
+
+
 
 if __name__ == "__main__":
     app()
