@@ -73,6 +73,13 @@ def test_change_report_for_navigation_toast_dialog_and_page_errors(make_ctx, sit
     assert quiet.output.endswith("changes: none seen")
 
 
+def test_change_report_waits_for_requests_the_script_started(make_ctx, site):
+    ctx = make_ctx()
+    goto(ctx, f"{site}/index.html")
+    loaded = js(ctx, "document.querySelector('#load-results').click()")  # the answer comes after 0.7 s
+    assert "message appeared: 'Loaded 3 results'" in loaded.output and "DOM mutations" in loaded.output
+
+
 def test_change_report_for_a_single_page_app_route(make_ctx, site):
     ctx = make_ctx()
     goto(ctx, f"{site}/spa.html")

@@ -15,3 +15,10 @@ function signup(event) {
 function brokenHandler() {
   throw new Error("broken button handler");
 }
+
+function loadResults() {
+  // The server answers /slow after a delay: the change report must wait for the fetch, not just for quiet.
+  fetch("/slow?ms=700").then((r) => r.json()).then((data) => {
+    document.getElementById("results").textContent = "Loaded " + data.count + " results";
+  });
+}

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import threading
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +25,21 @@ ROOT = Path(__file__).parent
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files, plus /slow?ms=N: a JSON answer after N milliseconds (a slow API)."""
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        if url.path != "/slow":
+            return super().do_GET()
+        delay = int(urllib.parse.parse_qs(url.query).get("ms", ["500"])[0])
+        time.sleep(delay / 1000)
+        body = json.dumps({"count": 3, "delay_ms": delay}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args: object) -> None:
         pass
 

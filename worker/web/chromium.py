@@ -34,6 +34,7 @@ CLOSED_NETWORK_FLAGS = [
     "--hide-scrollbars",
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",  # the chosen port is read back from DevToolsActivePort in the profile
+    "--no-startup-window",  # no default tab: every worker opens its own context
 ]
 
 
@@ -43,7 +44,7 @@ class ChromiumMissing(RuntimeError):
 
 def launch_args(binary: Path, profile: Path, headless: bool) -> list[str]:
     return [str(binary), *(["--headless"] if headless else []), *CLOSED_NETWORK_FLAGS,
-            f"--user-data-dir={profile}", "about:blank"]
+            f"--user-data-dir={profile}"]
 
 
 def find_chromium(configured: Optional[Path]) -> Path:

@@ -42,7 +42,7 @@ async def execute(session: WebSession, script: str, switch_tab_id: Optional[str]
         outcome.changes += _drain_dialogs(session)
         return outcome
     before_url, before_title, before_tabs = page.url, await page_title(page), set(session.tabs)
-    watch = _NavigationWatch(page)
+    watch = _Watch(page)
     try:
         await quietly(page.evaluate(_js("monitor.js")))
         outcome = Outcome()
@@ -50,19 +50,22 @@ async def execute(session: WebSession, script: str, switch_tab_id: Optional[str]
             outcome.value = await run_script(page, script, session.script_timeout)
         except _Gone:
             watch.urls.append(page.url)
-        report = await _settle(page, watch.urls)
+        report = await _settle(page, watch)
     finally:
         watch.stop()
     outcome.changes = await _describe(session, page, tab_id, before_url, before_title, before_tabs, watch, report, started)
     return outcome
 
 
-class _NavigationWatch:
-    """Main-frame navigations the script started, with their HTTP status or network failure."""
+class _Watch:
+    """What the page loads while the script's effects play out: main-frame navigations (with their HTTP
+    status or network failure) and fetch/XHR requests still in flight (settling waits for them)."""
 
     def __init__(self, page: Page):
         self.page, self.urls, self.status, self.failure = page, [], 0, ""
-        self._handlers = {"request": self._request, "response": self._response, "requestfailed": self._failed}
+        self.pending: set[Request] = set()
+        self._handlers = {"request": self._request, "response": self._response, "requestfailed": self._failed,
+                          "requestfinished": self._finished}
         for event, handler in self._handlers.items():
             page.on(event, handler)
 
@@ -72,12 +75,18 @@ class _NavigationWatch:
     def _request(self, request: Request) -> None:
         if self._main(request):
             self.urls.append(request.url)
+        elif request.resource_type in ("fetch", "xhr"):
+            self.pending.add(request)
 
     def _response(self, response: Response) -> None:
         if self._main(response.request):
             self.status = response.status
 
+    def _finished(self, request: Request) -> None:
+        self.pending.discard(request)
+
     def _failed(self, request: Request) -> None:
+        self.pending.discard(request)
         if self._main(request):
             self.failure = f"{request.failure or 'failed'} loading {request.url}"
 
@@ -145,13 +154,14 @@ async def _json_safe(cdp: CDPSession, remote: dict[str, Any]) -> Any:
     return converted["result"].get("value")
 
 
-async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]]:
-    """Watch the page until the script's effects calm down; the monitor's report, or None if the page changed."""
+async def _settle(page: Page, watch: _Watch) -> Optional[dict[str, Any]]:
+    """Watch the page until the script's effects calm down (no DOM change for a moment, no fetch in flight);
+    the monitor's report, or None if the page was replaced or closed."""
     start = time.monotonic()
     while time.monotonic() - start < SETTLE_MAX:
         if page.is_closed():
             return None
-        if navigations:
+        if watch.urls:
             try:
                 await page.wait_for_load_state("load", timeout=NAVIGATION_TIMEOUT)
             except PlaywrightError:
@@ -163,9 +173,9 @@ async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]
             await asyncio.sleep(0.05)
             continue
         if quiet < 0:  # the monitor is gone: a new document replaced the old one
-            navigations.append(page.url)
+            watch.urls.append(page.url)
             return None
-        if time.monotonic() - start >= SETTLE_MIN and quiet >= SETTLE_QUIET:
+        if time.monotonic() - start >= SETTLE_MIN and quiet >= SETTLE_QUIET and not watch.pending:
             break
         await asyncio.sleep(0.05)
     try:
@@ -176,7 +186,7 @@ async def _settle(page: Page, navigations: list[str]) -> Optional[dict[str, Any]
 
 
 async def _describe(session: WebSession, page: Page, tab_id: str, before_url: str, before_title: str,
-                    before_tabs: set[str], watch: _NavigationWatch, report: Optional[dict[str, Any]],
+                    before_tabs: set[str], watch: _Watch, report: Optional[dict[str, Any]],
                     started: float) -> list[str]:
     changes: list[str] = []
     if page.is_closed():
