@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from configs.logs import redact_text
 from memory_shared.fsutil import atomic_replace, flocked
 from orchestrator.activity import Clock, IdleStatus, idle_status, local_now
-from orchestrator.durations import parse_duration
+from orchestrator.durations import format_duration, parse_duration
 from orchestrator.worktask import append_jsonl
 
 log = structlog.get_logger("skilltree.daemon")
@@ -118,7 +118,7 @@ def wait_reason(state: DayState, caps: Caps, now: datetime, gap: timedelta,
     if state.spend >= caps.spend_per_day:
         return f"cap: spent ${state.spend:.4f} of ${caps.spend_per_day:.4f} today"
     if state.last_end is not None and now - state.last_end < gap:
-        return f"last cycle ended at {state.last_end:%H:%M:%S}; next one {gap} later"
+        return f"last cycle ended at {state.last_end:%H:%M:%S}; the next starts {format_duration(gap)} later"
     status = idle()
     return None if status.idle else f"not idle: {status.reason}"
 
@@ -165,7 +165,7 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
             on_record(record)
 
     with daemon_lock(home):
-        note("started", window=str(window), trigger=str(trigger) if trigger else None,
+        note("started", window=format_duration(window), trigger=str(trigger) if trigger else None,
              caps={"cycles_per_day": caps.cycles_per_day, "spend_per_day": caps.spend_per_day})
         ticks = 0
         while True:
