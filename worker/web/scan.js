@@ -5,7 +5,7 @@
 // main content and long lists are collapsed with a note saying what was left out.
 (opts) => {
   const t0 = performance.now();
-  const VW = innerWidth, VH = innerHeight, SX = scrollX, SY = scrollY;
+  const VW = innerWidth, VH = innerHeight, SX = scrollX, SY = scrollY, VIEWPORT_ORIGIN = {x: 0, y: 0};
   const stats = {elements: 0, hidden: 0, offscreen: 0, covered: 0, collapsed: 0};
   const NAV_KEEP = opts.navKeep || 12, LIST_MAIN = 60, LIST_MAIN_KEEP = 40, LIST_OTHER = 15, LIST_OTHER_KEEP = 10;
 
@@ -137,7 +137,7 @@
     if (clip && pos === 'absolute' && !clip.positioned) clip = clip.prev;  // escapes a static clipping parent
     // An inline box in the normal flow shares its parent's fate: skip its geometry (syntax-highlighted code
     // and prose are thousands of spans). Everything else is checked for size, position, clipping and cover.
-    let geometry = null;
+    let geometry = null, origin = pc.origin;
     if (display !== 'contents' && !(display === 'inline' && pos === 'static' && tag !== 'img')) {
       const r = geometry = el.getBoundingClientRect();
       const tiny = r.width < 2 || r.height < 2;
@@ -147,13 +147,20 @@
         return null;
       }
       const L = r.left + SX, T = r.top + SY, R = r.right + SX, B = r.bottom + SY;
-      const off = pos === 'fixed' ? (r.right <= 0 || r.bottom <= 0 || r.left >= VW || r.top >= VH) : (!tiny && (R <= 0 || B <= 0));
+      // Off-screen: left of or above where the nearest scrolling box (the page, or a scrolling panel)
+      // starts, since nothing scrolls there; a fixed box must also be inside the viewport.
+      const o = pos === 'fixed' ? VIEWPORT_ORIGIN : pc.origin;
+      const off = (pos === 'fixed' && (r.left >= VW || r.top >= VH)) || (!tiny && (r.right <= o.x || r.bottom <= o.y));
       const clipped = clip && !tiny && (R <= clip.l || L >= clip.r || B <= clip.t || T >= clip.b);
       if (off || clipped) {
         stats.offscreen++;
         return null;
       }
-      if ((ox === 'hidden' || ox === 'clip') && (oy === 'hidden' || oy === 'clip')) {
+      if (/auto|scroll/.test(ox + oy)) {  // a scrolling panel: all its content can be scrolled into view
+        clip = null;
+        origin = {x: r.left - el.scrollLeft, y: r.top - el.scrollTop};
+      } else if (pos === 'fixed') origin = VIEWPORT_ORIGIN;
+      else if ((ox === 'hidden' || ox === 'clip') && (oy === 'hidden' || oy === 'clip')) {
         clip = {l: Math.max(L, clip ? clip.l : -1e9), t: Math.max(T, clip ? clip.t : -1e9), r: Math.min(R, clip ? clip.r : 1e9),
           b: Math.min(B, clip ? clip.b : 1e9), positioned: pos !== 'static', prev: clip};
       }
@@ -166,7 +173,7 @@
     if (role === 'main') node.out = 'main';
     node.interactive = isInteractive(el, tag, style, pc.cursor);
     if (node.interactive && !node.out) node.out = tag;
-    const cpc = {clip, cursor: style.cursor, pre: pc.pre || (display !== 'inline' && style.whiteSpace.startsWith('pre')),
+    const cpc = {clip, origin, cursor: style.cursor, pre: pc.pre || (display !== 'inline' && style.whiteSpace.startsWith('pre')),
       textVisible: style.visibility === 'visible', heading: pc.heading || /^h[1-6]$/.test(tag),
       closedDetails: tag === 'details' && !el.open};
     if (el.hidden && style.contentVisibility === 'hidden') return null;  // hidden=until-found: rendered without content
@@ -431,7 +438,7 @@
     .replace(/ {2,}/g, ' ').trim());
 
   const rootEl = document.body || document.documentElement;
-  const root = visit(rootEl, {clip: null, cursor: 'auto', pre: false, textVisible: true}) || {tag: 'body', kids: [], attrs: []};
+  const root = visit(rootEl, {clip: null, origin: {x: -SX, y: -SY}, cursor: 'auto', pre: false, textVisible: true}) || {tag: 'body', kids: [], attrs: []};
   removeCovered(root);
   measure(root);
   const main = findMain(root);
