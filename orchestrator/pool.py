@@ -8,12 +8,15 @@ keeps working for a dead run. Idle actors, and the manager itself, exit after `p
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
@@ -40,12 +43,14 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
     if ray.is_initialized():
         return cluster_info(started=False)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # children (raylet, workers) bind loopback too
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     address = address or os.environ.get("GA_RAY_ADDRESS") or None
     options: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
                                    namespace=NAMESPACE)
     try:
         existing = address if address and address != "local" else (None if address else _running_local_cluster())
         if existing:
+            _token_auth_if_available()
             try:
                 ray.init(address=existing, **options)
                 return cluster_info(started=False)
@@ -60,6 +65,14 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
         raise ClusterError(f"cannot use {where}: {first}; check --address (or fanout.address) "
                            "and that the cluster is running (`ray status`)") from None
     return cluster_info(started=True)
+
+
+def _token_auth_if_available() -> None:
+    """Ray turns token auth on for clusters it starts but, given an explicit address, does not look for the
+    token: do what it does for a cluster it finds by itself (the token is ~/.ray/auth_token or RAY_AUTH_TOKEN)."""
+    from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _running_local_cluster() -> Optional[str]:
@@ -145,6 +158,10 @@ class PoolManager:
                 _kill(self.leased.pop(uid)["handle"])
             return len(stale)
 
+    def idle_handles(self) -> list[Any]:
+        with self._lock:
+            return [handle for _, handle, _ in self.idle]
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"idle": len(self.idle), "leased": len(self.leased), "created": self.created,
@@ -174,8 +191,21 @@ def _kill(handle: Any) -> None:
 
 
 def manager(idle_seconds: float) -> Any:
-    return PoolManager.options(name=MANAGER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-                               max_restarts=0, max_concurrency=8).remote(idle_seconds)
+    """This code version's pool manager: actors started from older code are never handed out (they idle out)."""
+    return PoolManager.options(name=f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE, lifetime="detached",
+                               get_if_exists=True, max_restarts=0, max_concurrency=8).remote(idle_seconds)
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A short hash of the Python sources a worker actor runs (names, sizes, mtimes: cheap)."""
+    digest = hashlib.sha1()
+    root = Path(__file__).resolve().parents[1]
+    for package in ("orchestrator", "worker", "memory_shared", "configs"):
+        for path in sorted((root / package).rglob("*.py")):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:10]
 
 
 @dataclass
