@@ -18,7 +18,7 @@ from memory_shared import L1_INDEX, MemoryStore, parse_sop
 from memory_shared.stats import AccessLog
 from skilltree.explore import read_record, resume_cycle, run_cycle
 from skilltree.plan import read_plan
-from skilltree.reports import load_reports
+from skilltree.reports import load_reports, read_report
 from skilltree.tree import load
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -42,7 +42,7 @@ def consistent(memory: Path) -> tuple[dict, list[str]]:
             assert index.count(f"L3/{skill.category}/{skill.id}.md") == 1, skill.id
         for rel in reports:  # a report names one task; a verified one has exactly one skill pointing to it
             owners = [s.id for s in tree.skills.values() if s.report == rel]
-            verified = "verified: true" in snap.read(rel)
+            verified = read_report(Path(snap.path) / rel).verified
             assert len(owners) == (1 if verified else 0), rel
     return tree.skills, reports
 
