@@ -37,7 +37,7 @@ from worker.web.scan import simplify  # noqa: E402
 
 RUST = Path.home() / ".rustup/toolchains/stable-x86_64-unknown-linux-gnu/share/doc/rust/html"
 PYLIB = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-FIXTURE_HIDDEN = "[style*='display:none'], [style*='visibility:hidden'], [style*='opacity:0'], [style*='left:-9999px'], [style*='width:0'], .sr-only"
+FIXTURE_HIDDEN = "[style*='display:none'], [style*='visibility:hidden'], [style*='opacity:0'], [style*='left:-9999px'], [style*='width:0'], .sr-only, .offstage"
 
 
 @dataclass

@@ -7,7 +7,8 @@ import re
 from configs import load_settings
 from web_fixtures.server import browser_keeper, goto, js, make_ctx, scan, site, web_settings  # noqa: F401
 
-HIDDEN_MARKERS = ["zqdisplay", "zqvisibility", "zqopacity", "zqoffscreen", "zqzerosize", "zqsronly", "zqpixel", "zqcsrf"]
+HIDDEN_MARKERS = ["zqdisplay", "zqvisibility", "zqopacity", "zqoffscreen", "zqzerosize", "zqsronly", "zqpixel", "zqcsrf",
+                  "zqclipped"]
 
 
 def selectors(output: str) -> list[str]:
@@ -31,6 +32,8 @@ def test_scan_keeps_what_a_person_sees_and_drops_the_rest(make_ctx, site):
     assert "<td>Red Robin</td>" in out and "<th>Days to harvest</th>" in out
     assert 'placeholder="Your name"' in out and "<option selected>Pro</option>" in out
     assert "We use cookies to remember your cart." in out  # the cookie banner is visible: kept
+    assert "Changelog entry one" in out  # scrolled out of its fixed panel, but a scroll away
+    assert "Slide one: spring planting" in out  # while slide two is clipped by the carousel frame
     for marker in HIDDEN_MARKERS:
         assert marker not in out, marker
     assert "analyticsQueue" not in out and "font-family" not in out and "fixture script failure" not in out
