@@ -31,7 +31,6 @@ sys.path.insert(0, str(REPO / "tests"))
 from configs import load_settings  # noqa: E402
 from web_fixtures.server import ROOT as FIXTURES, js, scan, serve  # noqa: E402
 from worker.tools.base import ToolContext  # noqa: E402
-from worker.web import WebSession  # noqa: E402
 from worker.web.browser import process_tree_pids  # noqa: E402
 from worker.web.scan import simplify  # noqa: E402
 
