@@ -85,6 +85,7 @@ class FanoutSettings(Section):
     circuit_cooldown: float = 60.0
     pool_idle_seconds: float = 600.0
     num_cpus: Optional[int] = None
+    memory_service: Optional[bool] = None
 
 
 class WebSettings(Section):

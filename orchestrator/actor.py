@@ -82,7 +82,10 @@ class WorkerActor:
         workdir = task_dir / "workdir"
         workdir.mkdir(parents=True, exist_ok=True)
         for source in job["inputs"]:
-            shutil.copy2(source, workdir / Path(source).name)
+            if source in job.get("input_files", {}):  # no shared filesystem: the driver sent the content
+                (workdir / Path(source).name).write_bytes(job["input_files"][source])
+            else:
+                shutil.copy2(source, workdir / Path(source).name)
         settings = Settings.model_validate(job["settings"])
         for name, value in job.get("secrets", {}).items():
             os.environ.setdefault(name, value)
@@ -140,11 +143,12 @@ class WorkerActor:
         if job.get("memory") == "none":
             return None
         if job.get("memory") == "service":
-            from orchestrator.memory_service import ReplicaStore
+            from orchestrator.memory_service import NAMESPACE, ReplicaStore
 
-            key = "service:" + job["memory_replica"]
+            key = "service:" + job["memory_service"]
             if key not in self.stores:
-                self.stores[key] = ReplicaStore(Path(job["memory_replica"]))
+                service = ray.get_actor(job["memory_service"], namespace=NAMESPACE)
+                self.stores[key] = ReplicaStore(Path(job["memory_replica"]), service)
             return self.stores[key]
         root = str(settings.memory_root)
         if root not in self.stores:

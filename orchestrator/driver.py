@@ -29,8 +29,7 @@ class Driver:
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
         self.governors: dict[str, str] = {}
-        self.memory_mode = "store"
-        self.memory_replica: Optional[str] = None
+        self.memory: dict[str, Optional[str]] = {"mode": "store", "service": None, "replica": None}
 
     # ---- the run ----
 
@@ -87,7 +86,7 @@ class Driver:
     def _choose_memory(self) -> None:
         from orchestrator.memory_service import memory_mode
 
-        self.memory_mode, self.memory_replica = memory_mode(self.settings, self.cluster)
+        self.memory = memory_mode(self.settings)
 
     # ---- jobs ----
 
@@ -105,14 +104,16 @@ class Driver:
             worker.max_cost = task.max_cost
         config = self.models[task.model]
         task_dir = (base or self.run.path / "tasks") / task.id
+        shipped = self.memory["mode"] == "service"  # no shared filesystem: inputs and outputs travel with the job
         secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
             config.api_key_env) else {}
         return {
             "task_id": task.id, "attempt": attempt, "prompt": task.prompt, "inputs": task.inputs,
             "task_dir": str(task_dir), "settings": settings.model_dump(), "model_config": config,
             "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
-            "tools": self.tools_for(task), "memory": self.memory_mode, "memory_replica": self.memory_replica,
-            "secrets": secrets, "return_files": self.memory_mode == "service",
+            "tools": self.tools_for(task), "memory": self.memory["mode"], "memory_service": self.memory["service"],
+            "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
+            "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
             "env": self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
                                        self.settings.home_dir),
         }
@@ -169,7 +170,7 @@ class Driver:
             "stop_reason": outcome.stop, "stop_note": note,
             "budget": {"tokens": self.plan.budget_tokens, "cost": self.plan.budget_cost},
             "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
-            "governors": governors, "memory": self.memory_mode,
+            "governors": governors, "memory": self.memory["mode"],
         }
 
 

@@ -1,8 +1,163 @@
-"""Memory on a cluster: shared filesystem (every actor opens the store) or, later, a service actor."""
+"""Memory on a cluster whose nodes do not share a filesystem: one service actor owns the store.
+
+`MemoryService` runs on the head node (pinned with the head's `node:__internal_head__` resource)
+and opens the real `memory_shared.MemoryStore`. A worker on any node uses a `ReplicaStore`: its
+snapshots are the service's generations, shipped through Ray's object store once per generation and
+node and unpacked into a node-local directory (`<replicas>/<node id>/generations/<n>`); its
+transactions are forwarded call by call to the service, so the consolidation gate sees the same
+per-change errors and the same atomic commit as with a local store. Access statistics and the L4
+archive of such a task stay in the node-local directory.
+
+`fanout.memory_service`: null (auto: on when the cluster has more than one node), true or false.
+"""
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
 from typing import Any, Optional
 
+import ray
 
-def memory_mode(settings: Any, cluster: dict[str, Any]) -> tuple[str, Optional[str]]:
-    return "store", None
+NAMESPACE = "ga"
+PACKS_KEPT = 4  # generations kept packed in the object store
+
+
+def memory_mode(settings: Any) -> dict[str, Optional[str]]:
+    """{"mode": "store"} with a shared filesystem, else the service's name and the node-local replica base."""
+    wanted = settings.fanout.memory_service
+    if wanted is None:
+        wanted = sum(1 for node in ray.nodes() if node.get("Alive")) > 1
+    if not wanted:
+        return {"mode": "store", "service": None, "replica": None}
+    service_for(settings)
+    return {"mode": "service", "service": service_name(settings.memory_root),
+            "replica": str(settings.home_dir / "memory-replicas")}
+
+
+def service_name(root: Path) -> str:
+    return "ga-memory-" + hashlib.sha1(str(root).encode()).hexdigest()[:12]
+
+
+def service_for(settings: Any) -> Any:
+    root = settings.memory_root
+    return MemoryService.options(name=service_name(root), namespace=NAMESPACE, lifetime="detached",
+                                 get_if_exists=True, max_restarts=0,
+                                 resources={"node:__internal_head__": 0.001}).remote(
+        str(root), settings.memory.l1_max_lines, settings.memory.l1_max_chars)
+
+
+@ray.remote(num_cpus=0)
+class MemoryService:
+    def __init__(self, root: str, l1_max_lines: int, l1_max_chars: int):
+        from memory_shared import MemoryStore
+
+        self.store = MemoryStore(Path(root), create=True, l1_max_lines=l1_max_lines, l1_max_chars=l1_max_chars)
+        self.packs: dict[int, Any] = {}
+        self.txns: dict[str, Any] = {}
+
+    def head(self) -> tuple[int, list[Any]]:
+        """The current generation and, wrapped in a list (so it travels as a reference), its packed tree."""
+        with self.store.snapshot() as snap:
+            generation = snap.generation
+            if generation not in self.packs:
+                files = {rel: (snap.path / rel).read_bytes() for rel in snap.files()}
+                self.packs[generation] = ray.put(files)
+                for old in sorted(self.packs)[:-PACKS_KEPT]:
+                    del self.packs[old]
+        return generation, [self.packs[generation]]
+
+    def begin(self, message: str, author: str, base: Optional[int]) -> str:
+        txn_id = uuid.uuid4().hex
+        txn = self.store.transaction(message=message, author=author, base=base)
+        self.txns[txn_id] = txn.__enter__()
+        return txn_id
+
+    def op(self, txn_id: str, name: str, args: tuple) -> None:
+        getattr(self.txns[txn_id], name)(*args)  # ValueError/TypeError reach the caller as themselves
+
+    def finish(self, txn_id: str, commit: bool, message: str) -> Optional[int]:
+        txn = self.txns.pop(txn_id)
+        txn.message = message
+        if not commit:
+            txn.__exit__(RuntimeError, RuntimeError("rolled back by the caller"), None)
+            return None
+        txn.__exit__(None, None, None)
+        return txn.generation
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+class ReplicaSnapshot:
+    def __init__(self, generation: int, path: Path):
+        self.generation, self.path = generation, path
+
+    def release(self) -> None:
+        pass  # the service keeps what it packed; the node-local copy is immutable
+
+    def __enter__(self) -> "ReplicaSnapshot":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class ReplicaStore:
+    """What a Worker needs of a MemoryStore (snapshot, transaction, root), backed by the service."""
+
+    def __init__(self, base: Path, service: Any):
+        node = ray.get_runtime_context().get_node_id()
+        self.root = Path(base) / node[:16]
+        self.service = service
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> ReplicaSnapshot:
+        generation, (ref,) = ray.get(self.service.head.remote())
+        path = self.root / "generations" / str(generation)
+        with self._lock:
+            if not path.is_dir():
+                files = ray.get(ref)
+                tmp = path.with_name(f".{generation}.{os.getpid()}.{uuid.uuid4().hex[:6]}")
+                tmp.mkdir(parents=True)
+                for rel, data in files.items():
+                    target = tmp / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+                try:
+                    tmp.rename(path)
+                except OSError:  # another worker process of this node unpacked it first
+                    shutil.rmtree(tmp, ignore_errors=True)
+        return ReplicaSnapshot(generation, path)
+
+    def transaction(self, message: str, author: str, base: Optional[int] = None) -> "RemoteTransaction":
+        return RemoteTransaction(self.service, message, author, base)
+
+
+class RemoteTransaction:
+    def __init__(self, service: Any, message: str, author: str, base: Optional[int]):
+        self.service, self.message, self.author, self.base = service, message, author, base
+        self.generation: Optional[int] = None
+        self._id: Optional[str] = None
+
+    def __enter__(self) -> "RemoteTransaction":
+        self._id = ray.get(self.service.begin.remote(self.message, self.author, self.base))
+        return self
+
+    def _op(self, name: str, *args: Any) -> None:
+        ray.get(self.service.op.remote(self._id, name, args))
+
+    def write(self, rel: str, text: str) -> None:
+        self._op("write", rel, text)
+
+    def patch(self, rel: str, old: str, new: str) -> None:
+        self._op("patch", rel, old, new)
+
+    def delete(self, rel: str) -> None:
+        self._op("delete", rel)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.generation = ray.get(self.service.finish.remote(self._id, exc_type is None, self.message))
