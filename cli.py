@@ -929,17 +929,19 @@ def _explore_table(result: Any) -> None:
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold", title=f"exploration {result.run_id}", title_justify="left")
-    for column in ("task", "category", "score", "outcome", "skill", "gen", "why"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("task", "skill", "outcome"))
+    for column in ("task", "category", "score", "outcome", "skill", "generation"):
+        table.add_column(column, overflow="fold")
     styles = {"skill": "green", "report": "yellow", "already": "dim"}
     plans = {t.task_id: t for t in result.tasks}
     for item in result.outcomes:
         task = plans[item.task_id]
         table.add_row(item.task_id, task.category, f"{task.predicted:.2f}",
                       f"[{styles.get(item.outcome, 'red')}]{item.outcome}[/]", item.skill_id or "-",
-                      str(item.generation) if item.generation is not None else "-",
-                      escape("; ".join(item.problems)[:120]))
+                      str(item.generation) if item.generation is not None else "-")
     console.print(table)
+    for item in result.outcomes:
+        if item.problems:
+            console.print(f"  {item.task_id}: {escape('; '.join(item.problems))}", highlight=False, soft_wrap=True)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items())) or "no task ran"
     console.print(f"{result.status}: {counts} · {result.tokens:,} tokens · ${result.cost:.4f} · {result.run_dir}",
                   highlight=False, soft_wrap=True)

@@ -27,7 +27,7 @@ from memory_shared import L1_INDEX, CommitConflict, format_sop
 from skilltree.commit import ATTEMPTS, commit_tree
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
-from skilltree.tree import Skill, SkillTree, slugify, utc
+from skilltree.tree import Skill, SkillTree, load, slugify, utc
 from skilltree.verify import Collected
 from skilltree.vectors import ScoreVector
 
@@ -137,12 +137,17 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
     except _Already:
         generation = None
     if generation is None:
-        done.outcome = "already"
-        log.info("explore.already_consolidated", run=run_id, task=task.task_id, report=rel)
+        done.outcome, done.skill_id = "already", _skill_with_report(store, rel)
+        log.info("explore.already_consolidated", run=run_id, task=task.task_id, report=rel, skill=done.skill_id)
     else:
         fault_point("committed")
     done.generation, done.report_path = generation, rel
     return done
+
+
+def _skill_with_report(store: Any, rel: str) -> Optional[str]:
+    with store.snapshot() as snap:
+        return next((s.id for s in load(snap.path).skills.values() if s.report == rel), None)
 
 
 def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
