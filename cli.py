@@ -464,8 +464,11 @@ def fanout(
             plan = plan_only(file, current)
             emit_json(plan) if as_json else _print_plan(plan)
             return
-        result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address, out=out,
-                            settings=current, display="quiet" if as_json else None)
+        from orchestrator.activity import user_job
+
+        with user_job(current.home_dir, "fanout"):  # `ga explore --when-idle` never starts while this runs
+            result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
+                                out=out, settings=current, display="quiet" if as_json else None)
     except FanoutError as exc:
         _fail_lines(str(exc))
     except KeyboardInterrupt:
@@ -608,13 +611,13 @@ def runs_tail(
     seen = 0
     records = list(read_jsonl(run.path / "ledger.jsonl"))
     for record in records[-lines:]:
-        console.print(_ledger_line(record), highlight=False, markup=False)
+        console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
     seen = len(records)
     while follow and not any(r["event"] == "run_finished" for r in records[-1:]):
         time.sleep(0.5)
         records = list(read_jsonl(run.path / "ledger.jsonl"))
         for record in records[seen:]:
-            console.print(_ledger_line(record), highlight=False, markup=False)
+            console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
         seen = len(records)
 
 
