@@ -114,8 +114,8 @@ class Driver:
             "tools": self.tools_for(task), "memory": self.memory["mode"], "memory_service": self.memory["service"],
             "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
             "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
-            "env": self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
-                                       self.settings.home_dir),
+            "env": {**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
+                                          self.settings.home_dir), **_model_env(task.model, config)},
         }
 
     def tools_for(self, task: PlannedTask) -> Optional[list[str]]:
@@ -172,6 +172,14 @@ class Driver:
             "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
             "governors": governors, "memory": self.memory["mode"],
         }
+
+
+def _model_env(name: Optional[str], config: Any) -> dict[str, str]:
+    """A nested fan-out in this task's code_run uses the task's model unless it names another
+    (a scripted model as the server this run already started)."""
+    if name and name.startswith("scripted:"):
+        return {"GA_MODEL": f"scripted@{config.base_url}"}
+    return {"GA_MODEL": name} if name else {}
 
 
 def _budget_text(plan: Plan, usage: dict[str, Any]) -> str:

@@ -94,3 +94,43 @@ def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path:
     assert sorted(r["task_id"] for r in lines) == ["t0", "t1", "t2"]
     assert {r["task_id"]: r["answer"] for r in lines}["t1"] == "fine now"
     assert len(read_jsonl(first.run_dir / "results.retried.jsonl")) == 1
+
+
+def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_path: Path, ray_session: dict) -> None:
+    marker = tmp_path / "calm"
+    work = f"import os, time\ntime.sleep(0.1 if os.path.exists({str(marker)!r}) else 60)\nprint('worked')"
+    script = {"tasks": [{"match": "item", "turns": [
+        {"content": "working", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": work,
+                                                                                  "timeout": 120}}]},
+        {"content": "Result:", "echo_last_tool_result": True}]}]}
+    server = start_server(script, tmp_path / "requests.jsonl")
+    tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 4)
+    runs = tmp_path / "runs"
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks_file), "--address", ray_session["address"],
+                                 "--out", str(runs)], cwd=Path(__file__).resolve().parents[1],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # both workers are inside their 60 s scripts
+            found = list(runs.glob("*/ledger.jsonl"))
+            if found and sum(e["event"] == "running" for e in ledger(found[0].parent)) >= 2:
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.1)
+        interrupted_at = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err.decode()[-2000:]
+        assert time.monotonic() - interrupted_at < 30  # the 60 s scripts were killed, not waited for
+        run_dir = found[0].parent
+        events = ledger(run_dir)
+        assert sum(1 for e in events if e["event"] == "interrupted" and e.get("task_id")) == 2
+        assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
+        assert result_lines(run_dir) == []
+        assert "resume with --resume" in out.decode()
+        marker.write_text("ok")
+        run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
+    finally:
+        server.stop()
+    assert run.status == "succeeded"
+    assert sorted(r["task_id"] for r in result_lines(run_dir)) == ["t0", "t1", "t2", "t3"]

@@ -138,3 +138,30 @@ def test_reduce_goes_hierarchical_when_results_exceed_the_chunk_budget(tmp_path:
     finals = [r for r in log if "Summarize all" in str(r["body"]["messages"][1]["content"])
               and "this is part" not in str(r["body"]["messages"][1]["content"])]
     assert len(finals) == 1 and finals[0]["body"]["messages"][1]["content"].count("partial summary") == len(partials)
+
+
+def test_runs_list_show_and_tail(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    server = start_server({"tasks": [answer_task("listed")]}, tmp_path / "requests.jsonl")
+    try:
+        run = fanout(["listed one", "listed two"], defaults={"model": f"scripted@{server.base_url}"},
+                     out=tmp_path / "runs", display="quiet")
+    finally:
+        server.stop()
+    runner = CliRunner()
+    listed = runner.invoke(app, ["runs", "list", "--out", str(tmp_path / "runs"), "--json"])
+    rows = json.loads(listed.output)
+    assert [(r["run_id"], r["status"], r["finished"], r["tasks"]) for r in rows] == [(run.run_id, "succeeded", 2, 2)]
+    shown = runner.invoke(app, ["runs", "show", run.run_id, "--out", str(tmp_path / "runs"), "--json"])
+    data = json.loads(shown.output)
+    assert data["summary"]["status"] == "succeeded" and len(data["results"]) == 2
+    tail = runner.invoke(app, ["runs", "tail", run.run_id, "--out", str(tmp_path / "runs"), "-n", "2"])
+    lines = tail.output.strip().splitlines()
+    assert len(lines) == 2 and "run_finished" in lines[-1] and "status=succeeded" in lines[-1]
+    missing = runner.invoke(app, ["runs", "show", "no-such-run", "--out", str(tmp_path / "runs")])
+    assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output
