@@ -100,6 +100,7 @@ class ExploreSettings(Section):
     max_spend_per_day: float = 1.0
     candidates: int = Field(12, ge=1, le=100)
     batch_size: int = Field(4, ge=1, le=50)
+    verify_timeout: float = Field(60.0, gt=0)
 
 
 class LogSettings(Section):

@@ -38,7 +38,7 @@ from skilltree.planner import PROMPTS, plan as make_plan
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import usage
-from skilltree.verify import RERUN_TIMEOUT, collect
+from skilltree.verify import collect
 
 log = structlog.get_logger("skilltree.explore")
 CYCLE_FILE = "explore.json"
@@ -261,8 +261,10 @@ def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime]
 
 
 def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[datetime] = None,
-                    timeout: float = RERUN_TIMEOUT) -> CycleResult:
-    """Collect, verify and file every finished task of an exploration run; safe to repeat."""
+                    timeout: Optional[float] = None) -> CycleResult:
+    """Collect, verify and file every finished task of an exploration run; safe to repeat. Scripts
+    are re-run with `timeout` seconds each (default explore.verify_timeout)."""
+    timeout = timeout or settings.explore.verify_timeout
     now = utc(now or datetime.now(timezone.utc))
     run_dir = find_run(Path(settings.fanout.runs_dir), str(run))
     record = read_record(run_dir)
