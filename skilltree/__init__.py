@@ -11,6 +11,10 @@ adapt.py       the 30-day rule (pure, clock passed in); commands.py what `ga ski
 reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
 report*.py     report.md / report.html (charts.py: inline SVG; templates/: page, CSS, JS)
 synthetic.py   seeded synthetic trees and candidates for bench/planner.py and demos
+explore.py     one exploration cycle: plan, fan out, collect, consolidate (`ga explore --once`)
+verify.py      a task's report.md and the checks that make it verified (re-run of its scripts)
+consolidate.py one atomic, idempotent memory commit per explored task; l1index.py its L1 line
+daemon.py      `ga explore --when-idle`: idle rules, daily caps, state.json
 """
 from skilltree.adapt import adapt_weights, feedback
 from skilltree.plan import Plan, build_plan, read_plan, write_plan
