@@ -1022,6 +1022,7 @@ def explore_command(
             return
         when = _skills_now(now) if now else None
         if once:
+            _check_model(model, current)
             day = (when or local_now()).astimezone().date().isoformat()
             count_start(current.home_dir, day)
             result = run_cycle(current, now=when, **options)
