@@ -170,3 +170,24 @@ def test_a_stopped_cycle_resumes_and_kill_9_during_consolidation_never_breaks_or
     assert {t: o["outcome"] for t, o in record["outcomes"].items()} == {
         "1-count-words": "skill", "2-csv-column-sum": "already", "3-sha256-checksums": "already",
         "4-locale-check": "report", "5-html-links": "failed"}
+
+
+def test_the_idle_daemon_runs_a_real_cycle_within_the_days_budget(tmp_path: Path, ga_home: Path, ray_session: dict) -> None:
+    env = {**os.environ, "GA_FANOUT__ADDRESS": ray_session["address"]}  # attach to this session's Ray
+    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "explore", "--when-idle", "1s", "--tick", "0.1",
+                           "--max-cycles", "1", "--model", MODEL, "--out", str(tmp_path / "runs"), "--json"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    events = [r["event"] for r in records]
+    assert events == ["started", "cycle_started", "cycle_finished", "stopped"], events
+    started, finished = records[1], records[2]
+    assert started["budget"] == load_settings().explore.max_spend_per_day  # nothing spent yet today
+    assert finished["status"] == "consolidated" and finished["outcomes"] == {"skill": 3, "report": 1}
+    assert 0 < finished["cost"] < started["budget"]
+    spec_budget = read_record(Path(finished["run_dir"]))["spec"]["budget"]["cost"]
+    assert spec_budget == pytest.approx(started["budget"] - read_record(Path(finished["run_dir"]))["planner"]["cost"])
+    state = json.loads((ga_home / "explore" / "state.json").read_text())
+    assert state["cycles"] == 1 and state["spend"] == pytest.approx(finished["cost"]) and state["runs"] == [Path(finished["run_dir"]).name]
+    skills, reports = consistent(load_settings().memory_root)
+    assert set(skills) == set(VERIFIED) and len(reports) == 4
