@@ -190,7 +190,7 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     """Plan, fan out, collect, consolidate (module doc). `budget_cost` caps the cycle's spend (USD):
     the fan-out gets what the planner left of it. `stop` set before the fan-out leaves a resumable run;
     consolidate=False stops after the fan-out (file the results later with `consolidate_run`)."""
-    now = utc(now or datetime.now(timezone.utc))
+    pinned, now = now, utc(now or datetime.now(timezone.utc))  # a pinned clock also dates the consolidation
     runs_dir = Path(runs_dir or settings.fanout.runs_dir).resolve()
     name = model_for_tasks(model_name or settings.worker.model)
     model = planner_model(name, settings)
@@ -232,7 +232,7 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     if stop is not None and stop.is_set():
         result.status = "stopped"
         return result
-    return resume_cycle(settings, run_dir, display=display, address=address, consolidate=consolidate)
+    return resume_cycle(settings, run_dir, now=pinned, display=display, address=address, consolidate=consolidate)
 
 
 def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime] = None,
