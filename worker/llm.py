@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 import openai
 import structlog
+from openai.types.chat import ChatCompletion
 
 from configs.logs import redact_text
 from worker.llm_text import new_call_id, parse_tool_uses, protocol_block, to_text_messages
@@ -124,7 +125,9 @@ class LLMClient:
                 self.before_request()
             retry_after: Optional[float] = None
             try:
-                response = self._sdk.chat.completions.create(**request)
+                # post(), not chat.completions.create(): the request is already a plain JSON dict, and the
+                # SDK's typed-params transform costs ~7 ms of CPU per request (16 workers on 2 cores feel it)
+                response = self._sdk.post("/chat/completions", body=request, cast_to=ChatCompletion)
                 if not getattr(response, "choices", None) or response.choices[0].message is None:
                     raise _NoChoices()
                 return response
