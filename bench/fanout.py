@@ -138,6 +138,7 @@ def main() -> None:
             warm_cli, out = timed([sys.executable, "-m", "cli", "fanout", str(spec), "--address", address, "--json",
                                    "--out", str(folder / "runs")], env)
             assert out["status"] == "succeeded", out
+            warm_cli_run = out["seconds"]  # the same process from the run's start (after imports and attach)
             started = time.monotonic()
             run = fanout(spec, out=folder / "runs", display="quiet")
             warm_api = time.monotonic() - started
@@ -149,7 +150,8 @@ def main() -> None:
                 base, base_peak = ga_run_baseline(n, w, server.base_url, turns, env, folder / "ga-run")
         rows.append((n, w, turns, latency, ideal, cold, warm_cli, warm_api, base, peaks, base_peak))
         print(f"N={n} W={w} T={turns} L={latency:g}s ideal={ideal:.1f}s | cold {cold:.1f}s ({cold / ideal:.2f}x) | "
-              f"warm-cli {warm_cli:.1f}s ({warm_cli / ideal:.2f}x) | warm-api {warm_api:.1f}s ({warm_api / ideal:.2f}x) | "
+              f"warm-cli {warm_cli:.1f}s ({warm_cli / ideal:.2f}x; its run alone {warm_cli_run:.1f}s, "
+              f"{warm_cli_run / ideal:.2f}x) | warm-api {warm_api:.1f}s ({warm_api / ideal:.2f}x) | "
               f"ga-run subprocesses {base:.1f}s ({base / ideal:.2f}x) | warm-api vs ga-run {base / warm_api:.2f}x faster | "
               f"peak RSS per worker actor {max(peaks):.0f} MB (mean {sum(peaks) / len(peaks):.0f} MB over {len(peaks)}), "
               f"per ga run process {base_peak:.0f} MB", flush=True)

@@ -50,7 +50,8 @@ class Run:
                  **({"reason": r["reason"]} if r.get("reason") and r["status"] != "succeeded" else {})}
                 for r in self.results]
         data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
-                "tasks": self.summary.get("tasks", {}), "usage": self.summary.get("usage", {}), "results": rows,
+                "tasks": self.summary.get("tasks", {}), "usage": self.summary.get("usage", {}),
+                "seconds": self.summary.get("seconds"), "results": rows,
                 "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
         if self.summary.get("stop_note"):
             data["note"] = self.summary["stop_note"]

@@ -40,6 +40,7 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
 
     With no address, a cluster started on this machine with `ray start` is used when there is one.
     """
+    _system_messages_to_stderr()
     if ray.is_initialized():
         return cluster_info(started=False)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # children (raylet, workers) bind loopback too
@@ -83,6 +84,22 @@ def _running_local_cluster() -> Optional[str]:
         return services.canonicalize_bootstrap_address(None)
     except Exception:  # noqa: BLE001  (nothing usable: start a local Ray)
         return None
+
+
+def _system_messages_to_stderr() -> None:
+    """Ray prints cluster warnings (e.g. "N PYTHON worker processes have been started") on the driver's
+    stdout, where they would break `ga fanout --json` for a parent agent: send them to stderr."""
+    from ray._private import worker as ray_worker
+
+    original = ray_worker.print_to_stdstream
+    if getattr(original, "_ga_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr._ga_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def cluster_info(started: bool) -> dict[str, Any]:
