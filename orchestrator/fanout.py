@@ -209,6 +209,14 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
         rows.append({"id": task.id, "model": task.model or settings.worker.model or "(default)", "max_turns": turns,
                      "timeout": task.timeout or settings.fanout.timeout, "inputs": [Path(p).name for p in task.inputs],
                      "prompt": task.prompt, "max_cost": bound})
+    if plan.reduce:  # one pass; a hierarchical reduce (results over its context budget) adds passes
+        model = plan.reduce.get("model") or _reduce_default_model(plan)
+        turns = plan.reduce.get("max_turns") or settings.worker.max_turns
+        bound = upper_bound(model, turns, None, settings)
+        total = None if bound is None or total is None else total + bound
+        rows.append({"id": "(reduce)", "model": model or settings.worker.model or "(default)", "max_turns": turns,
+                     "timeout": plan.reduce.get("timeout") or settings.fanout.timeout, "inputs": [],
+                     "prompt": plan.reduce["prompt"], "max_cost": bound})
     if total is not None and plan.budget_cost:
         total = min(total, plan.budget_cost)
     return {"name": plan.name, "tasks": rows, "total_max_cost": total,

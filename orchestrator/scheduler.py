@@ -127,6 +127,8 @@ class Scheduler:
                     self.outcome.stop or "", "not started")
                 self.run.ledger("skipped", task.id, reason=reason)
                 self.outcome.unfinished.append(task.id)
+        self.progress.clear()
+        self._show()
         return self.outcome
 
     def _start_free(self, pending: deque, inflight: dict[Any, Inflight]) -> None:
@@ -277,6 +279,9 @@ class Scheduler:
                     item.seen_running = True
                     self.run.ledger("running", item.task.id, attempt=item.attempt, pid=info.get("pid"),
                                     actor=item.slot.uid)
+        self._show()
+
+    def _show(self) -> None:
         if self.display:
             usage = self.outcome.usage
             self.display.update(done=self.done, failed=self.failed,

@@ -41,6 +41,6 @@ def test_dry_run_prints_the_plan_with_a_cost_bound_and_starts_nothing(tmp_path: 
     import json
 
     plan = json.loads(result.output)
-    assert [t["id"] for t in plan["tasks"]] == ["count-alpha.txt", "count-beta.txt", "count-gamma.txt"]
+    assert [t["id"] for t in plan["tasks"]] == ["count-alpha.txt", "count-beta.txt", "count-gamma.txt", "(reduce)"]
     assert plan["total_max_cost"] == 0.0 and plan["reduce"]["output"] == "total.md"
     assert not runs.exists()
