@@ -150,6 +150,9 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
             + ([f"removed: {', '.join(removed)}"] if removed else [])
         raise FanoutError(f"run {run.run_id} was started from different tasks ({'; '.join(parts)}); restore that tasks "
                           "file to resume, or start a new run without --resume")
+    if not run.lock():
+        raise FanoutError(f"run {run.run_id} is still running (process {run.holder()}); wait for it to finish or "
+                          "stop it (Ctrl-C) before resuming")
     run.open_files()
     if retry_failed:
         run.forget_failed()

@@ -6,6 +6,7 @@ the next open. `results.jsonl` is the truth about what finished: resume skips wh
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -100,7 +101,9 @@ class RunDir:
         (path / "tasks").mkdir()
         (path / "reduce").mkdir()
         write_atomic(path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
-        return cls(path).open_files()
+        run = cls(path)
+        run.lock()
+        return run.open_files()
 
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
@@ -109,6 +112,26 @@ class RunDir:
         if not (path / "spec.yaml").is_file():
             raise FileNotFoundError(f"no run '{run_id}' in {runs_dir}; list runs with `ga runs list`")
         return cls(path)
+
+    def lock(self) -> bool:
+        """Hold the run for this process (released when it exits, even on kill -9); False if another holds it."""
+        self._lock_handle = (self.path / ".lock").open("a+")
+        try:
+            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_handle.close()
+            return False
+        self._lock_handle.seek(0)
+        self._lock_handle.truncate()
+        self._lock_handle.write(str(os.getpid()))
+        self._lock_handle.flush()
+        return True
+
+    def holder(self) -> str:
+        try:
+            return (self.path / ".lock").read_text().strip() or "?"
+        except OSError:
+            return "?"
 
     def open_files(self) -> "RunDir":
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
@@ -121,6 +144,8 @@ class RunDir:
         for handle in (self._ledger, self._results, self._events):
             if handle:
                 handle.close()
+        if getattr(self, "_lock_handle", None):
+            self._lock_handle.close()  # releases the flock
 
     # ---- reading ----
 

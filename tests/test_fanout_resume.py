@@ -134,3 +134,18 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         server.stop()
     assert run.status == "succeeded"
     assert sorted(r["task_id"] for r in result_lines(run_dir)) == ["t0", "t1", "t2", "t3"]
+
+
+def test_a_run_still_held_by_its_driver_cannot_be_resumed(tmp_path: Path) -> None:
+    from orchestrator.ledger import RunDir
+
+    held = RunDir.create(tmp_path / "runs", "held-run", {"fingerprints": {}})  # this process holds it
+    other = subprocess.run([sys.executable, "-c", "import sys; from orchestrator.ledger import RunDir; "
+                            f"print(RunDir.existing({str(tmp_path / 'runs')!r}, 'held-run').lock())"],
+                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert other.stdout.strip() == "False"
+    held.close()
+    again = subprocess.run([sys.executable, "-c", "from orchestrator.ledger import RunDir; "
+                            f"print(RunDir.existing({str(tmp_path / 'runs')!r}, 'held-run').lock())"],
+                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert again.stdout.strip() == "True"
