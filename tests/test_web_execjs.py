@@ -64,7 +64,8 @@ def test_change_report_for_navigation_toast_dialog_and_page_errors(make_ctx, sit
     signup = js(ctx, "document.querySelector('#name').value = 'Ada';\ndocument.querySelector('#signup button').click()")
     assert "message appeared: 'Thanks, Ada! You are signed up.'" in signup.output  # the toast is gone after 0.4 s
     assert "DOM mutations" in signup.output and "navigated" not in signup.output
-    assert value(js(ctx, "document.querySelector('.toast')", no_monitor=True)) is None
+    gone = "await new Promise(r => setTimeout(r, 600)); document.querySelector('.toast')"
+    assert value(js(ctx, gone, no_monitor=True)) is None  # short-lived: the report caught it anyway
     alert = js(ctx, "document.querySelector('#say-hi').click(); 'clicked'")
     assert alert.output.startswith("value: clicked") and 'dialog alert "Hello from the fixture" in t1 (accepted)' in alert.output
     broken = js(ctx, "document.querySelector('#broken').click()")

@@ -11,6 +11,7 @@ import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from memory_shared import Execution
 from worker import context, prompt
 from worker.history import History
 from worker.session import MemorySession
@@ -38,7 +39,7 @@ class Worker:
         self.usage = Usage()
         self._cancelled = threading.Event()
         self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
-        self._executions: list[Any] = []
+        self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
 
     def cancel(self) -> None:
         """Stop at the next step and kill running code_run process groups (safe from any thread)."""
@@ -80,6 +81,7 @@ class Worker:
                 self.history.record(turn, request, reply, [])
                 return self._result("succeeded", reply.content, turn)
             done: list[tuple[ToolCall, ToolResult]] = []
+            self._ctx.extra["calls_in_turn"] = len(reply.tool_calls)  # the turn's calls share the output caps
             for call in reply.tool_calls:
                 result, well_formed = self._dispatch(call, turn)
                 malformed = 0 if well_formed else malformed + 1
@@ -123,7 +125,7 @@ class Worker:
         except Exception as exc:  # a tool bug must not kill the task; the model sees it and may route around it
             log.exception("tool_crashed", tool=call.name, task=self.task_id)
             result = ToolResult(f"error: {call.name} failed: {type(exc).__name__}: {exc}", ok=False)
-        self._executions.append(memory_execution(seq, call, result))
+        self._executions.append(Execution(seq, call.id, call.name, result.ok, result.evidence))
         log.debug("tool", task=self.task_id, tool=call.name, ok=result.ok, seconds=round(time.monotonic() - started, 3))
         return result, True
 
@@ -151,12 +153,6 @@ def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:
 
 def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
-
-
-def memory_execution(seq: int, call: ToolCall, result: ToolResult) -> Any:
-    from memory_shared import Execution
-
-    return Execution(seq=seq, call_id=call.id, tool=call.name, ok=result.ok, evidence=result.evidence)
 
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:

@@ -5,6 +5,8 @@ from typing import Any, Optional
 
 import structlog
 
+from memory_shared import AccessLog, Archive, consolidate
+from memory_shared.layers import render_l1
 from worker.memview import MemoryView
 from worker.types import WorkerResult
 
@@ -21,13 +23,10 @@ class MemorySession:
         self.l1_text = ""
 
     def __enter__(self) -> "MemorySession":
-        from memory_shared import AccessLog
-        from memory_shared.layers import render_l1
-
         if self.store is None:
             self.view = MemoryView(None, None, self.task_id, None)
             return self
-        self.snapshot = self.store.snapshot().__enter__()
+        self.snapshot = self.store.snapshot()  # pinned until __exit__ releases it
         self.view = MemoryView(self.store, self.snapshot, self.task_id, AccessLog(self.store.root))
         self.l1_text = render_l1(self.snapshot.path)
         return self
@@ -40,8 +39,6 @@ class MemorySession:
         """Pass staged memory writes through the consolidation gate; archive the raw session (L4)."""
         if self.store is None:
             return None
-        from memory_shared import Archive, consolidate
-
         generation = None
         if self.view.changes:
             report = consolidate(self.store, self.view.changes, executions, task_id=self.task_id,

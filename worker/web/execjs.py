@@ -72,6 +72,10 @@ class _Watch:
     def _main(self, request: Request) -> bool:
         return request.is_navigation_request() and request.frame == self.page.main_frame
 
+    def _ours(self, request: Request) -> bool:
+        """A main-frame navigation that started while this watch ran (a late event of an earlier one is not)."""
+        return self._main(request) and request.url in self.urls
+
     def _request(self, request: Request) -> None:
         if self._main(request):
             self.urls.append(request.url)
@@ -79,7 +83,7 @@ class _Watch:
             self.pending.add(request)
 
     def _response(self, response: Response) -> None:
-        if self._main(response.request):
+        if self._ours(response.request):
             self.status = response.status
 
     def _finished(self, request: Request) -> None:
@@ -87,7 +91,7 @@ class _Watch:
 
     def _failed(self, request: Request) -> None:
         self.pending.discard(request)
-        if self._main(request):
+        if self._ours(request):
             self.failure = f"{request.failure or 'failed'} loading {request.url}"
 
     def stop(self) -> None:
