@@ -61,7 +61,8 @@ def test_init_is_idempotent_and_show_lists_files_and_l1(ga_home):
 def test_show_a_file_a_folder_and_json(store):
     commit(store, "L3/deploy.md", "step one\n")
     assert ga("show", "L3/deploy.md").stdout == "step one\n"
-    assert json.loads(ga("show", "L3", "--json").stdout) == {"generation": 1, "files": ["L3/README.md", "L3/deploy.md"]}
+    assert json.loads(ga("show", "L3", "--json").stdout) == {"generation": 1, "files": ["L3/README.md", "L3/deploy.md",
+                                                                           "L3/orchestration/fanout_map_reduce.md"]}
     assert json.loads(ga("show", "L3/deploy.md", "--json").stdout) == {"generation": 1, "path": "L3/deploy.md",
                                                                        "text": "step one\n"}
     one_line_error(ga("show", "L3/deploy.md", "-g", "0"), "not in generation 0")

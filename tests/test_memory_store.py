@@ -54,7 +54,8 @@ def test_init_seeds_generation_zero_with_the_shipped_defaults(tmp_path: Path) ->
     [commit] = store.log()
     assert (commit.generation, commit.parent, commit.author) == (0, None, "ga")
     with store.snapshot() as snap:
-        assert snap.files() == ["L0/rules.md", "L1/index.md", "L2/facts.md", "L3/README.md", "skilltree.json"]
+        assert snap.files() == ["L0/rules.md", "L1/index.md", "L2/facts.md", "L3/README.md",
+                                "L3/orchestration/fanout_map_reduce.md", "skilltree.json"]
         assert "No Execution, No Memory" in snap.read("L0/rules.md")
         assert "## Environment" in snap.read(FACTS)
         tree = json.loads(snap.read("skilltree.json"))

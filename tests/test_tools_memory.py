@@ -62,7 +62,8 @@ def test_read_memory_file_and_record_access(ctx, store):
 
 def test_memory_directory_listing(ctx):
     result = call(ctx, "file_read", path="memory/L3")
-    assert result.ok and result.output.splitlines() == ["[memory/L3: directory, 2 entries]", "README.md", "data/"]
+    assert result.ok and result.output.splitlines() == ["[memory/L3: directory, 3 entries]", "README.md", "data/",
+                                                            "orchestration/"]
     top = call(ctx, "file_read", path="memory").output
     assert "L2/" in top and "L3/" in top
 
