@@ -68,6 +68,32 @@ def flocked(path: Path, shared: bool = False) -> Iterator[None]:
         os.close(fd)
 
 
+class HeldElsewhere(RuntimeError):
+    """Another live process holds a single-instance lock; `holder` is the pid it wrote."""
+
+    def __init__(self, holder: str):
+        super().__init__(f"held by pid {holder}")
+        self.holder = holder
+
+
+@contextmanager
+def single_instance(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (with our pid in it) for the block; HeldElsewhere if another
+    process holds it. The kernel drops the lock when its holder dies, so a crash never wedges it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HeldElsewhere(os.pread(fd, 32, 0).decode(errors="replace").strip() or "?") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 def lock_fd(path: Path | str, flags: int = os.O_RDONLY) -> int:
     """Open `path` and take an exclusive flock on it; the caller closes the fd to release it."""
     fd = os.open(path, flags)

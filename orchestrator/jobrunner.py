@@ -12,7 +12,6 @@ interrupted on the next start.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
@@ -25,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 import structlog
 
 from configs import Settings
-from memory_shared.fsutil import atomic_replace
+from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
 from orchestrator.activity import Clock, local_now
 from orchestrator.jobrules import Decision, JobState, after_run_started, after_skip, decide
 from orchestrator.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
@@ -96,20 +95,12 @@ def _stored_from(body: dict[str, Any]) -> StoredJob:
 def scheduler_lock(home: Path) -> Iterator[None]:
     """One scheduler per GA_HOME: two would both run every job."""
     folder = schedule_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise ScheduleError(f"{folder}: another `ga schedule` (pid {holder}) is running with this GA_HOME; "
-                                "stop it first, or use another --home") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
-    finally:
-        os.close(fd)
+        with single_instance(folder / "lock"):
+            yield
+    except HeldElsewhere as held:
+        raise ScheduleError(f"{folder}: another `ga schedule` (pid {held.holder}) is running with this GA_HOME; "
+                            "stop it first, or use another --home") from None
 
 
 # ---- running -------------------------------------------------------------------------------------

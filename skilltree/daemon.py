@@ -20,9 +20,7 @@ Records (waiting, cycle started/finished/failed, stopped) go to GA_HOME/explore/
 """
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +32,7 @@ import structlog
 from pydantic import BaseModel
 
 from configs.logs import redact_text
-from memory_shared.fsutil import atomic_replace, flocked
+from memory_shared.fsutil import HeldElsewhere, atomic_replace, flocked, single_instance
 from orchestrator.activity import Clock, IdleStatus, idle_status, local_now
 from orchestrator.durations import format_duration, parse_duration
 from orchestrator.worktask import append_jsonl
@@ -125,21 +123,12 @@ def wait_reason(state: DayState, caps: Caps, now: datetime, gap: timedelta,
 
 @contextmanager
 def daemon_lock(home: Union[Path, str]) -> Iterator[None]:
-    folder = explore_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise DaemonBusy(f"another `ga explore --when-idle` runs on {Path(home).expanduser()} (pid {other}); "
-                             "stop it first (kill -TERM it) or use another --home") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
-    finally:
-        os.close(fd)
+        with single_instance(explore_dir(home) / "daemon.lock"):
+            yield
+    except HeldElsewhere as held:
+        raise DaemonBusy(f"another `ga explore --when-idle` runs on {Path(home).expanduser()} (pid {held.holder}); "
+                         "stop it first (kill -TERM it) or use another --home") from None
 
 
 def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Union[str, timedelta],
