@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_shared.layers import default_files
 from memory_shared import MemoryStore, StoreMissing, faults
 
 END = "<!-- end -->\n"
@@ -134,7 +135,7 @@ def test_kill_during_init(tmp_path: Path, point: str) -> None:
             MemoryStore(root)
         store = MemoryStore.init(root)
     assert store.head() == 0 and store.verify() == []
-    assert len(store.snapshot(0).files()) == 5
+    assert len(store.snapshot(0).files()) == len(default_files())
 
 
 def test_a_killed_lock_holder_does_not_wedge_the_store(store: MemoryStore) -> None:
