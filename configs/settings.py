@@ -86,6 +86,7 @@ class FanoutSettings(Section):
     pool_idle_seconds: float = 600.0
     num_cpus: Optional[int] = None
     memory_service: Optional[bool] = None
+    slots_per_actor: int = Field(4, ge=1)
 
 
 class WebSettings(Section):

@@ -1,7 +1,9 @@
 """The worker actor: one Ray process, reused across tasks; each task gets a fresh `worker.Worker`.
 
-The job a driver sends is a plain dict (see `fanout._job`); the actor returns a plain result record.
-Threaded (max_concurrency 4) so `progress()` and `cancel()` answer while `run_task()` runs.
+The job a driver sends is a plain dict (see `Driver.job`); the actor returns a plain result record.
+One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
+keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `fanout.slots_per_actor`
+= 1 gives every task a process of its own.
 """
 from __future__ import annotations
 
@@ -17,46 +19,51 @@ from typing import Any, Optional
 import ray
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
+CONTROL_CALLS = 3  # concurrent calls beyond the task slots: progress, cancel, info
 
 
-@ray.remote(num_cpus=0, max_concurrency=4)
+@ray.remote(num_cpus=0)
 class WorkerActor:
-    def __init__(self, uid: str):
+    """Created with max_concurrency = slots + CONTROL_CALLS: up to `slots` tasks at once, each in its own
+    thread with its own Worker, plus room for progress() and cancel() while they run."""
+
+    def __init__(self, uid: str, slots: int = 1):
         import worker.agent  # noqa: F401  (import once per process, not per task)
         import worker.llm  # noqa: F401
 
-        self.uid = uid
-        self.current: Optional[dict[str, Any]] = None
-        self.worker: Any = None
-        self.cancel_reason = ""
+        self.uid, self.slots = uid, slots
+        self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel"}
         self.stores: dict[str, Any] = {}
         self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
         self._lock = threading.Lock()
 
     def info(self) -> dict[str, Any]:
         return {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "host": socket.gethostname(), "tainted": self.tainted}
+                "host": socket.gethostname(), "tainted": self.tainted, "slots": self.slots}
 
-    def progress(self) -> Optional[dict[str, Any]]:
+    def progress(self) -> dict[str, dict[str, Any]]:
+        """task id -> {turn, tool, tokens, started, ...} for every task running here."""
         with self._lock:
-            return dict(self.current) if self.current else None
+            return {task_id: dict(state["progress"]) for task_id, state in self.tasks.items()}
 
-    def cancel(self, reason: str = "cancelled") -> bool:
+    def cancel(self, task_id: Optional[str] = None, reason: str = "cancelled") -> int:
+        """Stop one task (or all): its Worker stops at the next step and its processes are killed."""
         with self._lock:
-            worker = self.worker
-            self.cancel_reason = reason
-        if worker is None:
-            return False
-        worker.cancel()
-        return True
+            targets = [s for t, s in self.tasks.items() if task_id is None or t == task_id]
+            for state in targets:
+                state["cancel"] = reason
+        for state in targets:
+            if state["worker"] is not None:
+                state["worker"].cancel()
+        return len(targets)
 
     def run_task(self, job: dict[str, Any]) -> dict[str, Any]:
         started = time.time()
         task_id = job["task_id"]
         with self._lock:
-            self.current = {"task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
-                            "attempt": job["attempt"], "pid": os.getpid()}
-            self.cancel_reason = ""
+            self.tasks[task_id] = {"worker": None, "cancel": "", "progress": {
+                "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
+                "attempt": job["attempt"], "pid": os.getpid()}}
         try:
             record = self._run(job, started)
         except Exception as exc:  # a setup problem in this process: report it, the driver decides
@@ -64,8 +71,7 @@ class WorkerActor:
             record["error"] = "setup"
         finally:
             with self._lock:
-                self.current = None
-                self.worker = None
+                self.tasks.pop(task_id, None)
         record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                            "tainted": self.tainted}
         return record
@@ -93,15 +99,19 @@ class WorkerActor:
         model: Any = client
         governed = None
         if job.get("governor"):
-            from orchestrator.governor import NAMESPACE, GovernedModel
+            from orchestrator.governor import GovernedModel
 
-            handle = ray.get_actor(job["governor"], namespace=NAMESPACE)
-            model = governed = GovernedModel(client, handle, f"{self.uid}:{job['task_id']}")
-        worker = Worker(job["prompt"], task_id=job["task_id"], workdir=workdir, settings=settings,
+            model = governed = GovernedModel(client, job["governor"], f"{self.uid}:{job['task_id']}")
+        task_id = job["task_id"]
+        worker = Worker(job["prompt"], task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
-                        env=job["env"], on_turn=self._on_turn, tools=job.get("tools"))
+                        env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"))
         with self._lock:
-            self.worker = worker
+            state = self.tasks[task_id]
+            state["worker"] = worker
+            cancelled_early = state["cancel"]
+        if cancelled_early:
+            worker.cancel()
         outcome: dict[str, Any] = {}
         thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True)
         thread.start()
@@ -110,14 +120,14 @@ class WorkerActor:
         timed_out = thread.is_alive()
         if timed_out:
             with self._lock:
-                self.cancel_reason = f"timeout after {timeout:g}s"
+                state["cancel"] = f"timeout after {timeout:g}s"
             worker.cancel()
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
                 self.tainted = True
-        if self.cancel_reason:
+        if state["cancel"]:
             status = "timeout" if timed_out else "cancelled"
-            record = _record(job, "failed", started, reason=self.cancel_reason, usage=worker.usage.to_dict())
+            record = _record(job, "failed", started, reason=state["cancel"], usage=worker.usage.to_dict())
             record["stop"] = status
         elif "error" in outcome:
             record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage.to_dict())
@@ -159,11 +169,12 @@ class WorkerActor:
                                             l1_max_chars=settings.memory.l1_max_chars)
         return self.stores[root]
 
-    def _on_turn(self, event: dict[str, Any]) -> None:
+    def _on_turn(self, task_id: str, event: dict[str, Any]) -> None:
         with self._lock:
-            if self.current is not None:
-                self.current.update(turn=event.get("turn", 0), tool=event.get("tool", ""),
-                                    tokens=event.get("tokens", 0))
+            state = self.tasks.get(task_id)
+            if state is not None:
+                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""),
+                                         tokens=event.get("tokens", 0))
 
 
 def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:

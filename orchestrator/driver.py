@@ -11,7 +11,7 @@ import structlog
 
 from configs import Settings
 from orchestrator.display import Display, choose_mode
-from orchestrator.governor import actor_name, endpoint_key, governor_for
+from orchestrator.governor import endpoint_key, governor_for
 from orchestrator.ledger import RunDir
 from orchestrator.pool import Pool
 from orchestrator.scheduler import MapOutcome, Scheduler, add_usage
@@ -28,7 +28,7 @@ class Driver:
         self.max_depth, self.cluster, self.workers = max_depth, cluster, max(1, workers)
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
-        self.governors: dict[str, str] = {}
+        self.governors: dict[str, Any] = {}  # model name -> the endpoint's governor actor handle
         self.memory: dict[str, Optional[str]] = {"mode": "store", "service": None, "replica": None}
 
     # ---- the run ----
@@ -47,7 +47,8 @@ class Driver:
         self._choose_memory()
         done_before = run.results()
         display = Display(self.display_mode, plan.name, len(plan.tasks))
-        pool = Pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout.pool_idle_seconds)
+        pool = Pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout.pool_idle_seconds,
+                    self.settings.fanout.slots_per_actor)
         reduce_result = None
         try:
             scheduler = Scheduler(
@@ -80,8 +81,7 @@ class Driver:
     def _start_governors(self) -> None:
         for name, config in self.models.items():
             key = endpoint_key(config.base_url, config.model)
-            governor_for(key, self.settings.fanout)
-            self.governors[str(name)] = actor_name(key)
+            self.governors[str(name)] = governor_for(key, self.settings.fanout)
 
     def _choose_memory(self) -> None:
         from orchestrator.memory_service import memory_mode
@@ -153,9 +153,9 @@ class Driver:
             note = f"interrupted: {unfinished} task(s) unfinished; resume with --resume {self.run.run_id}"
         per_task = {r["task_id"]: r.get("usage_with_nested") or r.get("usage") for r in results}
         governors = []
-        for name in set(self.governors.values()):
+        for handle in {id(h): h for h in self.governors.values()}.values():
             try:
-                governors.append(ray.get(ray.get_actor(name, namespace="ga").snapshot.remote(), timeout=5))
+                governors.append(ray.get(handle.snapshot.remote(), timeout=5))
             except Exception:  # noqa: BLE001  (reporting only)
                 pass
         previous = self.run.summary() or {}

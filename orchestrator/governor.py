@@ -175,11 +175,16 @@ class Governor:
 def governor_for(key: str, fanout_settings: Any) -> Any:
     """The endpoint's governor actor, created on first use (the newest run's rates apply)."""
     s = fanout_settings
-    handle = Governor.options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
-                              get_if_exists=True, max_restarts=0).remote(
-        key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
-    ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
-    return handle
+    for attempt in range(3):
+        handle = Governor.options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
+                                  get_if_exists=True, max_restarts=0).remote(
+            key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
+        try:
+            ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
+            return handle
+        except ray.exceptions.RayActorError:  # it was ending itself (idle) as we asked: make a new one
+            time.sleep(0.2 * (attempt + 1))
+    raise RuntimeError(f"the rate-limit governor for {key} keeps dying; check the cluster (`ray status`)")
 
 
 class CircuitOpen(ModelError):

@@ -11,19 +11,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
 
 import ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from orchestrator.actor import WorkerActor  # noqa: E402
+from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -114,28 +116,43 @@ class PoolManager:
     def __init__(self, idle_seconds: float):
         self.idle_seconds = idle_seconds
         self.idle: list[tuple[str, Any, float]] = []  # (uid, handle, idle since)
+        self.capacity: dict[str, int] = {}  # uid -> task slots the actor was created with
+        self.node_of: dict[str, Optional[str]] = {}  # uid -> node it was placed on
         self.leased: dict[str, dict[str, Any]] = {}  # uid -> {handle, lessee, run, expires}
         self.created = 0
         self.last_call = time.monotonic()
         self._lock = threading.Lock()
         threading.Thread(target=self._reaper, daemon=True).start()
 
-    def lease(self, lessee: str, run_id: str, n: int, ttl: float = LEASE_TTL) -> list[tuple[str, Any]]:
+    def lease(self, lessee: str, run_id: str, n: int, slots: int = 1, ttl: float = LEASE_TTL) -> list[tuple[str, Any]]:
+        """n actors able to run `slots` tasks each: idle ones first (warm), new ones for the rest."""
         with self._lock:
             self.last_call = time.monotonic()
             out = []
-            while self.idle and len(out) < n:
-                uid, handle, _ = self.idle.pop()
-                out.append((uid, handle))
+            for item in [i for i in reversed(self.idle) if self.capacity.get(i[0], 1) >= slots][:n]:
+                self.idle.remove(item)
+                out.append((item[0], item[1]))
+            nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")] if len(out) < n else []
             while len(out) < n:
                 uid = f"w{self.created}-{uuid.uuid4().hex[:6]}"
                 self.created += 1
-                handle = WorkerActor.options(scheduling_strategy="SPREAD", max_restarts=0).remote(uid)
+                node = self._emptiest(nodes)
+                # round-robin over the alive nodes: SPREAD, and soft affinity, often stack a burst on one node;
+                # a node that dies before its actor starts shows up as a dead actor, which is replaced
+                strategy = NodeAffinitySchedulingStrategy(node, soft=False) if node else "SPREAD"
+                handle = WorkerActor.options(scheduling_strategy=strategy, max_restarts=0,
+                                             max_concurrency=slots + CONTROL_CALLS).remote(uid, slots)
+                self.capacity[uid] = slots
+                self.node_of[uid] = node
                 out.append((uid, handle))
             expires = time.monotonic() + ttl
             for uid, handle in out:
                 self.leased[uid] = {"handle": handle, "lessee": lessee, "run": run_id, "expires": expires}
             return out
+
+    def _emptiest(self, nodes: list[str]) -> Optional[str]:
+        load = {node: sum(1 for n in self.node_of.values() if n == node) for node in nodes}
+        return min(nodes, key=lambda node: load[node]) if nodes else None
 
     def renew(self, lessee: str, ttl: float = LEASE_TTL) -> int:
         with self._lock:
@@ -162,17 +179,17 @@ class PoolManager:
             for uid in uids:
                 lease = self.leased.pop(uid, None)
                 if lease:
-                    _kill(lease["handle"])
+                    self._kill(uid, lease["handle"])
                 for item in [i for i in self.idle if i[0] == uid]:
                     self.idle.remove(item)
-                    _kill(item[1])
+                    self._kill(uid, item[1])
 
     def evict_run(self, run_id: str, keep_lessee: str) -> int:
         """Kill actors still leased to an earlier driver of this run (resume after a crash)."""
         with self._lock:
             stale = [uid for uid, v in self.leased.items() if v["run"] == run_id and v["lessee"] != keep_lessee]
             for uid in stale:
-                _kill(self.leased.pop(uid)["handle"])
+                self._kill(uid, self.leased.pop(uid)["handle"])
             return len(stale)
 
     def idle_handles(self) -> list[Any]:
@@ -184,16 +201,21 @@ class PoolManager:
             return {"idle": len(self.idle), "leased": len(self.leased), "created": self.created,
                     "lessees": sorted({v["lessee"] for v in self.leased.values()})}
 
+    def _kill(self, uid: str, handle: Any) -> None:
+        self.capacity.pop(uid, None)
+        self.node_of.pop(uid, None)
+        _kill(handle)
+
     def _reaper(self) -> None:
         while True:
             time.sleep(1.0)
             now = time.monotonic()
             with self._lock:
                 for uid in [u for u, v in self.leased.items() if v["expires"] < now]:
-                    _kill(self.leased.pop(uid)["handle"])  # its driver is gone: stop its work
+                    self._kill(uid, self.leased.pop(uid)["handle"])  # its driver is gone: stop its work
                 for item in [i for i in self.idle if now - i[2] > self.idle_seconds]:
                     self.idle.remove(item)
-                    _kill(item[1])
+                    self._kill(item[0], item[1])
                 done = not self.idle and not self.leased and now - self.last_call > self.idle_seconds
             if done:
                 ray.kill(ray.get_runtime_context().current_actor)
@@ -226,29 +248,50 @@ def code_version() -> str:
 
 
 @dataclass
-class Slot:
-    """One leased actor, as the driver sees it."""
+class Member:
+    """One leased actor process; several slots may share it."""
 
     uid: str
     handle: Any
+    dead: bool = False
+    retiring: bool = False  # tainted: no new tasks; replaced once its slots are idle
+
+
+@dataclass
+class Slot:
+    """One place a task can run (a worker, in the live view)."""
+
     index: int
+    member: Member
     busy: Optional[str] = None  # task id
-    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return self.member.uid
+
+    @property
+    def handle(self) -> Any:
+        return self.member.handle
 
 
 class Pool:
-    """The driver's side of a lease: `size` slots, renewed in the background, replaced when they die."""
+    """The driver's side of a lease: `size` slots over ceil(size / slots_per_actor) actors, renewed in the
+    background; an actor that dies (or must retire) is replaced for all of its slots."""
 
-    def __init__(self, run_id: str, size: int, idle_seconds: float):
+    def __init__(self, run_id: str, size: int, idle_seconds: float, slots_per_actor: int = 1):
         self.run_id = run_id
         self.lessee = f"{run_id}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.idle_seconds = idle_seconds
+        self.per_actor = max(1, min(slots_per_actor, size))
         self.manager = manager(idle_seconds)
         try:
             ray.get(self.manager.evict_run.remote(run_id, self.lessee))
         except ray.exceptions.RayActorError:  # the manager was ending itself as we asked: get a new one
             self.manager = manager(idle_seconds)
-        self.slots = [Slot(uid, handle, i) for i, (uid, handle) in enumerate(self._lease(size))]
+        members = [Member(uid, handle) for uid, handle in self._lease(math.ceil(size / self.per_actor))]
+        self.members = members
+        # slot i on actor i % n: a run with fewer tasks than slots still spreads over every process
+        self.slots = [Slot(i, members[i % len(members)]) for i in range(size)]
         self._stop = threading.Event()
         self._renewer = threading.Thread(target=self._renew, daemon=True)
         self._renewer.start()
@@ -256,7 +299,7 @@ class Pool:
     def _lease(self, n: int) -> list[tuple[str, Any]]:
         for _ in range(3):
             try:
-                return ray.get(self.manager.lease.remote(self.lessee, self.run_id, n))
+                return ray.get(self.manager.lease.remote(self.lessee, self.run_id, n, self.per_actor))
             except ray.exceptions.RayActorError:
                 time.sleep(0.2)
                 self.manager = manager(self.idle_seconds)
@@ -269,23 +312,36 @@ class Pool:
             except Exception:  # noqa: BLE001  (a dead manager shows up as dead actors in the run loop)
                 pass
 
-    def replace(self, slot: Slot) -> None:
-        """The slot's actor died (or is tainted): discard it and lease a fresh one in its place."""
+    def replace(self, member: Member) -> None:
+        """The actor died (or retires): discard it, lease a fresh one, point its slots at the new one."""
+        if member.dead:
+            return  # another of its slots already did this
+        member.dead = True
         try:
-            ray.get(self.manager.discard.remote([slot.uid]))
+            ray.get(self.manager.discard.remote([member.uid]))
         except ray.exceptions.RayActorError:
             self.manager = manager(self.idle_seconds)
         (uid, handle), = self._lease(1)
-        slot.uid, slot.handle, slot.busy, slot.info = uid, handle, None, {}
+        fresh = Member(uid, handle)
+        self.members = [fresh if m is member else m for m in self.members]
+        for slot in self.slots:
+            if slot.member is member:
+                slot.member = fresh
+
+    def retire(self, member: Member) -> None:
+        """A tainted actor takes no new task; it is replaced once none of its slots is busy."""
+        member.retiring = True
+        if not any(s.busy for s in self.slots if s.member is member):
+            self.replace(member)
 
     def close(self) -> None:
         """Give idle actors back for the next run; actors still busy (an abandoned task) are killed."""
         self._stop.set()
         try:
-            busy = [s.uid for s in self.slots if s.busy]
+            busy = {s.member.uid for s in self.slots if s.busy} | {m.uid for m in self.members if m.retiring}
             if busy:
-                ray.get(self.manager.discard.remote(busy), timeout=10)
-            idle = [s.uid for s in self.slots if not s.busy]
+                ray.get(self.manager.discard.remote(sorted(busy)), timeout=10)
+            idle = [m.uid for m in self.members if m.uid not in busy and not m.dead]
             ray.get(self.manager.release.remote(self.lessee, idle), timeout=10)
         except Exception:  # noqa: BLE001  (the lease then expires on its own)
             pass

@@ -18,7 +18,7 @@ import structlog
 
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.ledger import RunDir, write_atomic
-from orchestrator.pool import Pool, Slot
+from orchestrator.pool import Member, Pool, Slot
 from orchestrator.spec import PlannedTask
 
 log = structlog.get_logger("ga.fanout")
@@ -41,6 +41,7 @@ def add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
 @dataclass
 class Inflight:
     slot: Slot
+    member: Member  # the actor the task was sent to (the slot may point at a replacement by now)
     task: PlannedTask
     attempt: int
     started: float
@@ -117,7 +118,7 @@ class Scheduler:
                     self._stop("interrupted", "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)")
                     interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
                     for item in inflight.values():
-                        _quiet(lambda: item.slot.handle.cancel.remote("interrupted"))
+                        _quiet(lambda: item.member.handle.cancel.remote(item.task.id, "interrupted"))
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -135,7 +136,7 @@ class Scheduler:
         for slot in self.pool.slots:
             if not pending or self.outcome.stop is not None:
                 return
-            if slot.busy:
+            if slot.busy or slot.member.retiring or slot.member.dead:
                 continue
             if self._budget_spent():
                 self._stop("budget", "budget spent: no new tasks start")
@@ -148,7 +149,7 @@ class Scheduler:
             ref = slot.handle.run_task.remote(job)
             slot.busy = task.id
             now = time.monotonic()
-            inflight[ref] = Inflight(slot, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
+            inflight[ref] = Inflight(slot, slot.member, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
             self.run.ledger("started", task.id, attempt=attempt, worker=slot.index, actor=slot.uid)
 
     def _budget_spent(self) -> bool:
@@ -176,9 +177,11 @@ class Scheduler:
         try:
             record = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-            self.pool.replace(slot)
+            slot.busy = None
+            self.pool.replace(item.member)
             if item.killed_for_timeout:
-                self._finish(_lost(task, item, "failed", f"timeout after {self.timeout_of(task):g}s; its worker was killed"))
+                self._finish(_lost(task, item, "failed", f"timeout after {self.timeout_of(task):g}s; its worker was killed"),
+                             slot.index)
             elif self.outcome.stop == "interrupted":
                 self._unfinished(task, "interrupted", "worker died while stopping")
             else:
@@ -189,8 +192,8 @@ class Scheduler:
             self._retry_or_fail(task, item, f"worker error: {_first_line(exc)}", pending)
             return
         slot.busy = None
-        if record.get("actor", {}).get("tainted"):
-            self.pool.replace(slot)
+        if record.get("actor", {}).get("tainted") or item.member.retiring:
+            self.pool.retire(item.member)
         stop = record.get("stop")
         if stop == "cancelled":
             self._add_spent(record)
@@ -210,7 +213,7 @@ class Scheduler:
         elif record.get("error") == "setup":
             self._retry_or_fail(task, item, record.get("reason", "worker setup failed"), pending)
         else:
-            self._finish(record)
+            self._finish(record, slot.index)
 
     def _retry_or_fail(self, task: PlannedTask, item: Inflight, reason: str, pending: deque) -> None:
         if item.attempt <= self.retries and self.outcome.stop != "interrupted":
@@ -218,7 +221,7 @@ class Scheduler:
             log.warning("fanout.retry", task=task.id, attempt=item.attempt, reason=reason)
             pending.appendleft(task)
         else:
-            self._finish(_lost(task, item, "failed", f"{reason} (after {item.attempt} attempts)"))
+            self._finish(_lost(task, item, "failed", f"{reason} (after {item.attempt} attempts)"), item.slot.index)
 
     def _unfinished(self, task: PlannedTask, event: str, reason: str) -> None:
         self.run.ledger(event, task.id, reason=reason)
@@ -228,7 +231,7 @@ class Scheduler:
         """Tokens a task used even though it did not finish still count against the budget."""
         add_usage(self.outcome.usage, record.get("usage", {}))
 
-    def _finish(self, record: dict[str, Any]) -> None:
+    def _finish(self, record: dict[str, Any], slot_index: int) -> None:
         files = record.pop("files", None)
         if files:
             folder = Path(record["task_dir"])
@@ -248,8 +251,7 @@ class Scheduler:
         self.failed += record["status"] != "succeeded"
         add_usage(self.outcome.usage, total)
         self.outcome.finished.append(record["task_id"])
-        worker = str(record.get("actor", {}).get("uid", "lost"))
-        stats = self.outcome.per_worker.setdefault(worker, {"tasks": 0, **zero_usage()})
+        stats = self.outcome.per_worker.setdefault(f"worker-{slot_index}", {"tasks": 0, **zero_usage()})
         stats["tasks"] += 1
         add_usage(stats, total)
 
@@ -261,24 +263,27 @@ class Scheduler:
             if item.deadline and now > item.deadline and not item.killed_for_timeout:
                 item.killed_for_timeout = True
                 self.run.ledger("timeout_kill", item.task.id, reason="the worker did not stop after its timeout")
-                _quiet(lambda: ray.kill(item.slot.handle, no_restart=True))
-        polls = {item.slot.handle.progress.remote(): item for item in inflight.values()}
+                _quiet(lambda: ray.kill(item.member.handle, no_restart=True))
+        members = {id(item.member): item.member for item in inflight.values()}
+        polls = {m.handle.progress.remote(): m for m in members.values()}
+        by_task = {item.task.id: item for item in inflight.values()}
         if polls:
             ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0.2)
             for ref in ready:
-                item = polls[ref]
                 try:
-                    info = ray.get(ref)
+                    running = ray.get(ref)
                 except ray.exceptions.RayError:
                     continue
-                if not info or info.get("task_id") != item.task.id:
-                    continue
-                self.live_tokens[item.task.id] = info.get("tokens", 0)
-                self.progress[item.slot.index] = {**info, "slot": item.slot.index}
-                if not item.seen_running:
-                    item.seen_running = True
-                    self.run.ledger("running", item.task.id, attempt=item.attempt, pid=info.get("pid"),
-                                    actor=item.slot.uid)
+                for task_id, info in running.items():
+                    item = by_task.get(task_id)
+                    if item is None or info.get("attempt") != item.attempt:
+                        continue
+                    self.live_tokens[task_id] = info.get("tokens", 0)
+                    self.progress[item.slot.index] = {**info, "slot": item.slot.index}
+                    if not item.seen_running:
+                        item.seen_running = True
+                        self.run.ledger("running", task_id, attempt=item.attempt, pid=info.get("pid"),
+                                        actor=item.member.uid)
         self._show()
 
     def _show(self) -> None:
@@ -290,7 +295,7 @@ class Scheduler:
 
     def _abandon(self, inflight: dict[Any, Inflight]) -> None:
         for item in inflight.values():
-            _quiet(lambda: ray.kill(item.slot.handle, no_restart=True))
+            _quiet(lambda: ray.kill(item.member.handle, no_restart=True))
             self._unfinished(item.task, "interrupted", "abandoned")
         inflight.clear()
 
@@ -298,7 +303,7 @@ class Scheduler:
 def _lost(task: PlannedTask, item: Inflight, status: str, reason: str) -> dict[str, Any]:
     return {"task_id": task.id, "status": status, "attempt": item.attempt, "answer": "", "turns": 0, "reason": reason,
             "usage": zero_usage(), "nested_usage": zero_usage(), "started": None, "finished": time.time(),
-            "actor": {"uid": item.slot.uid}}
+            "actor": {"uid": item.member.uid}}
 
 
 def _first_line(exc: BaseException) -> str:

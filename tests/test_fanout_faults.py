@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from configs import load_settings
 from orchestrator import fanout
 from tests.fanout_support import ledger, read_jsonl, result_lines, start_server
 
@@ -52,7 +53,7 @@ def test_killed_worker_is_replaced_and_its_task_retried_exactly_once(tmp_path: P
         run = fanout({"tasks": [{"id": "victim", "prompt": "victim"}, {"id": "doomed", "prompt": "doomed"},
                                 *[{"id": f"bystander-{i}", "prompt": f"bystander {i}"} for i in range(3)]],
                       "retries": 1, "concurrency": 2, "defaults": {"model": f"scripted@{server.base_url}"}},
-                     out=runs, display="quiet")
+                     out=runs, display="quiet", settings=load_settings({"fanout.slots_per_actor": 1}))
     finally:
         stop.set()
         killer.join(5)
@@ -67,6 +68,30 @@ def test_killed_worker_is_replaced_and_its_task_retried_exactly_once(tmp_path: P
     retried = [e for e in ledger(run.run_dir) if e["event"] == "retried"]
     assert sorted(e["task_id"] for e in retried) == ["doomed", "victim"]
     assert run.exit_code == 1 and run.status == "failed"
+
+
+def test_a_killed_process_running_several_slots_has_each_of_its_tasks_retried_once(tmp_path: Path) -> None:
+    server = start_server({"tasks": [_sleeper("shared", 3)]}, tmp_path / "requests.jsonl")
+    runs = tmp_path / "runs"
+    stop = threading.Event()
+    killed: list = []
+    killer = threading.Thread(target=lambda: killed.extend(_kill_when_running(runs, {"s0": 1}, stop)), daemon=True)
+    killer.start()
+    try:
+        run = fanout({"tasks": [{"id": f"s{i}", "prompt": f"shared {i}"} for i in range(3)], "concurrency": 3,
+                      "defaults": {"model": f"scripted@{server.base_url}"}},
+                     out=runs, display="quiet", settings=load_settings({"fanout.slots_per_actor": 3}))
+    finally:
+        stop.set()
+        killer.join(5)
+        server.stop()
+    assert len(killed) == 1
+    pids = {e["pid"] for e in ledger(run.run_dir) if e["event"] == "running" and e["attempt"] == 1}
+    assert len(pids) == 1  # all three ran in one process
+    assert run.status == "succeeded"
+    assert sorted(r["task_id"] for r in result_lines(run.run_dir)) == ["s0", "s1", "s2"]
+    retried = sorted(e["task_id"] for e in ledger(run.run_dir) if e["event"] == "retried")
+    assert retried == ["s0", "s1", "s2"]  # the process took all its running tasks down; each ran again once
 
 
 def test_task_past_its_timeout_is_stopped_and_its_processes_killed(tmp_path: Path) -> None:
