@@ -93,6 +93,7 @@ class WorkerActor:
             else:
                 shutil.copy2(source, workdir / Path(source).name)
         settings = Settings.model_validate(job["settings"])
+        self._configure_logging(settings.log.level)
         for name, value in job.get("secrets", {}).items():
             os.environ.setdefault(name, value)
         client = LLMClient(job["model_config"])
@@ -148,6 +149,14 @@ class WorkerActor:
         if job.get("return_files"):  # the driver cannot see this node's disk: send what it must keep
             record["files"] = _read_files(task_dir, ["history.jsonl", "answer.md"])
         return record
+
+    def _configure_logging(self, level: str) -> None:
+        """Once per process: the run's level (Ray starts workers with structlog's debug-everything default)."""
+        if getattr(self, "_log_level", None) != level:
+            from configs.logs import setup_logging
+
+            setup_logging(level)
+            self._log_level = level
 
     def _store(self, job: dict[str, Any], settings: Any) -> Any:
         if job.get("memory") == "none":

@@ -2,6 +2,8 @@
 
 - Request and token rates (`fanout.rpm`, `fanout.tpm`) are kept with GCRA reservations: a worker
   asks before each request and is told to go or how long to wait (the governor never sleeps).
+- While nothing is to be enforced (no rates, no pause) workers do not ask: each worker process follows
+  the governor's "calm" state with one long poll, so the calm path costs no call per request.
 - A 429 pauses *every* worker on the endpoint for its Retry-After plus jitter. When the pause ends,
   one probe request goes first; the others wait until it succeeds, so a storm costs one request per
   pause instead of one per worker.
@@ -118,6 +120,11 @@ class GovernorState:
                 self.failed_pauses = 0
                 self.stats["circuit_opened"] += 1
 
+    def calm(self) -> bool:
+        """Nothing to enforce: no rates, no pause, no probe pending, circuit closed (workers may skip asking)."""
+        now = self.clock()
+        return not (self.rpm or self.tpm or self.need_probe or now < self.paused_until or now < self.circuit_until)
+
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
         return {"endpoint": self.key, "paused_for": max(0.0, self.paused_until - now),
@@ -133,36 +140,62 @@ def _gcra(tat: float, now: float, interval: float, cost: int) -> tuple[float, fl
     return tat + interval * cost, 0.0
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_concurrency=64)
 class Governor:
-    """A detached, named actor per endpoint; it ends itself after `idle_seconds` without calls."""
+    """A detached, named actor per endpoint; it ends itself after `idle_seconds` without calls.
+
+    Threaded: worker processes keep a `watch` call open (a long poll) to learn at once when the
+    endpoint stops or starts being calm; every state change bumps `version` and wakes them.
+    """
 
     def __init__(self, key: str, rpm: Optional[int], tpm: Optional[int], circuit_after: int,
                  circuit_cooldown: float, idle_seconds: float):
         self.state = GovernorState(key, rpm, tpm, circuit_after, circuit_cooldown)
         self.last_call = time.monotonic()
         self.idle_seconds = idle_seconds
+        self.version = 0
+        self.changed = threading.Condition()
         threading.Thread(target=self._reap_when_idle, daemon=True).start()
 
-    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> None:
+    def _touch(self, bump: bool = False) -> None:
         self.last_call = time.monotonic()
-        self.state.configure(rpm, tpm, circuit_after, circuit_cooldown)
+        if bump:
+            self.version += 1
+            self.changed.notify_all()
+
+    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> None:
+        with self.changed:
+            self.state.configure(rpm, tpm, circuit_after, circuit_cooldown)
+            self._touch(bump=True)
 
     def acquire(self, client: str, tokens: int = 0) -> float:
-        self.last_call = time.monotonic()
-        return self.state.acquire(client, tokens)
+        with self.changed:
+            calm = self.state.calm()
+            wait = self.state.acquire(client, tokens)
+            self._touch(bump=calm != self.state.calm())
+            return wait
 
     def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None:
-        self.last_call = time.monotonic()
-        self.state.done(client, tokens, estimate)
+        with self.changed:
+            calm = self.state.calm()
+            self.state.done(client, tokens, estimate)
+            self._touch(bump=calm != self.state.calm())
 
     def rate_limited(self, client: str, retry_after: float) -> None:
-        self.last_call = time.monotonic()
-        self.state.rate_limited(client, retry_after)
+        with self.changed:
+            self.state.rate_limited(client, retry_after)
+            self._touch(bump=True)
+
+    def watch(self, version: int, timeout: float) -> tuple[int, bool]:
+        """(version, calm) as soon as the version differs from the caller's, or after `timeout` seconds."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.version != version, timeout)
+            return self.version, self.state.calm()
 
     def snapshot(self) -> dict[str, Any]:
-        self.last_call = time.monotonic()
-        return self.state.snapshot()
+        with self.changed:
+            self._touch()
+            return self.state.snapshot()
 
     def _reap_when_idle(self) -> None:
         while True:
@@ -191,11 +224,63 @@ class CircuitOpen(ModelError):
     """The endpoint's circuit is open: the run pauses instead of failing its tasks."""
 
 
+class GovernorLink:
+    """One per governor per worker process: follows the governor's calm state with a long poll, so while
+    the endpoint is calm (no rates set, no pause, no probe) requests go out without asking."""
+
+    IDLE = 30.0  # stop watching after this long without a request (an idle pool must let the governor idle out)
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.calm = False
+        self.version = -1
+        self.used = time.monotonic()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def touch(self) -> None:
+        with self._lock:
+            self.used = time.monotonic()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._follow, daemon=True, name="ga-governor-link")
+                self._thread.start()
+
+    def disturb(self) -> None:
+        """A 429 seen here: stop skipping at once (the governor's answer follows)."""
+        self.calm = False
+
+    def _follow(self) -> None:
+        while time.monotonic() - self.used < self.IDLE:
+            try:
+                self.version, self.calm = ray.get(self.handle.watch.remote(self.version, 5.0))
+            except ray.exceptions.RayError:
+                self.calm = False
+                time.sleep(1.0)
+        self.calm = False  # no longer followed: ask again
+
+
+_LINKS: dict[str, GovernorLink] = {}
+_LINKS_LOCK = threading.Lock()
+
+
+def link_for(handle: Any) -> GovernorLink:
+    key = handle._actor_id.hex()  # a re-created governor (same name) is a different actor: a new link
+    with _LINKS_LOCK:
+        link = _LINKS.get(key)
+        if link is None:
+            link = _LINKS[key] = GovernorLink(handle)
+    link.touch()
+    return link
+
+
 class GovernedModel:
-    """Wraps an LLMClient so every request asks the endpoint's governor first and reports back."""
+    """Wraps an LLMClient so every request asks the endpoint's governor first and reports back
+    (unless the endpoint is calm: then the request goes straight out)."""
 
     def __init__(self, client: Any, governor: Any, client_id: str):
         self.client, self.governor, self.client_id = client, governor, client_id
+        self.link = link_for(governor)
+        self.asked = False  # this request went through the governor: report its outcome
         self.estimate = 2000
         self.circuit_open = False
         self.rate_limits = 0
@@ -204,6 +289,10 @@ class GovernedModel:
         client.on_rate_limit = self.on_rate_limit
 
     def before_request(self) -> None:
+        self.link.touch()
+        if self.link.calm:
+            return
+        self.asked = True
         while True:
             try:
                 wait = ray.get(self.governor.acquire.remote(self.client_id, self.estimate))
@@ -219,11 +308,14 @@ class GovernedModel:
 
     def on_rate_limit(self, retry_after: float) -> None:
         self.rate_limits += 1
+        self.link.disturb()
         self.governor.rate_limited.remote(self.client_id, retry_after)
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        self.asked = False
         reply = self.client.chat(messages, tools)
         used = reply.usage.prompt + reply.usage.completion
-        self.governor.done.remote(self.client_id, used, self.estimate)
+        if self.asked:
+            self.governor.done.remote(self.client_id, used, self.estimate)
         self.estimate = max(1, used)
         return reply
