@@ -52,6 +52,10 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
                                    namespace=NAMESPACE)
     try:
         existing = address if address and address != "local" else (None if address else _running_local_cluster())
+        if existing and existing != "auto" and not _reachable(existing):
+            if address:
+                raise ConnectionError(f"nothing answers at {existing}")
+            existing = None  # a stale `ray start` address file: start our own below
         if existing:
             _token_auth_if_available()
             try:
@@ -76,6 +80,18 @@ def _token_auth_if_available() -> None:
     from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
 
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _reachable(address: str, timeout: float = 3.0) -> bool:
+    """A quick TCP check: Ray itself keeps retrying a dead address for minutes."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _running_local_cluster() -> Optional[str]:

@@ -44,3 +44,18 @@ def test_dry_run_prints_the_plan_with_a_cost_bound_and_starts_nothing(tmp_path: 
     assert [t["id"] for t in plan["tasks"]] == ["count-alpha.txt", "count-beta.txt", "count-gamma.txt", "(reduce)"]
     assert plan["total_max_cost"] == 0.0 and plan["reduce"]["output"] == "total.md"
     assert not runs.exists()
+
+
+def test_an_address_where_nothing_answers_is_a_one_line_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    runs = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "cli", "fanout", str(root / "configs" / "examples" / "quickstart.yaml"),
+                           "--address", "127.0.0.1:1", "--out", str(runs)], capture_output=True, text=True, cwd=root,
+                          timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1
+    assert "127.0.0.1:1" in errors[0] and "check --address" in errors[0]
+    assert not runs.exists()
