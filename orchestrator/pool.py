@@ -60,7 +60,7 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
             _token_auth_if_available()
             try:
                 ray.init(address=existing, **options)
-                return cluster_info(started=False)
+                return cluster_info(started=False, address=existing)
             except ConnectionError:
                 if address:
                     raise
@@ -120,9 +120,18 @@ def _system_messages_to_stderr() -> None:
     ray_worker.print_to_stdstream = to_stderr
 
 
-def cluster_info(started: bool) -> dict[str, Any]:
+def cluster_info(started: bool, address: Optional[str] = None) -> dict[str, Any]:
+    """What tasks need to attach nested runs: the GCS address (through Ray Client: the ray:// address)."""
     context = ray.get_runtime_context()
-    return {"address": context.gcs_address, "node_id": context.get_node_id(), "started": started}
+    try:
+        gcs = context.gcs_address
+    except Exception:  # noqa: BLE001  (Ray Client mode has no GCS address on the driver side)
+        gcs = address
+    try:
+        node = context.get_node_id()
+    except Exception:  # noqa: BLE001
+        node = None
+    return {"address": gcs or address, "node_id": node, "started": started}
 
 
 @ray.remote(num_cpus=0)
