@@ -1,6 +1,6 @@
 """Fan-out wall time against the ideal, cold and warm, next to plain `ga run` subprocesses.
 
-With the scripted model at latency L per call, T turns per task, N tasks and W workers, the ideal
+With the scripted model (`ga fake-llm`, its own process) at latency L per call, T turns per task, N tasks and W workers, the ideal
 wall time is ceil(N/W)·T·L. For each case this prints measured/ideal for:
   cold      `ga fanout FILE --address local --json` in a fresh process: Python start, a new local Ray,
             new worker actors, the run, shutdown
@@ -31,8 +31,6 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.scripted import ScriptedServer  # noqa: E402
-
 DEFAULT_CASES = [(64, 16, 3, 1.0), (16, 4, 3, 0.5)]
 
 
@@ -41,6 +39,28 @@ def script(turns: int, latency: float) -> dict:
     steps = [{"content": "noting", "tool_calls": [{"name": "update_working_checkpoint",
                                                    "arguments": {"key_info": f"step {i}"}}]} for i in range(turns - 1)]
     return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "done"}]}]}
+
+
+class ModelServer:
+    """The scripted model in its own process (`ga fake-llm`), so its CPU is not the driver's: a real
+    endpoint costs the machine running ga nothing while it thinks."""
+
+    def __init__(self, script_data: dict, folder: Path, env: dict):
+        import yaml
+
+        path = folder / f"script-{time.monotonic_ns()}.yaml"
+        path.write_text(yaml.safe_dump(script_data))
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "fake-llm", "--script", str(path), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+        line = self.proc.stdout.readline()  # "scripted model at http://127.0.0.1:PORT/v1: use ..."
+        self.base_url = line.split("scripted model at ", 1)[1].split(" ", 1)[0].rstrip(":")
+
+    def __enter__(self) -> "ModelServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
 def tasks_file(folder: Path, url: str, n: int, w: int, turns: int) -> Path:
@@ -88,18 +108,12 @@ def ga_run_baseline(n: int, w: int, url: str, turns: int, env: dict, folder: Pat
     return time.monotonic() - started, max(peaks) / 1024
 
 
-def actor_peaks_mb() -> list[float]:
-    """VmHWM of every live worker actor process in the pool (same machine)."""
-    import ray
-
-    from orchestrator.pool import MANAGER_NAME, NAMESPACE, code_version
-
-    manager = ray.get_actor(f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE)
-    handles = ray.get(manager.idle_handles.remote())
+def peak_mb(pids: set[int]) -> list[float]:
+    """VmHWM (peak resident set) of each process, in MB."""
     peaks = []
-    for info in ray.get([h.info.remote() for h in handles]):
+    for pid in pids:
         try:
-            status = Path(f"/proc/{info['pid']}/status").read_text()
+            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
         peaks.append(int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024)
@@ -127,7 +141,7 @@ def main() -> None:
     rows = []
     for n, w, turns, latency in cases:
         ideal = math.ceil(n / w) * turns * latency
-        with ScriptedServer(script(turns, latency), keep=100) as server:
+        with ModelServer(script(turns, latency), folder, env) as server:
             spec = tasks_file(folder, server.base_url, n, w, turns)
             cold, cold_out = timed([sys.executable, "-m", "cli", "fanout", str(spec), "--address", "local", "--json",
                                     "--out", str(folder / "runs")], env)
@@ -147,7 +161,7 @@ def main() -> None:
                 warm_runs.append(time.monotonic() - started)
                 assert run.status == "succeeded"
             warm_api = sorted(warm_runs)[len(warm_runs) // 2]
-            peaks = actor_peaks_mb()
+            peaks = peak_mb({r["actor"]["pid"] for r in run.results})  # the processes the warm run used
             if args.skip_baseline:
                 base, base_peak = float("nan"), float("nan")
             else:
@@ -158,7 +172,7 @@ def main() -> None:
               f"{warm_cli_run / ideal:.2f}x) | warm-api median of {len(warm_runs)} {warm_api:.1f}s ({warm_api / ideal:.2f}x, "
               f"best {min(warm_runs) / ideal:.2f}x) | "
               f"ga-run subprocesses {base:.1f}s ({base / ideal:.2f}x) | warm-api vs ga-run {base / warm_api:.2f}x faster | "
-              f"peak RSS per worker actor {max(peaks):.0f} MB (mean {sum(peaks) / len(peaks):.0f} MB over {len(peaks)}), "
+              f"peak RSS {sum(peaks) / w:.0f} MB per worker ({len(peaks)} processes, {max(peaks):.0f} MB at most each), "
               f"per ga run process {base_peak:.0f} MB", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
     ray.shutdown()
