@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 from urllib.parse import quote, unquote
 
+from .fsutil import fsync_dir
+
 FAULT_ENV = "GA_ARCHIVE_FAULT"  # "point" or "point:N": the process SIGKILLs itself at the Nth pass
 TEMP_MARK = ".tmp-"
 ARG_CHARS = 40
@@ -45,14 +47,6 @@ def _fault(point: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, lines: list[str], *, gz: bool) -> None:
     tmp = path.with_name(f"{path.name}{TEMP_MARK}{os.getpid()}")
     opener = gzip.open if gz else open
@@ -62,7 +56,7 @@ def _write_atomic(path: Path, lines: list[str], *, gz: bool) -> None:
         os.fsync(done.fileno())
     _fault("before_rename")
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _encode_task(task_id: str) -> str:
@@ -100,7 +94,7 @@ class Archive:
             target = self._free_name(month_dir, f"{day}_{_encode_task(task_id)}")
             os.link(tmp, target)  # never replaces: an archived session is never overwritten
             os.unlink(tmp)
-            _fsync_dir(month_dir)
+            fsync_dir(month_dir)
         return target
 
     def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, Any]:

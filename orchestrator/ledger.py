@@ -16,6 +16,8 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
+from memory_shared.fsutil import fsync_dir
+
 FINAL = ("succeeded", "failed", "needs_input", "limit")
 
 
@@ -72,15 +74,7 @@ def write_atomic(path: Path, text: str) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 class RunDir:
