@@ -23,8 +23,8 @@ from typing import Any, Optional
 
 import structlog
 
-from memory_shared import L1_INDEX, CommitConflict, format_sop
-from skilltree.commit import ATTEMPTS, commit_tree
+from memory_shared import L1_INDEX, format_sop
+from skilltree.commit import commit_tree, commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
 from skilltree.tree import Skill, SkillTree, load, slugify, utc
@@ -202,19 +202,11 @@ def _commit_report(store: Any, run_id: str, task: TaskPlan, collected: Collected
                         artifacts=[a for a in report.artifacts], run_id=run_id, tokens=tokens, now=now)
     first = collected.problems[0] if collected.problems else "not verified"
     message = f"explore {run_id}/{task.task_id}: unverified report kept ({first[:160]})"
-    for attempt in range(ATTEMPTS):
-        txn = store.transaction(message=message, author=AUTHOR)
-        try:
-            if txn.read(rel) is not None:
-                txn.abort()
-                return None
-            txn.write(rel, text)
-            return txn.commit()
-        except CommitConflict:  # someone filed the same report meanwhile: the next pass sees it
-            txn.abort()
-            if attempt == ATTEMPTS - 1:
-                raise
-        except BaseException:
-            txn.abort()
-            raise
-    return None
+
+    def stage(txn: Any) -> bool:  # a report filed meanwhile (by an earlier pass) is left as it is
+        if txn.read(rel) is not None:
+            return False
+        txn.write(rel, text)
+        return True
+
+    return commit_with_retry(store, stage, message=message, author=AUTHOR)

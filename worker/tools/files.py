@@ -207,9 +207,8 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
         rel = memory_rel(args.path)
         if rel is not None:
             if ctx.memory is None:
-                return _error(f"{args.path}: this task has no memory tier")
-            seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
-            ctx.memory.stage_patch(rel, args.old_content, args.new_content, seq=seq, call_id=call_id)
+                return _no_memory(args.path)
+            ctx.memory.stage_patch(rel, args.old_content, args.new_content, **_staging(ctx))
             return ToolResult(f"staged patch of {args.path} (committed if the task succeeds)", evidence=False)
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
         if not path.is_file():
@@ -223,6 +222,15 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     line = text[:text.find(old_s)].count("\n") + 1
     return ToolResult(f"patched {_display(path, ctx)} at line {line}"
                       f" ({old_s.count(chr(10)) + 1} lines -> {new_s.count(chr(10)) + 1})")
+
+
+def _no_memory(path: str) -> ToolResult:
+    return _error(f"{path}: this task has no memory tier")
+
+
+def _staging(ctx: ToolContext) -> dict:
+    """Where the loop is in the session: the gate orders staged changes against executions by it."""
+    return {"seq": ctx.extra.get("seq", 0), "call_id": ctx.extra.get("call_id", "")}
 
 
 def _read_text_strict(path: Path) -> str:
@@ -241,9 +249,8 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         rel = memory_rel(args.path)
         if rel is not None:
             if ctx.memory is None:
-                return _error(f"{args.path}: this task has no memory tier")
-            seq, call_id = ctx.extra.get("seq", 0), ctx.extra.get("call_id", "")
-            full = ctx.memory.stage_write(rel, args.content, args.mode, seq=seq, call_id=call_id)
+                return _no_memory(args.path)
+            full = ctx.memory.stage_write(rel, args.content, args.mode, **_staging(ctx))
             return ToolResult(f"staged {args.mode} of {args.path}, now {len(full)} chars"
                               " (committed if the task succeeds)", evidence=False)
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
