@@ -1,18 +1,21 @@
-"""Context control over a long session, through the real loop (worker.Worker) and real tools.
+"""Context control over a long session, through the real loop (worker.Worker) and real tools:
+three policies side by side on the same sessions.
 
 A deterministic in-process model (zero latency) drives a 300-turn task: file reads, writes,
 patches, a code_run now and then, <thinking> text, several calls in some turns, a key_info
-checkpoint every 23 turns. Two workloads run side by side: "typical" (reads of 20-200 lines of
-source-like files, mostly one call per turn) and "heavy" (reads near the 20,000-char file_read cap,
-up to three calls per turn). Printed for each:
-- request size (serialized messages) against the budget: peak and mean;
-- prompt-cache friendliness: the fraction of consecutive requests whose messages extend the
-  previous request unchanged (the reference claims about 80 %), and the share of all request
-  chars that a prefix cache could serve (the longest common prefix with the previous request);
-- protocol and memory checks on every request: orphaned tool results / unanswered tool calls
-  (must be 0), key_info present in the newest anchor (must be always);
-- the loop's own overhead per turn (wall time minus model time minus tool time), and the part
-  of it spent in context control.
+checkpoint every 23 turns. Two workloads: "typical" (reads of 20-200 lines of source-like files,
+mostly one call per turn) and "heavy" (reads near the 20,000-char file_read cap, up to three
+calls per turn). Policies: "periodic (before)" (the shipped policy until now: tags compressed
+every 5 turns, eviction to 60 % over budget), "reference every-5" (GenericAgent's
+trim_messages_history ported literally) and "watermark (now)" (nothing old touched until the
+budget is crossed, then one step down to `context.low_water`). Printed for each:
+- the share of consecutive requests whose messages extend the previous request unchanged;
+- request size (serialized messages): mean and peak against the budget;
+- the share of input chars a prefix cache could serve (the longest common prefix with the
+  previous request), and the session's input cost with cached input at 10 % of the price;
+- checks on every request: over budget, orphaned tool results / unanswered tool calls, key_info
+  present in the newest anchor (all must be 0);
+- context control's time per turn.
 
     python bench/context.py [--turns 300] [--context-tokens 24000] [--workload typical|heavy|both]
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -36,7 +40,7 @@ from memory_shared import MemoryStore  # noqa: E402
 from worker import Worker  # noqa: E402
 from worker.types import Reply, ToolCall, Usage  # noqa: E402
 
-REFERENCE_STABLE = 0.80
+CACHED_PRICE = 0.10  # a provider's price for cached input, as a fraction of the uncached price
 WORKLOADS = {
     # line widths of the data files, lines per file_read, calls per turn (drawn uniformly)
     "typical": {"widths": [20, 40, 60, 100], "counts": [20, 50, 100, 200], "calls": [1, 1, 1, 1, 1, 2]},
@@ -152,11 +156,38 @@ def make_workdir(workdir: Path, rng: random.Random, widths: list[int]) -> None:
     (workdir / "notes.md").write_text("# Notes\nSTATUS: open\n", encoding="utf-8")
 
 
-def run_session(name: str, turns: int, context_tokens: Any) -> None:
+def reference_maintain(messages: list[dict[str, Any]], turn: int, settings: Any) -> list[dict[str, Any]]:
+    """The GenericAgent reference's trim_messages_history, ported literally (its paper's pseudocode 3.7.2):
+    tags compressed every 5 turns (10 newest exempt); over the cap, strict compression (4 exempt), then
+    single messages popped from the front while more than 9 remain and the size is over 60 %."""
+    ctx = getattr(settings, "context", settings)
+    if worker.context.compression_due(turn, 5):
+        messages = worker.context.compress_tags(messages, 10, ctx.tag_keep_chars)
+    if worker.context.serialized_size(messages) <= ctx.budget_chars:
+        return messages
+    system, history = messages[:1], worker.context.compress_tags(messages, 4, ctx.tag_keep_chars)[1:]
+    target = int(ctx.budget_chars * 0.6)
+    while len(history) > 9 and worker.context.serialized_size(system + history) > target:
+        history.pop(0)
+        while history and history[0]["role"] != "user":
+            history.pop(0)
+    return worker.context.repair_tool_pairs(system + history)
+
+
+POLICIES = {  # name: (settings overrides, replacement for worker.context.maintain or None)
+    "periodic (before)": ({"context.policy": "periodic"}, None),
+    "reference every-5": ({"context.policy": "periodic"}, reference_maintain),
+    "watermark (now)": ({"context.policy": "watermark"}, None),
+}
+
+
+def run_session(name: str, turns: int, context_tokens: Any, policy: str) -> dict[str, Any]:
     workload = WORKLOADS[name]
+    policy_overrides, replacement = POLICIES[policy]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        overrides: dict[str, Any] = {"worker.max_turns": turns + 1, "context.context_tokens": context_tokens}
+        overrides: dict[str, Any] = {"worker.max_turns": turns + 1, "context.context_tokens": context_tokens,
+                                     **policy_overrides}
         settings = load_settings(overrides, user_file=root / "none", project_file=root / "none")
         ctx = settings.context
         make_workdir(root / "work", random.Random(5), workload["widths"])
@@ -168,13 +199,15 @@ def run_session(name: str, turns: int, context_tokens: Any) -> None:
             tool_seconds[0] += now - model.chat_returned
             model.chat_returned = now
 
-        # Instrumentation, not a replacement: time the real context control where the loop calls it.
+        # Instrumentation: time the context control where the loop calls it (the real one, or the
+        # reference's port for that column).
         maintain, context_seconds = worker.context.maintain, [0.0]
+        policy_maintain = replacement or maintain
 
         def timed_maintain(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return maintain(*args, **kwargs)
+                return policy_maintain(*args, **kwargs)
             finally:
                 context_seconds[0] += time.perf_counter() - started
 
@@ -191,26 +224,52 @@ def run_session(name: str, turns: int, context_tokens: Any) -> None:
 
     sizes = [len(r) for r in model.requests]
     pairs = list(zip(model.requests, model.requests[1:]))
-    stable = sum(1 for prev, cur in pairs if cur.startswith(prev[:-1]))
-    cacheable = sum(common_prefix(prev, cur) for prev, cur in pairs)
-    breaks_at_compression = sum(1 for t, (prev, cur) in enumerate(pairs, start=2)
-                                if not cur.startswith(prev[:-1]) and t % ctx.compress_every == 0)
+    cached = [0] + [common_prefix(prev, cur) for prev, cur in pairs]
     count = len(model.requests)
-    overhead = (wall - model.model_seconds - tool_seconds[0]) / count
+    return {
+        "status": f"{result.status}, {result.turns} turns",
+        "budget": ctx.budget_chars,
+        "stable": sum(1 for prev, cur in pairs if cur.startswith(prev[:-1])) / len(pairs),
+        "peak": max(sizes),
+        "mean": sum(sizes) / count,
+        "cacheable": sum(cached) / sum(sizes),
+        # input cost in uncached-char units: the prefix shared with the previous request at the cached price
+        "cost": sum(size - hit + CACHED_PRICE * hit for size, hit in zip(sizes, cached)),
+        "over_budget": sum(1 for size in sizes if size > ctx.budget_chars),
+        "protocol": model.protocol_errors,
+        "key_info_misses": model.key_info_misses,
+        "overhead_ms": (wall - model.model_seconds - tool_seconds[0]) / count * 1000,
+        "context_ms": context_seconds[0] / count * 1000,
+    }
 
-    print(f"[{name}] {result.turns} turns, status {result.status}, {count} requests; budget {ctx.budget_chars} chars "
-          f"({ctx.context_tokens} tokens x {ctx.chars_per_token}); compress every {ctx.compress_every} turns, "
-          f"evict to {ctx.evict_to:.0%}")
-    print(f"  request size: peak {max(sizes)} chars ({max(sizes) / ctx.budget_chars:.2f} of budget), "
-          f"mean {sum(sizes) / count:.0f} ({sum(sizes) / count / ctx.budget_chars:.2f} of budget)")
-    print(f"  prefix unchanged between consecutive requests: {stable}/{len(pairs)} = {stable / len(pairs):.1%} "
-          f"(reference ~{REFERENCE_STABLE:.0%}: ratio {stable / len(pairs) / REFERENCE_STABLE:.2f}); breaks: "
-          f"{breaks_at_compression} at compression points, {len(pairs) - stable - breaks_at_compression} over budget")
-    print(f"  prefix-cacheable share of request chars: {cacheable / sum(sizes[1:]):.1%}")
-    print(f"  checks: protocol problems {model.protocol_errors} (must be 0); requests missing the current key_info "
-          f"{model.key_info_misses} (must be 0); over budget {sum(1 for s in sizes if s > ctx.budget_chars)} (must be 0)")
-    print(f"  loop overhead per turn (zero-latency model, tool time excluded): {overhead * 1000:.2f} ms, of which "
-          f"context control {context_seconds[0] / count * 1000:.2f} ms; tools {tool_seconds[0] / count * 1000:.2f} ms/turn")
+
+ROWS = [  # label, key, format
+    ("status", "status", "{}"),
+    ("requests with an unchanged prefix", "stable", "{:.1%}"),
+    ("mean request (chars)", "mean", "{:,.0f}"),
+    ("peak request (chars)", "peak", "{:,}"),
+    ("prefix-cacheable share of input", "cacheable", "{:.1%}"),
+    ("input cost (cached at 10 %), Mchar-units", "cost", "{:.2f}"),
+    ("requests over budget (must be 0)", "over_budget", "{}"),
+    ("protocol problems (must be 0)", "protocol", "{}"),
+    ("key_info missing (must be 0)", "key_info_misses", "{}"),
+    ("context control per turn (ms)", "context_ms", "{:.2f}"),
+]
+
+
+def print_table(name: str, results: dict[str, dict[str, Any]]) -> None:
+    width = 24
+    first = next(iter(results.values()))
+    print(f"\n[{name}] budget {first['budget']:,} chars")
+    print(f"  {'':42}" + "".join(f"{policy:>{width}}" for policy in results))
+    for label, key, fmt in ROWS:
+        values = [r[key] / 1e6 if key == "cost" else r[key] for r in results.values()]
+        print(f"  {label:42}" + "".join(f"{fmt.format(v):>{width}}" for v in values))
+    before = results["periodic (before)"]
+    now = results["watermark (now)"]
+    print(f"  watermark against before: input cost x{now['cost'] / before['cost']:.2f} "
+          f"({1 - now['cost'] / before['cost']:.0%} lower), unchanged prefixes {now['stable']:.1%} "
+          f"against {before['stable']:.1%}, mean request x{now['mean'] / before['mean']:.2f}")
 
 
 def main() -> None:
@@ -220,8 +279,10 @@ def main() -> None:
     parser.add_argument("--workload", choices=[*WORKLOADS, "both"], default="both")
     opts = parser.parse_args()
     setup_logging("warning")
+    print(f"load average {os.getloadavg()[0]:.2f}; {opts.turns} turns per session; cached input priced at "
+          f"{CACHED_PRICE:.0%} of uncached")
     for name in WORKLOADS if opts.workload == "both" else [opts.workload]:
-        run_session(name, opts.turns, opts.context_tokens)
+        print_table(name, {policy: run_session(name, opts.turns, opts.context_tokens, policy) for policy in POLICIES})
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ class OutputCaps(Section):
 class ContextSettings(Section):
     context_tokens: int = 24000
     chars_per_token: int = 3
+    policy: Literal["watermark", "periodic"] = "watermark"
+    low_water: float = Field(0.25, gt=0, lt=1)
     compress_every: int = 5
     keep_recent: int = 10
     strict_keep_recent: int = 4

@@ -200,6 +200,28 @@ def test_compression_due(turn: int, every: int, due: bool) -> None:
     assert compression_due(turn, every) is due
 
 
+def test_watermark_policy_touches_nothing_old_until_the_budget_is_crossed() -> None:
+    ctx = ContextSettings(context_tokens=10_000, low_water=0.25)  # 30,000 chars
+    assert ctx.policy == "watermark"  # the default
+    session = Session(ctx)
+    previous, breaks = None, []
+    for turn in range(1, 61):
+        request = session.turn(turn, ["y" * (1500 + 37 * turn)] * (1 + turn % 3), thinking="z" * 1200)
+        step = session.steps[-1]
+        assert serialized_size(request) <= ctx.budget_chars
+        assert_well_formed(request)
+        if previous is not None and not dumps(request).startswith(dumps(previous)[:-1]):
+            breaks.append(turn)
+            # a break happens only when the request would cross the budget, and makes room in one step
+            assert step.trim.before > ctx.budget_chars and step.compressed and step.trim.strict
+            assert step.trim.after <= ctx.low_water * ctx.budget_chars or step.trim.hard_cut
+        else:
+            assert not step.compressed and step.trim.evicted == 0
+        previous = request
+    assert len(breaks) >= 5  # the budget was crossed again and again
+    assert min(b - a for a, b in zip(breaks, breaks[1:])) >= 2  # each break leaves room for several turns
+
+
 def test_compress_if_due_only_on_compression_turns() -> None:
     ctx = ContextSettings()
     messages = big_session()
@@ -213,8 +235,8 @@ def test_output_cap_is_shared_by_the_calls_of_a_turn(kind: str, calls: int, expe
     assert output_cap(ContextSettings(), kind, calls) == expected
 
 
-def test_request_prefix_is_stable_between_compression_points() -> None:
-    ctx = ContextSettings(context_tokens=1_000_000)  # no eviction: isolate compression
+def test_periodic_policy_keeps_the_prefix_stable_between_compression_points() -> None:
+    ctx = ContextSettings(context_tokens=1_000_000, policy="periodic")  # no eviction: isolate compression
     session = Session(ctx)
     previous, compressed_upto, stable = None, 0, 0
     for turn in range(1, 31):
@@ -311,8 +333,9 @@ def test_oversized_newest_turn_is_cut_harder_keeping_anchor_and_key_info() -> No
     assert out[3]["content"].startswith("BBB") and "chars cut" in out[3]["content"]
 
 
-def test_synthetic_300_turn_session_stays_under_budget_and_keeps_key_info() -> None:
-    ctx = ContextSettings(context_tokens=8_000)  # 24,000 chars
+@pytest.mark.parametrize("policy", ["watermark", "periodic"])
+def test_synthetic_300_turn_session_stays_under_budget_and_keeps_key_info(policy: str) -> None:
+    ctx = ContextSettings(context_tokens=8_000, policy=policy)  # 24,000 chars
     rng = random.Random(7)
     session = Session(ctx, task="Keep the service alive and report its port.")
     for turn in range(1, 301):

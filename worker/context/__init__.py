@@ -7,8 +7,16 @@ Per turn, before asking the model (the history ends with the anchor user message
 
 `manage_context` does the same and also reports what happened (compression point, evictions, sizes).
 
-Levels (DESIGN §1): cut.py caps one tool output, compress.py cuts old tags every few turns,
-budget.py enforces the character budget, anchor.py renders the working-memory anchor.
+Levels (DESIGN §1): cut.py caps one tool output, compress.py cuts old tags, budget.py enforces the
+character budget, anchor.py renders the working-memory anchor.
+
+Two policies (`context.policy`):
+- "watermark" (default): nothing old is touched while the request fits the budget, so every request
+  extends the previous one byte for byte and a provider's prompt cache serves all of it. When the
+  budget is crossed, one large step (strict compression, then FIFO eviction down to `low_water` of
+  the budget) makes room for many turns before the next break.
+- "periodic": the reference's rhythm: old tags compressed every `compress_every` turns, and when over
+  budget the same step down to `evict_to`. Each compression point breaks the cached prefix.
 """
 from __future__ import annotations
 
@@ -45,8 +53,12 @@ def compress_if_due(messages: list[dict[str, Any]], turn: int, settings: Any) ->
 
 
 def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any) -> ContextStep:
-    """Everything the loop calls once per turn, before sending: compress if due, then trim to budget."""
+    """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
+    trim to budget."""
     ctx = getattr(settings, "context", settings)
+    if ctx.policy == "watermark":
+        trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water)
+        return ContextStep(trimmed, report.strict, report)
     due = compression_due(turn, ctx.compress_every)
     compressed = compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars) if due else messages
     trimmed, report = trim_with_report(compressed, ctx)

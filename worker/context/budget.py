@@ -34,14 +34,17 @@ def trim_to_budget(messages: list[Message], settings: Any) -> list[Message]:
     return trim_with_report(messages, settings)[0]
 
 
-def trim_with_report(messages: list[Message], settings: Any) -> tuple[list[Message], TrimReport]:
+def trim_with_report(messages: list[Message], settings: Any,
+                     evict_to: Optional[float] = None) -> tuple[list[Message], TrimReport]:
+    """Over budget: strict compression, then FIFO eviction to `evict_to` of the budget (default the
+    setting's), then a cut of every message as a last resort."""
     ctx = getattr(settings, "context", settings)  # Settings or ContextSettings
     budget = ctx.budget_chars
     size = serialized_size(messages)
     report = TrimReport(before=size, after=size)
     if size <= budget:
         return messages, report
-    target = int(budget * ctx.evict_to)
+    target = int(budget * (ctx.evict_to if evict_to is None else evict_to))
     out = compress_tags(messages, ctx.strict_keep_recent, ctx.tag_keep_chars)
     report.strict = True
     if serialized_size(out) > target:
