@@ -156,7 +156,7 @@ def make_workdir(workdir: Path, rng: random.Random, widths: list[int]) -> None:
     (workdir / "notes.md").write_text("# Notes\nSTATUS: open\n", encoding="utf-8")
 
 
-def reference_maintain(messages: list[dict[str, Any]], turn: int, settings: Any) -> list[dict[str, Any]]:
+def reference_maintain(messages: list[dict[str, Any]], turn: int, settings: Any, anchor: Any = None) -> list[dict[str, Any]]:
     """The GenericAgent reference's trim_messages_history, ported literally (its paper's pseudocode 3.7.2):
     tags compressed every 5 turns (10 newest exempt); over the cap, strict compression (4 exempt), then
     single messages popped from the front while more than 9 remain and the size is over 60 %."""

@@ -69,7 +69,7 @@ class Session:
         self.steps = []
 
     def request(self, turn: int) -> list[dict]:
-        step = manage_context(self.messages, turn, self.ctx)
+        step = manage_context(self.messages, turn, self.ctx, self.anchor)
         self.steps.append(step)
         return step.messages
 
@@ -222,6 +222,27 @@ def test_watermark_policy_touches_nothing_old_until_the_budget_is_crossed() -> N
     assert min(b - a for a, b in zip(breaks, breaks[1:])) >= 2  # each break leaves room for several turns
 
 
+def test_watermark_anchor_shows_the_new_turn_between_breaks_and_everything_after_one() -> None:
+    ctx = ContextSettings(context_tokens=10_000, low_water=0.25, anchor_turns=20)
+    session = Session(ctx)
+    session.key_info = "port 8123"
+    breaks = 0
+    for turn in range(1, 61):
+        request = session.turn(turn, ["y" * 2500] * (1 + turn % 2))
+        if turn == 1:
+            continue
+        anchor = request[-1]["content"]
+        lines = re.search(r"<history>\n([\s\S]*?)\n</history>", anchor)[1].splitlines()
+        turns_shown = [int(line.split()[0][1:]) for line in lines if re.match(r"t\d+ ", line)]
+        assert lines[0].startswith(f"[turn {turn - 1}]") and anchor.endswith("<key_info>\nport 8123\n</key_info>")
+        if session.steps[-1].trim.strict:  # a break: the thread is carried by the full anchor
+            breaks += 1
+            assert turns_shown == list(range(max(1, turn - 20), turn))
+        else:  # the earlier turns are all in the request: only the new one is listed
+            assert turns_shown == [turn - 1]
+    assert breaks >= 5
+
+
 def test_compress_if_due_only_on_compression_turns() -> None:
     ctx = ContextSettings()
     messages = big_session()
@@ -366,7 +387,7 @@ def test_anchor_renders_the_newest_summaries_turn_and_key_info() -> None:
     for t in range(1, 26):
         anchor.add(t, f"file_read(path='f{t}.py') -> ok, 10 chars")
     anchor.add(25, "code_run(script='pytest') -> exit 1, 2.0k chars")
-    text = anchor.render(25, "bug is in f3.py line 9")
+    text = anchor.render(25, "bug is in f3.py line 9", full=True)
     history = re.search(r"<history>\n([\s\S]*?)\n</history>", text)[1].splitlines()
     assert history[0] == "[turn 25] task: Find the bug"
     assert history[1] == "(5 earlier turns not shown)"

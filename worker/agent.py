@@ -70,7 +70,7 @@ class Worker:
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled")
-            request = context.maintain(messages, turn, cfg)
+            request = context.maintain(messages, turn, cfg, anchor)
             try:
                 reply = self.model.chat(request, schemas)
             except ModelError as exc:

@@ -5,6 +5,9 @@ Per turn, before asking the model (the history ends with the anchor user message
     request = maintain(messages, turn, settings)   # compress if due, then trim to budget; send this
     ... messages = request + [reply, tool results, {"role": "user", "content": anchor.render(turn, key_info)}]
 
+(`maintain(messages, turn, settings, anchor)` under the watermark policy, so a break can restore
+the full anchor.)
+
 `manage_context` does the same and also reports what happened (compression point, evictions, sizes).
 
 Levels (DESIGN §1): cut.py caps one tool output, compress.py cuts old tags, budget.py enforces the
@@ -21,7 +24,7 @@ Two policies (`context.policy`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from worker.context.anchor import Anchor, anchor_message, render_anchor, summarize_call, turn_line
 from worker.context.budget import (TrimReport, cut_to_fit, evict_fifo, repair_tool_pairs, serialized_size,
@@ -52,11 +55,14 @@ def compress_if_due(messages: list[dict[str, Any]], turn: int, settings: Any) ->
     return compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars)
 
 
-def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any) -> ContextStep:
+def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any,
+                   anchor: Optional[Anchor] = None) -> ContextStep:
     """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
-    trim to budget."""
+    trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
     ctx = getattr(settings, "context", settings)
     if ctx.policy == "watermark":
+        if anchor is not None and serialized_size(messages) > ctx.budget_chars:
+            messages = anchor.with_full_anchor(messages)
         trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water)
         return ContextStep(trimmed, report.strict, report)
     due = compression_due(turn, ctx.compress_every)
@@ -65,9 +71,10 @@ def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any) -> 
     return ContextStep(trimmed, due, report)
 
 
-def maintain(messages: list[dict[str, Any]], turn: int, settings: Any) -> list[dict[str, Any]]:
+def maintain(messages: list[dict[str, Any]], turn: int, settings: Any,
+             anchor: Optional[Anchor] = None) -> list[dict[str, Any]]:
     """The request to send this turn (see manage_context)."""
-    return manage_context(messages, turn, settings).messages
+    return manage_context(messages, turn, settings, anchor).messages
 
 
 def output_cap(settings: Any, kind: str, calls_in_turn: int = 1) -> int:

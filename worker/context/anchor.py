@@ -1,6 +1,10 @@
 """The working-memory anchor (level 4 of context control): one line per turn, the newest of them,
 the turn number, the task and key_info, appended to the user message after every tool call.
-When old messages are evicted, the anchor in the newest user message carries the thread."""
+When old messages are evicted, the anchor in the newest user message carries the thread.
+
+Under the watermark policy the turns since the last break are all in the request, so between
+breaks an anchor shows only the turn's own line (and key_info); the break that evicts turns
+writes the full anchor into the newest user message (`with_full_anchor`)."""
 from __future__ import annotations
 
 import json
@@ -27,6 +31,8 @@ class Anchor:
         ctx = getattr(settings, "context", settings)
         self.turns_shown: int = ctx.anchor_turns if ctx is not None else 20
         self.task, self.key_info = task, key_info
+        self.deltas = ctx is not None and getattr(ctx, "policy", "periodic") == "watermark"
+        self.rendered_turn = 0  # the turn of the last render
         self._turns: list[tuple[int, list[str]]] = []
 
     def add(self, turn: int, summary: str) -> None:
@@ -39,11 +45,30 @@ class Anchor:
     def lines(self) -> list[str]:
         return [turn_line(turn, parts) for turn, parts in self._turns]
 
-    def render(self, turn: int, key_info: Optional[str] = None) -> str:
+    def render(self, turn: int, key_info: Optional[str] = None, full: Optional[bool] = None) -> str:
+        """The anchor after `turn`: the newest `turns_shown` lines, or (deltas, unless `full`) the lines
+        since the previous render."""
+        self.key_info = self.key_info if key_info is None else key_info
+        if self.deltas and not full:
+            shown = [turn_line(t, parts) for t, parts in self._turns if t > self.rendered_turn]
+            self.rendered_turn = turn
+            return render_anchor(turn, shown, self.key_info, self.task)
+        self.rendered_turn = turn
         lines = self.lines
         shown = lines[-self.turns_shown:] if self.turns_shown > 0 else []
-        info = self.key_info if key_info is None else key_info
-        return render_anchor(turn, shown, info, self.task, omitted=len(lines) - len(shown))
+        return render_anchor(turn, shown, self.key_info, self.task, omitted=len(lines) - len(shown))
+
+    def with_full_anchor(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` with the newest user message's anchor rendered in full (the same list when the
+        anchor is not in delta form or that message has none)."""
+        if not self.deltas or not messages or messages[-1].get("role") != "user":
+            return messages
+        content = messages[-1].get("content")
+        start = content.find("<history>") if isinstance(content, str) else -1
+        if start < 0:
+            return messages
+        full = content[:start] + self.render(self.rendered_turn, full=True)
+        return messages[:-1] + [dict(messages[-1], content=full)]
 
 
 def render_anchor(turn: int, lines: list[str], key_info: str, task: str = "", omitted: int = 0) -> str:
