@@ -425,7 +425,7 @@ def fake_llm(
 
 from rich.text import Text  # noqa: E402  (fan-out errors are printed as plain text, one line each)
 
-runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, tail.")
+runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail.")
 app.add_typer(runs_app, name="runs")
 
 
@@ -559,14 +559,18 @@ def runs_list(
 @runs_app.command("show")
 def runs_show(
     run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    task_id: Optional[str] = typer.Argument(None, help="A task id (or `reduce`): show its conversation turn by turn"),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (with TASK: the requests as the model received them)"),
 ) -> None:
-    """A run's summary, its results and the ledger's latest events."""
+    """A run's summary, its results and the ledger's latest events; with TASK, that task's conversation."""
     from rich.table import Table
 
     from orchestrator.fanout import load_run
 
+    if task_id is not None:
+        _show_task(_runs_dir(out), run_id, task_id, as_json)
+        return
     try:
         data = load_run(_runs_dir(out), run_id)
     except FileNotFoundError as exc:
@@ -590,6 +594,42 @@ def runs_show(
         table.add_row(row["task_id"], row["status"], str(row.get("attempt", "")), str(row.get("turns", "")),
                       f"{(row.get('usage_with_nested') or row.get('usage') or {}).get('total', 0):,}", text[:80])
     console.print(table)
+
+
+def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:
+    from orchestrator.runshow import print_conversation
+    from orchestrator.runview import load_run_view, replayed_requests
+
+    try:
+        view = load_run_view(runs_dir, run_id)
+        view.task(task_id)
+    except (FileNotFoundError, KeyError) as exc:
+        fail(str(exc).strip("'\""))
+    if as_json:
+        emit_json(replayed_requests(view.history_path(task_id)))
+    else:
+        print_conversation(console, view, task_id)
+
+
+@runs_app.command("report")
+def runs_report(
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and report.md (default: the run's)"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """One self-contained HTML page (timeline, tokens and cost, failures, every conversation) and report.md."""
+    from orchestrator.report import write_report
+    from orchestrator.runview import load_run_view
+
+    try:
+        view = load_run_view(_runs_dir(runs_dir), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    try:
+        paths = write_report(view, out or view.path)
+    except OSError as exc:
+        fail(f"cannot write the report to {out or view.path}: {exc.strerror or exc}; choose another --out")
+    console.print(f"report: {paths[0]}\n        {paths[1]}", highlight=False)
 
 
 @runs_app.command("tail")

@@ -1,0 +1,68 @@
+"""`ga runs show RUN TASK`: one task's conversation in the terminal, turn by turn."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from orchestrator.runview import RunView, conversation, first_user_message
+from worker.context import cut_head_tail
+
+SHOWN_CHARS = 1200  # of each tool result and argument; the full size is printed beside it
+
+
+def print_conversation(console: Console, view: RunView, task_id: str) -> None:
+    task = view.task(task_id)
+    path = view.history_path(task_id)
+    usage = task.usage
+    console.print(Text.assemble((f"{task_id}", "bold"), f"  {task.status}", f" · {task.turns} turns",
+                                f" · {usage.get('total', 0):,} tokens ({usage.get('cached', 0):,} cached)",
+                                f" · ${usage.get('cost', 0):.4f} · {task.seconds:.1f}s · {task.model}"))
+    for number, attempt in enumerate(task.attempts, start=1):
+        end = f"{attempt.end - attempt.start:.1f}s" if attempt.end else "running"
+        why = f": {attempt.reason}" if attempt.reason else ""
+        console.print(Text(f"attempt {number} on slot {attempt.slot}: {attempt.status} after {end}{why}"
+                           + (" (killed after its timeout)" if attempt.killed else ""), style="dim"))
+    task_text = first_user_message(path)
+    if task_text:
+        console.print(Panel(Text(cut_head_tail(task_text, SHOWN_CHARS)), title="task", title_align="left", border_style="blue"))
+    attempts = conversation(path)
+    if not attempts:
+        console.print(Text(f"no turns recorded yet ({path})", style="yellow"))
+    for number, turns in enumerate(attempts, start=1):
+        if len(attempts) > 1:
+            console.rule(f"attempt {number}")
+        for turn in turns:
+            console.print(_turn_panel(turn))
+    if task.answer or task.reason:
+        console.print(Panel(Text(task.answer or task.reason), title="answer" if task.answer else "reason",
+                            title_align="left", border_style="green" if task.status == "succeeded" else "red"))
+
+
+def _turn_panel(turn: Any) -> Panel:
+    parts: list[Any] = []
+    if turn.text.strip():
+        parts.append(Text(turn.text.strip()))
+    for call in turn.calls:
+        parts.append(Text.assemble(("→ ", "cyan"), (call.name, "bold cyan"), " ", _arguments(call.arguments)))
+        parts.append(Text(f"← {'ok' if call.ok else 'error'}, {len(call.output):,} chars", style="dim"))
+        parts.append(Text(cut_head_tail(call.output, SHOWN_CHARS).rstrip(), style="" if call.ok else "red"))
+    usage = turn.usage
+    subtitle = (f"{usage.get('prompt', 0):,} in ({usage.get('cached', 0):,} cached) · {usage.get('completion', 0):,} out"
+                f" · {turn.seconds:.2f}s")
+    return Panel(Group(*parts) if parts else Text("(empty reply)", style="dim"), title=f"turn {turn.turn}",
+                 title_align="left", subtitle=subtitle, subtitle_align="right")
+
+
+def _arguments(arguments: str) -> str:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return cut_head_tail(arguments, SHOWN_CHARS)
+    if isinstance(value, dict):
+        return cut_head_tail(", ".join(f"{k}={v!r}" if not isinstance(v, str) or "\n" not in v else f"{k}=\n{v}"
+                                       for k, v in value.items()), SHOWN_CHARS)
+    return cut_head_tail(arguments, SHOWN_CHARS)

@@ -1,0 +1,232 @@
+"""What one run did, read back from its directory: each task attempt on its worker slot (the
+timeline), usage per task and per model, failures grouped by reason, and each task's conversation
+rebuilt from its history.jsonl. `ga runs show RUN TASK` and `ga runs report` both read through this
+module. It works on a run still in progress: attempts without an end are `running`."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from memory_shared.fsutil import is_abandoned
+from orchestrator.ledger import RunDir, read_jsonl
+
+REDUCE = "reduce"
+# Ledger events that say something about a task without ending its attempt.
+_PASSING = {"queued", "running", "timeout_kill", "skipped"}
+
+
+@dataclass
+class Attempt:
+    task_id: str
+    attempt: int
+    slot: Optional[int]  # the worker slot it ran on (a row of the timeline)
+    start: float
+    end: Optional[float]  # None while it runs
+    status: str  # a final status, or how the attempt ended before a retry (retried, requeued, paused), or running
+    reason: str = ""
+    killed: bool = False  # the driver killed it after its timeout
+
+
+@dataclass
+class ToolStep:
+    name: str
+    arguments: str
+    output: str
+    ok: bool
+
+
+@dataclass
+class Turn:
+    turn: int
+    time: float
+    text: str
+    calls: list[ToolStep]
+    usage: dict[str, Any]
+    seconds: float  # the model's latency for this turn
+
+
+@dataclass
+class TaskView:
+    task_id: str
+    status: str
+    model: str = ""
+    reason: str = ""
+    answer: str = ""
+    turns: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass
+class RunView:
+    run_id: str
+    path: Path
+    name: str
+    status: str
+    started: float
+    finished: Optional[float]
+    tasks: list[TaskView]
+    summary: dict[str, Any]
+    marks: list[dict[str, Any]]  # run-level ledger events worth seeing on the timeline (pauses, stops)
+
+    def task(self, task_id: str) -> TaskView:
+        for task in self.tasks:
+            if task.task_id == task_id:
+                return task
+        known = ", ".join(t.task_id for t in self.tasks[:8]) + (" …" if len(self.tasks) > 8 else "")
+        raise KeyError(f"run {self.run_id} has no task '{task_id}'; its tasks: {known}")
+
+    def history_path(self, task_id: str) -> Path:
+        return self.path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
+            self.path / "tasks" / task_id / "history.jsonl"
+
+    def usage_by_model(self) -> dict[str, dict[str, float]]:
+        totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for task in self.tasks:
+            for key in ("prompt", "completion", "cached", "cost"):
+                totals[task.model or "?"][key] += task.usage.get(key, 0) or 0
+        return {model: dict(values) for model, values in totals.items()}
+
+    def failures_by_reason(self) -> dict[str, list[str]]:
+        """Tasks that did not succeed, grouped by their reason with numbers and ids generalized."""
+        groups: dict[str, list[str]] = defaultdict(list)
+        for task in self.tasks:
+            if task.status not in ("succeeded", "running", "queued"):
+                groups[reason_kind(task.reason or task.status)].append(task.task_id)
+        return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
+
+
+def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> RunView:
+    run = RunDir.existing(runs_dir, run_id)
+    now = time.time() if now is None else now
+    spec = run.spec() or {}
+    models = {t["id"]: str(t.get("model") or "") for t in spec.get("tasks") or []}
+    models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), ""))
+    records = run.ledger_records()
+    results = run.results()
+    reduce_result = _reduce_result(run.path)
+    if reduce_result:
+        turns = sum(len(attempt) for attempt in conversation(run.path / REDUCE / REDUCE / "history.jsonl")[-1:])
+        results[REDUCE] = {"task_id": REDUCE, "turns": turns, **reduce_result}
+    attempts = read_attempts(records)
+    order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
+    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""))
+             for task_id in order]
+    summary = run.summary() or {}
+    started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
+    finished = summary.get("finished") or next((r["time"] for r in records if r["event"] == "run_finished"), None)
+    for task in tasks:  # a run still going: open attempts end now
+        for attempt in task.attempts:
+            if attempt.end is None and finished:
+                attempt.end, attempt.status = finished, "stopped"
+    marks = [r for r in records if "task_id" not in r and r["event"] not in ("run_started", "run_resumed")]
+    status = summary.get("status") or ("running" if _driver_holds(run.path) else "stopped")
+    return RunView(run.run_id, run.path, spec.get("name", ""), status, started, finished, tasks, summary, marks)
+
+
+def read_attempts(records: list[dict[str, Any]]) -> dict[str, list[Attempt]]:
+    """Each task's attempts from the ledger: a `started` line opens one, the task's next line that
+    is not a passing note (running, timeout_kill, …) closes it with that line's event as status."""
+    attempts: dict[str, list[Attempt]] = defaultdict(list)
+    open_attempt: dict[str, Attempt] = {}
+    for record in records:
+        task_id, event = record.get("task_id"), record["event"]
+        if task_id is None:
+            continue
+        if event == "started":
+            open_attempt[task_id] = Attempt(task_id, int(record.get("attempt") or 1), record.get("worker"),
+                                            record["time"], None, "running")
+            attempts[task_id].append(open_attempt[task_id])
+        elif event == "timeout_kill" and task_id in open_attempt:
+            open_attempt[task_id].killed = True
+        elif event not in _PASSING and task_id in open_attempt:
+            current = open_attempt.pop(task_id)
+            current.end, current.status, current.reason = record["time"], event, record.get("reason") or ""
+    return dict(attempts)
+
+
+def conversation(history_path: Path) -> list[list[Turn]]:
+    """The task's turns from history.jsonl, split into attempts (a new attempt starts at turn 1)."""
+    attempts: list[list[Turn]] = []
+    for record in read_jsonl(history_path):
+        if "received" not in record:
+            continue
+        received = record["received"] or {}
+        results = {r.get("id"): r for r in record.get("tool_results") or []}
+        calls = []
+        for call in received.get("tool_calls") or []:
+            function = call.get("function") or {}
+            result = results.get(call.get("id"), {})
+            calls.append(ToolStep(function.get("name", "?"), str(function.get("arguments", "")),
+                                  str(result.get("output", "")), bool(result.get("ok", False))))
+        turn = Turn(int(record.get("turn", 0)), float(record.get("time", 0)), _text(received.get("content")),
+                    calls, record.get("usage") or {}, float(record.get("latency") or 0))
+        if not attempts or turn.turn <= attempts[-1][-1].turn:
+            attempts.append([])
+        attempts[-1].append(turn)
+    return attempts
+
+
+def first_user_message(history_path: Path) -> str:
+    for record in read_jsonl(history_path):
+        for message in record.get("sent") or []:
+            if message.get("role") == "user":
+                return _text(message.get("content"))
+    return ""
+
+
+def replayed_requests(history_path: Path) -> list[list[dict[str, Any]]]:
+    """Every request the worker sent, rebuilt exactly (`ga runs show RUN TASK --json`)."""
+    from worker.history import replay
+
+    return replay(history_path) if history_path.is_file() else []
+
+
+def reason_kind(reason: str) -> str:
+    """A reason with its particulars generalized, so that like failures group together."""
+    text = " ".join(reason.split())[:160]
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
+    return re.sub(r"\d+(\.\d+)?", "N", text) or "(no reason given)"
+
+
+def as_dict(value: Any) -> Any:
+    return asdict(value)
+
+
+def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str) -> TaskView:
+    if result is None:
+        status = attempts[-1].status if attempts else "queued"
+        status = "running" if status == "running" else ("queued" if not attempts else status)
+        return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", attempts=attempts)
+    usage = result.get("usage_with_nested") or result.get("usage") or {}
+    seconds = result.get("seconds") or sum(a.end - a.start for a in attempts if a.end is not None)
+    return TaskView(task_id, result.get("status", "?"), model, result.get("reason") or "", result.get("answer") or "",
+                    int(result.get("turns") or 0), usage, float(seconds), attempts)
+
+
+def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
+    result = path / REDUCE / "result.json"
+    try:
+        return json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _driver_holds(path: Path) -> bool:
+    """Whether a driver holds the run's lock (the run is in progress)."""
+    lock = path / ".lock"
+    return lock.is_file() and not is_abandoned(lock)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
