@@ -111,6 +111,12 @@ class LogSettings(Section):
     json_file: Optional[Path] = None
 
 
+class TelemetrySettings(Section):
+    otlp_endpoint: Optional[str] = None  # e.g. http://127.0.0.1:4318: export traces over OTLP/HTTP
+    capture_content: bool = False  # prompts, completions and tool arguments/results on spans (redacted)
+    service_name: str = "ga"
+
+
 class Settings(Section):
     home: Path = Path("~/.ga")
     memory: MemorySettings = MemorySettings()
@@ -120,6 +126,7 @@ class Settings(Section):
     web: WebSettings = WebSettings()
     explore: ExploreSettings = ExploreSettings()
     log: LogSettings = LogSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
     @property
     def home_dir(self) -> Path:

@@ -1,10 +1,11 @@
 """One run from start to summary: governors, the leased pool, the map, the reduce, accounting."""
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ray
 import structlog
@@ -16,9 +17,29 @@ from orchestrator.ledger import RunDir
 from orchestrator.pool import Pool
 from orchestrator.scheduler import MapOutcome, Scheduler, add_usage
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
+from worker import telemetry
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "failed", "needs_input", "limit")
+
+
+def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
+    """Driver.execute as the trace's `run` span (telemetry.otlp_endpoint); a nested run joins its parent's."""
+
+    @functools.wraps(execute)
+    def wrapper(driver: "Driver", todo: list[PlannedTask], spent: dict[str, Any], resumed: bool) -> Any:
+        with telemetry.span(driver.settings, f"run {driver.plan.name}", attributes={
+                "ga.run.id": driver.run.run_id, "ga.run.tasks": len(todo), "ga.run.depth": driver.nest.depth,
+                "ga.run.parent_task": driver.nest.parent_task}) as current:
+            run = execute(driver, todo, spent, resumed)
+            usage = run.summary.get("usage", {})
+            telemetry.annotate(current, {"ga.run.status": run.status, "gen_ai.usage.input_tokens": usage.get("prompt"),
+                                         "gen_ai.usage.output_tokens": usage.get("completion")},
+                               error="" if run.status == "succeeded" else run.status)
+        telemetry.flush()
+        return run
+
+    return wrapper
 
 
 class Driver:
@@ -33,6 +54,7 @@ class Driver:
 
     # ---- the run ----
 
+    @_traced
     def execute(self, todo: list[PlannedTask], spent: dict[str, Any], resumed: bool) -> Any:
         from orchestrator.fanout import Run
 
@@ -115,7 +137,8 @@ class Driver:
             "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
             "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
             "env": {**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
-                                          self.settings.home_dir), **_model_env(task.model, config)},
+                                          self.settings.home_dir), **_model_env(task.model, config),
+                    **telemetry.child_env()},
         }
 
     def tools_for(self, task: PlannedTask) -> Optional[list[str]]:

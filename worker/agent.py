@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from configs import Settings
 from memory_shared import Execution
-from worker import context, prompt
+from worker import context, prompt, telemetry
 from worker.history import History
 from worker.session import MemorySession
 from worker.tools import REGISTRY, ToolContext
@@ -33,7 +33,7 @@ class Worker:
         self.task, self.task_id, self.settings = task, task_id, settings
         self.workdir = Path(workdir)
         self.history = History(history_path)
-        self.model = model or _client(model_name, settings)
+        self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
         self.usage = Usage()
@@ -47,6 +47,7 @@ class Worker:
         for kill in list(self._kill):
             kill()
 
+    @telemetry.traced_agent
     def run(self) -> WorkerResult:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months) as memory:
@@ -104,6 +105,7 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
+    @telemetry.traced_tool_call
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
         """Run one tool call. The bool says whether the call itself was well formed."""
         tool = self.tools.get(call.name)

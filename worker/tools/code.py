@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
+from worker import telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
@@ -125,6 +126,7 @@ def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
     env.update({k: str(v) for k, v in ctx.extra.get("env", {}).items()})
+    env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
     return env
 
 

@@ -1,0 +1,212 @@
+"""OpenTelemetry traces: on when `telemetry.otlp_endpoint` is set (needs the `ga[otel]` extra).
+
+Spans follow the OpenTelemetry semantic conventions for generative AI:
+
+    run <name>                 a fan-out, in its driver
+      invoke_agent ga          one task attempt (Worker.run), in a worker process
+        chat <model>           one model call: tokens in / out / cached, finish reason
+        execute_tool <name>    one tool call; a nested fan-out in its code_run joins here
+
+Processes hand the trace on as a W3C traceparent in the environment (TRACEPARENT): the driver puts
+the run's into every job, and code_run children get the current tool call's. Prompts, completions
+and tool arguments and results go on spans only with `telemetry.capture_content: true`, always
+through the logs' secret redaction. With no endpoint every function here is a pass-through.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
+
+import structlog
+
+from configs.logs import redact_text
+
+log = structlog.get_logger("ga.telemetry")
+CONTENT_CHARS = 8000  # of each captured content attribute
+_lock = threading.Lock()
+_state: dict[str, Any] = {"endpoint": None, "capture": False, "provider": None, "tracer": None, "warned": False}
+
+
+def tracer(settings: Any) -> Any:
+    """The tracer for `settings.telemetry`, set up once per process and endpoint; None when off."""
+    config = getattr(settings, "telemetry", None)
+    endpoint = getattr(config, "otlp_endpoint", None)
+    if not endpoint:
+        return None
+    with _lock:
+        _state["capture"] = bool(config.capture_content)
+        if _state["endpoint"] == endpoint:
+            return _state["tracer"]
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        except ImportError:
+            if not _state["warned"]:
+                log.warning("telemetry_unavailable", endpoint=endpoint,
+                            fix="telemetry.otlp_endpoint is set but OpenTelemetry is not installed: pip install 'ga[otel]'")
+                _state["warned"] = True
+            return None
+        provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
+        if _state["provider"] is not None:
+            _state["provider"].shutdown()
+        _state.update(endpoint=endpoint, provider=provider, tracer=provider.get_tracer("ga"))
+        return _state["tracer"]
+
+
+@contextmanager
+def span(settings: Any, name: str, *, client: bool = False, parent: Optional[str] = None,
+         attributes: Optional[dict[str, Any]] = None) -> Iterator[Any]:
+    """A span named `name`, the child of the current one, else of `parent` (a traceparent), else of the
+    TRACEPARENT in the environment; yields None when telemetry is off."""
+    active = tracer(settings)
+    if active is None:
+        yield None
+        return
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    context = None
+    if not trace.get_current_span().get_span_context().is_valid:
+        carrier = parent or os.environ.get("TRACEPARENT")
+        context = TraceContextTextMapPropagator().extract({"traceparent": carrier}) if carrier else None
+    kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
+    with active.start_as_current_span(name, context=context, kind=kind, attributes=_clean(attributes or {})) as current:
+        yield current
+
+
+def annotate(current: Any, attributes: dict[str, Any], error: str = "") -> None:
+    """Set attributes (and an error status) on a span from `span()`; nothing when it is None."""
+    if current is None:
+        return
+    current.set_attributes(_clean(attributes))
+    if error:
+        from opentelemetry.trace import Status, StatusCode
+
+        current.set_status(Status(StatusCode.ERROR, redact_text(error)[:300]))
+
+
+def content(settings: Any, value: Any) -> Optional[str]:
+    """`value` as a redacted, bounded JSON string when content capture is on, else None."""
+    if not getattr(getattr(settings, "telemetry", None), "capture_content", False):
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return redact_text(text)[:CONTENT_CHARS]
+
+
+def child_env() -> dict[str, str]:
+    """TRACEPARENT of the current span and the telemetry settings, for a child process (empty when no span
+    is recording)."""
+    if _state["tracer"] is None:
+        return {}
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    if "traceparent" not in carrier:
+        return {}
+    # the child exports where this process does (a nested fan-out loads its settings from the environment)
+    return {"TRACEPARENT": carrier["traceparent"], "GA_TELEMETRY__OTLP_ENDPOINT": _state["endpoint"],
+            "GA_TELEMETRY__CAPTURE_CONTENT": "true" if _state["capture"] else "false"}
+
+
+def flush() -> None:
+    """Export what is buffered now (a worker process may be killed at any time after a task)."""
+    if _state["provider"] is not None:
+        _state["provider"].force_flush(timeout_millis=5000)
+
+
+# ---- the worker's spans ----
+
+def traced_agent(run: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Worker.run as an `invoke_agent` span, joined to the job's trace through the worker's env."""
+
+    @functools.wraps(run)
+    def wrapper(worker: Any) -> Any:
+        if tracer(worker.settings) is None:
+            return run(worker)
+        with span(worker.settings, "invoke_agent ga", parent=worker.env.get("TRACEPARENT"), attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "ga", "gen_ai.agent.id": worker.task_id,
+                "gen_ai.request.model": model_name(worker.model),
+                "gen_ai.input.messages": content(worker.settings, worker.task)}) as current:
+            result = run(worker)
+            annotate(current, {"ga.task.status": result.status, "ga.task.turns": result.turns,
+                               **usage_attributes(result.usage),
+                               "gen_ai.output.messages": content(worker.settings, result.answer)},
+                     error="" if result.status == "succeeded" else f"{result.status}: {result.reason}")
+        flush()
+        return result
+
+    return wrapper
+
+
+def traced_tool_call(dispatch: Callable[..., Any]) -> Callable[..., Any]:
+    """Worker._dispatch(call, turn) as an `execute_tool` span."""
+
+    @functools.wraps(dispatch)
+    def wrapper(worker: Any, call: Any, turn: int) -> Any:
+        if tracer(worker.settings) is None:
+            return dispatch(worker, call, turn)
+        with span(worker.settings, f"execute_tool {call.name}", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id,
+                "gen_ai.tool.type": "function", "ga.turn": turn,
+                "gen_ai.tool.call.arguments": content(worker.settings, call.arguments)}) as current:
+            result, well_formed = dispatch(worker, call, turn)
+            annotate(current, {"ga.tool.ok": result.ok, "ga.tool.output_chars": len(result.output),
+                               "gen_ai.tool.call.result": content(worker.settings, result.output)},
+                     error="" if result.ok else result.output.splitlines()[0] if result.output else "failed")
+        return result, well_formed
+
+    return wrapper
+
+
+class TracedModel:
+    """A model whose every chat is a `chat <model>` client span with its token usage."""
+
+    def __init__(self, inner: Any, settings: Any):
+        self.inner, self.settings = inner, settings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **options: Any) -> Any:
+        name = model_name(self.inner)
+        with span(self.settings, f"chat {name}", client=True, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": name,
+                "gen_ai.input.messages": content(self.settings, messages)}) as current:
+            reply = self.inner.chat(messages, tools, **options)
+            annotate(current, {**usage_attributes(reply.usage), "gen_ai.response.model": name,
+                               "gen_ai.response.finish_reasons": ["tool_calls" if reply.tool_calls else "stop"],
+                               "ga.latency_seconds": round(getattr(reply, "latency", 0.0) or 0.0, 4),
+                               "gen_ai.output.messages": content(self.settings, [reply.message])})
+        return reply
+
+
+def traced_model(model: Any, settings: Any) -> Any:
+    return TracedModel(model, settings) if tracer(settings) is not None else model
+
+
+def model_name(model: Any) -> str:
+    for holder in (model, getattr(model, "inner", None), getattr(model, "client", None)):
+        config = getattr(holder, "config", None)
+        if config is not None:
+            return str(getattr(config, "model", None) or getattr(config, "name", "") or "")
+    return ""
+
+
+def usage_attributes(usage: Any) -> dict[str, Any]:
+    return {"gen_ai.usage.input_tokens": usage.prompt, "gen_ai.usage.output_tokens": usage.completion,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached, "ga.cost_usd": usage.cost}
+
+
+def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
