@@ -18,6 +18,7 @@ from orchestrator.pool import Pool
 from orchestrator.scheduler import MapOutcome, Scheduler, add_usage
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from worker import telemetry
+from worker.models import nested_model_env
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "failed", "needs_input", "limit")
@@ -137,7 +138,7 @@ class Driver:
             "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
             "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
             "env": {**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
-                                          self.settings.home_dir), **_model_env(task.model, config),
+                                          self.settings.home_dir), **nested_model_env(task.model, config),
                     **telemetry.child_env()},
         }
 
@@ -195,14 +196,6 @@ class Driver:
             "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
             "governors": governors, "memory": self.memory["mode"],
         }
-
-
-def _model_env(name: Optional[str], config: Any) -> dict[str, str]:
-    """A nested fan-out in this task's code_run uses the task's model unless it names another
-    (a scripted model as the server this run already started)."""
-    if name and name.startswith("scripted:"):
-        return {"GA_MODEL": f"scripted@{config.base_url}"}
-    return {"GA_MODEL": name} if name else {}
 
 
 def _budget_text(plan: Plan, usage: dict[str, Any]) -> str:

@@ -160,3 +160,11 @@ def _build(fields: dict, places: dict[str, str]) -> ModelConfig:
 
 def _expand_env(text: str) -> str:
     return ENV_REF.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def nested_model_env(name: Optional[str], config: Any) -> dict[str, str]:
+    """GA_MODEL for a task's code_run: a nested fan-out uses the task's model unless it names another
+    (a scripted model file as the server this process already started)."""
+    if name and name.startswith("scripted:"):
+        return {"GA_MODEL": f"scripted@{config.base_url}"}
+    return {"GA_MODEL": name} if name else {}

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 from configs import Settings
 from worker.agent import Worker
+from worker.models import nested_model_env
 from worker.types import WorkerResult
 
 
@@ -31,6 +32,7 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
     worker = Worker(task, task_id=task_id, workdir=(workdir or Path.cwd()).resolve(), settings=settings,
                     history_path=task_dir / "history.jsonl", model_name=model_name, store=open_store(settings),
                     interactive=interactive, ask=ask, on_turn=on_turn, env=env)
+    worker.env = {**nested_model_env(model_name or settings.worker.model, worker.model.config), **worker.env}
     result = worker.run()
     (task_dir / "answer.md").write_text(result.answer + "\n", encoding="utf-8")
     return result
