@@ -357,12 +357,15 @@ def run(
     model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
     max_turns: Optional[int] = typer.Option(None, help="Stop after this many turns"),
     workdir: Optional[Path] = typer.Option(None, help="The worker's directory (default: current directory)"),
+    continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`): "
+                                                   "TASK is a follow-up in that conversation"),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
 ) -> None:
-    """Run one worker on TASK and show each turn live."""
+    """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
     from orchestrator.activity import user_job
     from worker.models import ModelConfigError
     from worker.oneshot import run_one
+    from worker.sessions import SessionError
 
     current = settings(**{"worker.model": model, "worker.max_turns": max_turns})
     if workdir is not None and not workdir.is_dir():
@@ -370,9 +373,9 @@ def run(
     interactive = sys.stdin.isatty() and not as_json
     try:
         with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
-            result = run_one(task, current, workdir=workdir, interactive=interactive, ask=_ask_person,
-                             on_turn=None if as_json else _show_turn)
-    except ModelConfigError as exc:
+            result = run_one(task, current, model_name=model, workdir=workdir, interactive=interactive, ask=_ask_person,
+                             on_turn=None if as_json else _show_turn, continue_session=continue_session)
+    except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
     if as_json:
         emit_json(result.to_dict())
@@ -382,6 +385,47 @@ def run(
                       + (f" ({result.reason})" if result.reason else ""))
         console.print(result.answer, markup=False)
     raise typer.Exit(0 if result.status == "succeeded" else 1)
+
+
+@app.command()
+def chat(
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id, or `last`"),
+    model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+) -> None:
+    """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
+    from orchestrator.runview import runs_of_session
+    from worker.chat import Chat
+    from worker.sessions import SessionError, find
+
+    current = settings(**{"worker.model": model})
+    if State.overrides.get("log.level") is None:  # a conversation, not a log: only warnings unless asked
+        setup_logging("warning", current.log.json_file)
+    try:
+        session = find(current, None if resume == "last" else resume) if resume else None
+    except SessionError as exc:
+        fail(str(exc))
+    Chat(current, console, session, model, show_turn=_show_turn,
+         list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id)).loop()
+
+
+sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and `ga chat`: list them; continue one "
+                                                      "with `ga chat --resume ID` or `ga run --continue ID`.")
+app.add_typer(sessions_app, name="sessions")
+
+
+@sessions_app.command("list")
+def sessions_list(as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+    """Every session, the latest activity first: first task, turns, cost, last activity."""
+    from worker.chat import sessions_table
+    from worker.sessions import list_sessions
+
+    rows = list_sessions(settings())
+    if as_json:
+        emit_json([row.model_dump() for row in rows])
+    elif not rows:
+        console.print("no sessions yet: `ga run \"TASK\"` or `ga chat` starts one")
+    else:
+        console.print(sessions_table(rows))
 
 
 def _show_turn(event: dict) -> None:

@@ -63,7 +63,7 @@ class Driver:
         plan, run = self.plan, self.run
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
                    workers=self.workers, address=self.cluster["address"], depth=self.nest.depth,
-                   parent_task=self.nest.parent_task)
+                   parent_task=self.nest.parent_task, session=os.environ.get("GA_SESSION"))
         for task in todo:
             run.ledger("queued", task.id)
         self._start_governors()

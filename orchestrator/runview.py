@@ -130,6 +130,20 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     return RunView(run.run_id, run.path, spec.get("name", ""), status, started, finished, tasks, summary, marks)
 
 
+def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
+    """The fan-outs a `ga run`/`ga chat` session started (their run_started line names it), newest first."""
+    from orchestrator.ledger import list_runs
+
+    rows = []
+    for row in list_runs(runs_dir):
+        first = next(read_jsonl(Path(row["path"]) / "ledger.jsonl"), {})
+        if first.get("session") == session_id:
+            if row["status"] == "running?":
+                row["status"] = "running" if _driver_holds(Path(row["path"])) else "stopped"
+            rows.append(row)
+    return rows
+
+
 def read_attempts(records: list[dict[str, Any]]) -> dict[str, list[Attempt]]:
     """Each task's attempts from the ledger: a `started` line opens one, the task's next line that
     is not a passing note (running, timeout_kill, …) closes it with that line's event as status."""

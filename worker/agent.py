@@ -29,10 +29,11 @@ class Worker:
                  model: Optional[Model] = None, model_name: Optional[str] = None, store: Any = None,
                  interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
-                 tools: Optional[list[str]] = None):
+                 tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None):
         self.task, self.task_id, self.settings = task, task_id, settings
         self.workdir = Path(workdir)
         self.history = History(history_path)
+        self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
@@ -64,8 +65,8 @@ class Worker:
 
     def _loop(self, memory: MemorySession) -> WorkerResult:
         cfg = self.settings.context
-        messages = [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
-                    {"role": "user", "content": prompt.build_first_user_message(self.task)}]
+        messages = self.resumed or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
+                                    {"role": "user", "content": prompt.build_first_user_message(self.task)}]
         anchor, schemas = context.Anchor(cfg, task=self.task), [t.schema() for t in self.tools.values()]
         malformed = 0
         for turn in range(1, self.settings.worker.max_turns + 1):

@@ -20,6 +20,10 @@ class History:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._previous: list[dict[str, Any]] = []
 
+    def resume(self, previous_request: list[dict[str, Any]]) -> None:
+        """Continue a history whose last request was `previous_request` (a session's follow-up)."""
+        self._previous = [dict(m) for m in previous_request]
+
     def record(self, turn: int, request: list[dict[str, Any]], reply: Reply, tool_results: list[dict[str, Any]]) -> None:
         sent_from = _shared_prefix(self._previous, request)
         self._previous = [dict(m) for m in request]

@@ -1,4 +1,4 @@
-"""`ga run`: one worker on one task, with a run directory like a one-task fan-out."""
+"""`ga run`: one worker on one task (or a follow-up in a session), with a run directory like a one-task fan-out."""
 from __future__ import annotations
 
 import secrets
@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from configs import Settings
-from worker.agent import Worker
-from worker.models import nested_model_env
+from worker import sessions
 from worker.types import WorkerResult
 
 
@@ -25,14 +24,28 @@ def open_store(settings: Settings) -> Any:
 
 def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, workdir: Optional[Path] = None,
             interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
-            on_turn: Optional[Callable[[dict], None]] = None, env: Optional[dict[str, str]] = None) -> WorkerResult:
-    """Run `task` in `workdir` (default: the current directory); history under <runs_dir>/<id>/."""
-    task_id = new_id("run")
-    task_dir = Path(settings.fanout.runs_dir).resolve() / task_id / "tasks" / task_id
-    worker = Worker(task, task_id=task_id, workdir=(workdir or Path.cwd()).resolve(), settings=settings,
-                    history_path=task_dir / "history.jsonl", model_name=model_name, store=open_store(settings),
-                    interactive=interactive, ask=ask, on_turn=on_turn, env=env)
-    worker.env = {**nested_model_env(model_name or settings.worker.model, worker.model.config), **worker.env}
+            on_turn: Optional[Callable[[dict], None]] = None, continue_session: Optional[str] = None) -> WorkerResult:
+    """Run `task` in `workdir` (default: the current directory) as a new session (history under
+    <runs_dir>/<id>/), or as a follow-up in the session `continue_session` (its directory and model,
+    unless `model_name` names another)."""
+    if continue_session is not None:
+        session = sessions.find(settings, continue_session)
+        if model_name:
+            session = session.model_copy(update={"model": model_name})
+    else:
+        session = start_session(settings, task, model_name, workdir)
+    worker = sessions.prepare(settings, task, session, resume=continue_session is not None, interactive=interactive,
+                              ask=ask, on_turn=on_turn, store=open_store(settings))
     result = worker.run()
-    (task_dir / "answer.md").write_text(result.answer + "\n", encoding="utf-8")
+    sessions.record(settings, session, result)
+    (session.history_path.parent / "answer.md").write_text(result.answer + "\n", encoding="utf-8")
     return result
+
+
+def start_session(settings: Settings, task: str, model_name: Optional[str], workdir: Optional[Path]) -> sessions.Session:
+    session_id = new_id("run")
+    history = Path(settings.fanout.runs_dir).resolve() / session_id / "tasks" / session_id / "history.jsonl"
+    session = sessions.new_session(settings, session_id, task, model_name or settings.worker.model,
+                                   (workdir or Path.cwd()).resolve(), history)
+    sessions.save(settings, session)
+    return session

@@ -1,0 +1,174 @@
+"""`ga chat`: a conversation with the parent agent on a terminal.
+
+Each message is a task for the same worker loop and tools as `ga run`; a follow-up continues the
+session's history (sessions.py), so the agent sees what it said and did before. Line editing and
+history come from readline. Ctrl-C stops the current turn, not the session; Ctrl-D or /quit leaves.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from configs import Settings
+from worker import sessions
+from worker.oneshot import open_store, start_session
+from worker.types import Usage
+
+HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so far · /model NAME  switch model · "
+        "/resume [ID]  continue another session · /sessions · /quit")
+
+
+class Chat:
+    def __init__(self, settings: Settings, console: Console, session: Optional[sessions.Session] = None,
+                 model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
+                 list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None):
+        """list_runs(session_id): the fan-outs started from a session (the orchestrator's, handed in by the CLI)."""
+        self.settings, self.console, self.session, self.show_turn = settings, console, session, show_turn
+        self.list_runs = list_runs
+        self.model = model or (session.model if session else None)
+        self.store = open_store(settings)
+
+    def loop(self, read: Callable[[str], str] = input) -> None:
+        _line_editing(self.settings.home_dir / "sessions" / "chat_history")
+        where = f"session {self.session.id}" if self.session else "a new session"
+        self.console.print(f"ga chat · {where} · {self.model or self.settings.worker.model or 'default model'}"
+                           f"\n[dim]{HELP}[/dim]", highlight=False)
+        while True:
+            try:
+                line = read("you> ").strip()
+            except EOFError:
+                self.console.print()
+                return
+            except KeyboardInterrupt:
+                self.console.print()
+                continue
+            if not line:
+                continue
+            if line.startswith("/"):
+                if self.command(line) == "quit":
+                    return
+                continue
+            self.ask(line)
+
+    def ask(self, text: str) -> None:
+        """One exchange: run the worker on `text` in a thread; Ctrl-C cancels it."""
+        resume = self.session is not None
+        if self.session is None:
+            self.session = start_session(self.settings, text, self.model, Path.cwd())
+        session = self.session.model_copy(update={"model": self.model or self.session.model})
+        try:
+            worker = sessions.prepare(self.settings, text, session, resume=resume, store=self.store,
+                                      on_turn=self.show_turn)
+        except (sessions.SessionError, ValueError) as exc:
+            self.console.print(f"[red]error:[/red] {exc}", highlight=False)
+            return
+        outcome: dict[str, Any] = {}
+        done = threading.Event()  # not Thread.join: a Ctrl-C inside join can make the thread look finished
+
+        def work() -> None:
+            try:
+                outcome["result"] = worker.run()
+            finally:
+                done.set()
+
+        threading.Thread(target=work, daemon=True).start()
+        while not done.is_set():
+            try:
+                done.wait(0.2)
+            except KeyboardInterrupt:
+                self.console.print("[yellow]stopping this turn…[/yellow]")
+                worker.cancel()
+        result = outcome.get("result")
+        if result is None:
+            self.console.print("[red]the turn ended without a result[/red]")
+            return
+        self.session = sessions.record(self.settings, session, result)
+        if result.status == "succeeded":
+            self.console.print(result.answer, markup=False, highlight=False)
+        else:
+            shown = "stopped" if result.reason == "cancelled" else f"{result.status}: {result.reason}"
+            self.console.print(f"[yellow]{shown}[/yellow]", highlight=False)
+            if result.answer:
+                self.console.print(result.answer, markup=False, highlight=False)
+
+    def command(self, line: str) -> str:
+        name, _, argument = line[1:].partition(" ")
+        argument = argument.strip()
+        if name in ("quit", "exit", "q"):
+            return "quit"
+        if name == "cost":
+            usage = Usage.from_dict(self.session.usage) if self.session and self.session.usage else Usage()
+            self.console.print(f"{usage.total:,} tokens ({usage.prompt:,} in, {usage.cached:,} of them cached; "
+                               f"{usage.completion:,} out) · ${usage.cost:.4f}", highlight=False)
+        elif name == "model":
+            if argument:
+                self.model = argument
+            self.console.print(f"model: {self.model or self.settings.worker.model}", highlight=False)
+        elif name in ("resume", "sessions"):
+            self._resume(argument) if name == "resume" and argument else self._list()
+        elif name == "runs":
+            self._runs()
+        else:
+            self.console.print(f"unknown command /{name}; {HELP}", highlight=False)
+        return ""
+
+    def _resume(self, key: str) -> None:
+        try:
+            self.session = sessions.find(self.settings, key)
+        except sessions.SessionError as exc:
+            self.console.print(f"[red]error:[/red] {exc}", highlight=False)
+            return
+        self.model = self.session.model
+        self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:80]}", highlight=False)
+
+    def _list(self) -> None:
+        self.console.print(sessions_table(sessions.list_sessions(self.settings)[:20]))
+
+    def _runs(self) -> None:
+        rows = self.list_runs(self.session.id) if self.session and self.list_runs else []
+        if not rows:
+            self.console.print("no fan-outs started from this session yet", highlight=False)
+        for row in rows:
+            self.console.print(f"{row['run_id']}  {row['status']}  {row['finished']}/{row['tasks'] or '?'} finished, "
+                               f"{row['failed']} failed", highlight=False)
+
+
+def sessions_table(rows: list[sessions.Session]) -> Table:
+    import time
+
+    table = Table()
+    for column in ("session", "first task", "turns", "tokens", "cost", "last activity"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("session", "last activity"))
+    for s in rows:
+        usage = s.usage or {}
+        table.add_row(s.id, s.first_task[:60], str(s.turns), f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}",
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated)))
+    return table
+
+
+def _line_editing(history_file: Path) -> None:
+    """readline: arrow keys, editing and a persistent history of what was typed (where readline exists)."""
+    try:
+        import readline
+    except ImportError:
+        return
+    history_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        readline.read_history_file(history_file)
+    except OSError:
+        pass
+    import atexit
+
+    atexit.register(lambda: _save_history(readline, history_file))
+
+
+def _save_history(readline: Any, path: Path) -> None:
+    try:
+        readline.set_history_length(1000)
+        readline.write_history_file(path)
+    except OSError:
+        pass

@@ -1,0 +1,145 @@
+"""Sessions: every `ga run` and `ga chat` conversation, kept so that it can go on later.
+
+A session is one worker history (history.jsonl, in the run directory `ga run` creates) plus a
+record in <GA_HOME>/sessions/<id>.json: its first task, model, working directory, turns, usage and
+last activity. A follow-up continues the same history: the request the model saw last, its answer,
+then the new user message, with the same context control.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel
+
+from configs import Settings
+from memory_shared.fsutil import atomic_replace
+from worker.agent import Worker
+from worker.history import replay
+from worker.models import nested_model_env
+from worker.types import Usage, WorkerResult
+
+
+class SessionError(ValueError):
+    """No such session, or its history cannot be continued; one line."""
+
+
+class Session(BaseModel):
+    id: str
+    created: float
+    updated: float
+    first_task: str
+    model: Optional[str] = None
+    workdir: str
+    history: str  # history.jsonl of the session's worker
+    turns: int = 0
+    exchanges: int = 0  # tasks and follow-ups asked
+    status: str = ""
+    last_answer: str = ""
+    usage: dict[str, Any] = {}
+
+    @property
+    def history_path(self) -> Path:
+        return Path(self.history)
+
+
+def sessions_dir(settings: Settings) -> Path:
+    return settings.home_dir / "sessions"
+
+
+def new_session(settings: Settings, session_id: str, task: str, model: Optional[str], workdir: Path,
+                history: Path) -> Session:
+    now = time.time()
+    if model and model.startswith("scripted:"):  # a script file relative to here must be found from anywhere later
+        model = "scripted:" + str(Path(model[len("scripted:"):]).expanduser().resolve())
+    return Session(id=session_id, created=now, updated=now, first_task=task, model=model, workdir=str(workdir),
+                   history=str(history))
+
+
+def save(settings: Settings, session: Session) -> None:
+    folder = sessions_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_replace(folder / f"{session.id}.json", session.model_dump_json(indent=1).encode("utf-8"))
+
+
+def list_sessions(settings: Settings) -> list[Session]:
+    """Every session, the latest activity first."""
+    found = []
+    for path in sessions_dir(settings).glob("*.json"):
+        try:
+            found.append(Session.model_validate_json(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue  # a record being replaced, or not ours: skip it
+    return sorted(found, key=lambda s: s.updated, reverse=True)
+
+
+def find(settings: Settings, key: Optional[str]) -> Session:
+    """The session named `key` (an id or a unique prefix of one), or the latest when `key` is None."""
+    sessions = list_sessions(settings)
+    if not sessions:
+        raise SessionError(f"no sessions in {sessions_dir(settings)}; start one with `ga run \"TASK\"` or `ga chat`")
+    if key is None:
+        return sessions[0]
+    matches = [s for s in sessions if s.id == key] or [s for s in sessions if s.id.startswith(key)]
+    if len(matches) != 1:
+        what = "no session" if not matches else f"{len(matches)} sessions"
+        raise SessionError(f"{what} named '{key}'; see `ga sessions list`")
+    return matches[0]
+
+
+def continuation(session: Session, follow_up: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a follow-up continues from: the last request the model saw, and the messages after it (its
+    reply, the results of any calls in it, the new user message)."""
+    path = session.history_path
+    if not path.is_file():
+        raise SessionError(f"session {session.id}: its history {path} is gone; start a new session")
+    requests = replay(path)
+    last = _last_record(path)
+    if not requests or last is None or not last.get("received"):
+        raise SessionError(f"session {session.id} has no finished turn to continue; start a new session")
+    reply = last["received"]
+    results = {r.get("id"): r for r in last.get("tool_results") or []}
+    answered = [{"role": "tool", "tool_call_id": call["id"],
+                 "content": str(results[call["id"]].get("output", "")) if call["id"] in results
+                 else "not run: the task stopped"}
+                for call in reply.get("tool_calls") or []]  # a turn stopped mid-way leaves no call unanswered
+    return requests[-1], [reply, *answered, {"role": "user", "content": follow_up}]
+
+
+def prepare(settings: Settings, task: str, session: Session, *, model: Optional[Any] = None, resume: bool,
+            interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
+            on_turn: Optional[Callable[[dict], None]] = None, store: Any = None) -> Worker:
+    """The worker for the session's next exchange (its first task, or a follow-up when `resume`)."""
+    previous, new = continuation(session, task) if resume else ([], [])
+    worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
+                    history_path=session.history_path, model=model, model_name=session.model, store=store,
+                    interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
+                    env={"GA_SESSION": session.id})
+    if resume:
+        worker.history.resume(previous)
+    worker.env = {**nested_model_env(session.model or settings.worker.model, worker.model.config), **worker.env}
+    return worker
+
+
+def record(settings: Settings, session: Session, result: WorkerResult) -> Session:
+    """The session after an exchange: counts, usage and the answer, saved."""
+    usage = Usage.from_dict(session.usage) + result.usage if session.usage else result.usage
+    updated = session.model_copy(update={
+        "updated": time.time(), "turns": session.turns + result.turns, "exchanges": session.exchanges + 1,
+        "status": result.status, "last_answer": result.answer[:2000], "usage": usage.to_dict()})
+    save(settings, updated)
+    return updated
+
+
+def _last_record(path: Path) -> Optional[dict[str, Any]]:
+    last = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if "sent" in record:
+            last = record
+    return last
