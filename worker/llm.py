@@ -1,11 +1,15 @@
 """The model client: one OpenAI-compatible chat endpoint behind the loop's `Model` protocol.
 
-Retries are ours (the SDK's are off): 408/409/429/5xx, connection errors, timeouts and replies
-without choices are retried with exponential backoff and full jitter, a Retry-After header wins
-(capped by retry_after_cap). A fan-out governor can set `before_request()` (called before every
-attempt, may block to throttle) and `on_rate_limit(retry_after)` (called on every 429).
-Anything else (400, 401, 403, 404...) or exhausted retries raises ModelError. The key never leaves
-the SDK: errors and logs are redacted.
+Sending (worker/llm_http.py) is bounded: `request_timeout` covers the whole exchange (connect,
+headers and body together, so an endpoint trickling bytes ends on time) and a reply over
+`max_reply_bytes` is refused without being held. Retries go through tenacity: 408/409/429/5xx,
+connection failures, timeouts and a 200 whose body is not a chat completion (HTML, invalid JSON,
+empty, the wrong shape) are retried with exponential backoff and full jitter; a Retry-After header
+wins (capped by retry_after_cap). A fan-out governor can set `before_request()` (called before every
+attempt, may block to throttle) and `on_rate_limit(retry_after)` (called on every 429 with the wait
+this client then takes). Anything else (400, 401, 403, 404, a reply over the cap...) or exhausted
+retries raises ModelError, one line. The key is sent only in the Authorization header: every error
+text is redacted whole (the configured key and anything shaped like one) before it is cut.
 
 Tool modes: `native` sends `tools=` and reads `message.tool_calls`; `text` rewrites the history to
 the `<tool_use>` protocol (worker/llm_text.py) and anchors the tool protocol block on the system
@@ -18,17 +22,23 @@ from __future__ import annotations
 import email.utils
 import json
 import os
-import random
 import threading
 import time
 from typing import Any, Callable, Optional
 
-import openai
+import httpcore2
 import structlog
-from openai.types.chat import ChatCompletion
+import tenacity
 
 from configs.logs import redact_text
-from worker.llm_text import new_call_id, parse_tool_uses, protocol_block, to_text_messages
+from worker.completion import NotACompletion, parse_completion
+from worker.llm_http import BadURL, ReplyTooLarge, check_url, post
+from worker.llm_text import (
+    new_call_id,
+    parse_tool_uses,
+    protocol_block,
+    to_text_messages,
+)
 from worker.models import ModelConfig, ModelConfigError
 from worker.types import ModelError, Reply, ToolCall, Usage
 
@@ -37,8 +47,12 @@ MAX_ANCHORS = 8
 log = structlog.get_logger("ga.llm")
 
 
-class _NoChoices(Exception):
-    pass
+class _Retry(Exception):
+    """An attempt failed in a way another attempt may not; `delay`: the wait the endpoint asked for."""
+
+    def __init__(self, problem: str, delay: Optional[float] = None):
+        super().__init__(problem)
+        self.problem, self.delay = problem, delay
 
 
 class LLMClient:
@@ -52,7 +66,14 @@ class LLMClient:
                 f"model '{config.name}' reads its API key from {config.api_key_env}, which is not set; "
                 f"export {config.api_key_env}=... or choose another model with --model"
             )
-        self._sdk = _sdk_client(config.base_url, self._key or "no-key", config.request_timeout)
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        try:
+            check_url(self._url)
+        except BadURL as exc:
+            raise ModelConfigError(f"model '{config.name}': base_url {config.base_url}: {exc}; fix it in models.yaml") from None
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+                         "Authorization": f"Bearer {self._key or 'no-key'}"}
+        self._jitter = tenacity.wait_random_exponential(multiplier=config.backoff_base, max=config.backoff_max)
         self.before_request: Optional[Callable[[], None]] = None
         self.on_rate_limit: Optional[Callable[[float], None]] = None
         self.requests = 0
@@ -103,7 +124,7 @@ class LLMClient:
             anchors = dict(self._anchors)
         return [
             {**m, "content": f"{m['content']}\n\n{anchors[key]}"} if key in anchors else m
-            for m, key in zip(messages, keys)
+            for m, key in zip(messages, keys, strict=True)
         ]
 
     @staticmethod
@@ -119,58 +140,84 @@ class LLMClient:
 
     def _send(self, request: dict[str, Any]) -> Any:
         cfg = self.config
+        payload = json.dumps(request, ensure_ascii=False).encode()
         attempts = cfg.max_retries + 1
-        for attempt in range(attempts):
-            if self.before_request:
-                self.before_request()
-            retry_after: Optional[float] = None
-            try:
-                # post(), not chat.completions.create(): the request is already a plain JSON dict, and the
-                # SDK's typed-params transform costs ~7 ms of CPU per request (16 workers on 2 cores feel it)
-                response = self._sdk.post("/chat/completions", body=request, cast_to=ChatCompletion)
-                if not getattr(response, "choices", None) or response.choices[0].message is None:
-                    raise _NoChoices()
-                return response
-            except openai.APIStatusError as exc:
-                if exc.status_code not in RETRY_STATUS:
-                    raise ModelError(self._clean(self._status_text(exc))) from None
-                problem = self._status_text(exc)
-                retry_after = _retry_after(exc.response.headers)
-                if retry_after is not None:
-                    retry_after = min(retry_after, cfg.retry_after_cap)
-                if exc.status_code == 429 and self.on_rate_limit:
-                    self.on_rate_limit(retry_after if retry_after is not None else self._backoff(attempt))
-            except openai.APITimeoutError:
-                problem = f"no reply within {cfg.request_timeout:g}s"
-            except openai.APIConnectionError as exc:
-                problem = f"connection failed ({exc.__cause__ or exc})"
-            except openai.APIResponseValidationError as exc:
-                problem = f"unreadable reply ({exc.message})"
-            except _NoChoices:
-                problem = "the reply had no choices"
-            if attempt + 1 == attempts:
-                raise ModelError(self._clean(
-                    f"model '{cfg.name}' at {cfg.base_url}: {problem}; gave up after {attempts} attempts")) from None
-            delay = retry_after if retry_after is not None else self._backoff(attempt)
-            log.warning("llm.retry", model=cfg.name, attempt=attempt + 1, delay=round(delay, 3), problem=self._clean(problem))
-            time.sleep(delay)
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts), wait=self._wait, retry=tenacity.retry_if_exception_type(_Retry),
+            before_sleep=self._log_retry, reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    if self.before_request:
+                        self.before_request()
+                    return self._attempt(payload, attempt.retry_state)
+        except _Retry as exc:
+            raise ModelError(self._clean(
+                f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts")) from None
         raise AssertionError("unreachable")
 
-    def _backoff(self, attempt: int) -> float:
-        return random.uniform(0, min(self.config.backoff_max, self.config.backoff_base * 2 ** attempt))
-
-    def _status_text(self, exc: openai.APIStatusError) -> str:
+    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Any:
+        """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
-        detail = str(exc.message)[:300]
-        if exc.status_code in (401, 403):
-            where = f"check {cfg.api_key_env}" if cfg.api_key_env else "this endpoint wants a key: set api_key_env in models.yaml"
-            return f"model '{cfg.name}' at {cfg.base_url}: HTTP {exc.status_code}, the key was refused; {where} ({detail})"
-        return f"model '{cfg.name}' at {cfg.base_url}: HTTP {exc.status_code} ({detail})"
+        try:
+            reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes)
+        except BadURL as exc:
+            raise ModelError(self._clean(f"model '{cfg.name}': base_url {cfg.base_url}: {exc}; fix it in models.yaml")) from None
+        except ReplyTooLarge as exc:
+            size = f"{exc.announced:,} bytes announced" if exc.announced else "more was coming"
+            raise ModelError(self._clean(
+                f"model '{cfg.name}' at {cfg.base_url}: the reply is over max_reply_bytes ({exc.limit:,}; {size}); "
+                "refused unread. Raise max_reply_bytes in models.yaml if this endpoint really sends that much")) from None
+        except httpcore2.TimeoutException:
+            raise _Retry(f"no complete reply within {cfg.request_timeout:g}s (request_timeout)") from None
+        except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError, OSError) as exc:
+            raise _Retry(f"connection failed ({self._clean(str(exc)) or type(exc).__name__})") from None
+        if reply.status in RETRY_STATUS:
+            delay = _retry_after(reply.headers)
+            delay = None if delay is None else min(delay, cfg.retry_after_cap)
+            if reply.status == 429:
+                delay = self._jitter(state) if delay is None else delay  # the hook hears the wait this client takes
+                if self.on_rate_limit:
+                    self.on_rate_limit(delay)
+            raise _Retry(self._status_text(reply.status, reply.body), delay)
+        if not 200 <= reply.status < 300:
+            raise ModelError(self._status_text(reply.status, reply.body, reply.headers.get("location")))
+        try:
+            return parse_completion(reply.body, reply.headers.get("content-type", ""))
+        except NotACompletion as exc:
+            raise _Retry(f"HTTP {reply.status} but the body is not a chat completion: {exc}") from None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Retry-After (capped) when the endpoint said how long, else exponential backoff with full jitter."""
+        error = state.outcome.exception() if state.outcome else None
+        delay = getattr(error, "delay", None)
+        return self._jitter(state) if delay is None else delay
+
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        delay = state.next_action.sleep if state.next_action else 0.0
+        log.warning("llm.retry", model=self.config.name, attempt=state.attempt_number, delay=round(delay, 3),
+                    problem=self._clean(getattr(error, "problem", str(error))))
+
+    def _status_text(self, status: int, body: bytes, location: Optional[str] = None) -> str:
+        """One line for an HTTP error; the endpoint's words are redacted whole, and only then cut."""
+        cfg = self.config
+        detail = _cut(self._clean(_error_message(body)), 300)
+        detail = f" ({detail})" if detail else ""
+        where = f"model '{cfg.name}' at {cfg.base_url}: HTTP {status}"
+        if status in (401, 403):
+            fix = f"check {cfg.api_key_env}" if cfg.api_key_env else "this endpoint wants a key: set api_key_env in models.yaml"
+            return f"{where}, the key was refused; {fix}{detail}"
+        if 300 <= status < 400:
+            return f"{where}, redirected to {self._clean(location or '?')}; set base_url to the final address{detail}"
+        return f"{where}{detail}"
 
     def _clean(self, text: str) -> str:
+        """One line with the configured key (raw or JSON-escaped) and anything shaped like a key masked."""
         text = " ".join(str(text).split())
         if self._key:
-            text = text.replace(self._key, "[redacted]")
+            for form in {self._key, json.dumps(self._key)[1:-1]}:
+                text = text.replace(form, "[redacted]")
         return redact_text(text)
 
     # ---- reply --------------------------------------------------------------------------------
@@ -210,21 +257,6 @@ class LLMClient:
         return Usage(prompt, completion, cached, self.config.cost(prompt, completion, cached))
 
 
-_SDK_CLIENTS: dict[tuple[str, str, float], openai.OpenAI] = {}
-_SDK_LOCK = threading.Lock()
-
-
-def _sdk_client(base_url: str, key: str, timeout: float) -> openai.OpenAI:
-    """One SDK client per endpoint and key per process: building one loads the CA bundle (~0.1 s of CPU),
-    which a worker process running many short tasks (fan-out) would otherwise pay per task. Thread-safe."""
-    with _SDK_LOCK:
-        client = _SDK_CLIENTS.get((base_url, key, timeout))
-        if client is None:
-            client = _SDK_CLIENTS[(base_url, key, timeout)] = openai.OpenAI(
-                base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
-        return client
-
-
 def _retry_after(headers: Any) -> Optional[float]:
     """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date); None if absent."""
     try:
@@ -240,6 +272,22 @@ def _retry_after(headers: Any) -> Optional[float]:
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+def _error_message(body: bytes) -> str:
+    """What an error body says: its `error.message` (OpenAI style) or `message`, else the text itself."""
+    text = body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    error = data.get("error", data) if isinstance(data, dict) else data
+    message = error.get("message") if isinstance(error, dict) else error
+    return text if message is None else str(message)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _json(value: Any) -> str:

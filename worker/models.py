@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from configs.yamlsource import YamlError, line_of, load_yaml
 
@@ -53,7 +53,8 @@ class ModelConfig(BaseModel):
     price_input: float = 0.0  # USD per million tokens
     price_output: float = 0.0
     price_cached: Optional[float] = None  # None: cached input costs price_input
-    request_timeout: float = 120.0
+    request_timeout: float = 120.0  # seconds for a whole request: connect, headers and body together
+    max_reply_bytes: int = Field(4 * 1024 * 1024, gt=0)  # a longer reply is refused unread (a chat reply is rarely over 100 KB)
     max_retries: int = 5
     retry_after_cap: float = 60.0
     backoff_base: float = 1.0  # first backoff ceiling (s), doubled per attempt, full jitter
