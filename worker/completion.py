@@ -67,7 +67,7 @@ def parse_completion(body: bytes, content_type: str = "") -> ChatCompletion:
     except UnicodeDecodeError:
         raise NotACompletion("bytes that are not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise NotACompletion(f"invalid JSON ({exc.msg} at byte {exc.pos})") from None
+        raise NotACompletion(f"invalid JSON: {exc.msg.removesuffix(' at')} at byte {exc.pos}") from None
     except RecursionError:
         raise NotACompletion("JSON nested too deeply") from None
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from worker.llm_text import format_tool_use
+from worker.scripted.hostile import HOSTILE_KINDS, status_of
 from worker.scripted.script import Fault, Script, Turn
 
 TOOL_RESULT = re.compile(r"<tool_result[^>]*>\n?(.*?)\n?</tool_result>", re.S)
@@ -31,6 +32,7 @@ class Answer:
     task: Optional[int] = None
     turn: int = 0
     fault: Optional[str] = None
+    hostile: Optional[Fault] = None  # written raw by the server (worker/scripted/hostile.py)
 
 
 class Engine:
@@ -74,7 +76,9 @@ class Engine:
         body_out = {"id": reply_id, "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "scripted"), "choices": choices,
                     "usage": self._usage(body, messages, message)}
-        return Answer(200, body_out, delay=delay, task=task, turn=turn, fault=fault.kind if fault else None)
+        hostile = fault if fault and fault.kind in HOSTILE_KINDS else None
+        return Answer(status_of(hostile) if hostile else 200, body_out, delay=delay, task=task, turn=turn,
+                      fault=fault.kind if fault else None, hostile=hostile)
 
     def _match(self, messages: list[dict[str, Any]]) -> Optional[int]:
         users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]

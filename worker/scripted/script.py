@@ -18,7 +18,12 @@ tasks:
 ```
 Fault kinds: rate_limit (429 + Retry-After), server_error (`status`, default 500), unauthorized (401),
 hang (`seconds`, then a normal reply), empty_choices, malformed_tool_call (the turn's first tool
-call, or a code_run call, with its JSON arguments cut short). A fault fires when its `turn` (if
+call, or a code_run call, with its JSON arguments cut short), and the hostile endpoint's
+(worker/scripted/hostile.py): garbage_json, html, empty_body, wrong_shape (a 200 that is not a chat
+completion), giant_reply (`size` bytes, default 200 MB, streamed; `announce_length: true` sends a
+Content-Length), slow_loris (one byte every `interval` seconds, default 1; `dribble: body` sends the
+headers at once), echo_key (a 401 echoing the bearer key, padded by `pad` characters, default: so
+that a cut at 300 characters splits the key). A fault fires when its `turn` (if
 given) equals the request's turn, its `rate` draw (if given) succeeds, the request is its
 `every_nth` (if given), and it has fired fewer than `times` for that (task, turn) — `times`
 defaults to 1 for a fault pinned to a turn, else unlimited. Tool-call `arguments` may be a mapping
@@ -58,7 +63,8 @@ class Turn(_Strict):
     echo_last_tool_result: bool = False
 
 
-FaultKind = Literal["rate_limit", "server_error", "unauthorized", "hang", "empty_choices", "malformed_tool_call"]
+FaultKind = Literal["rate_limit", "server_error", "unauthorized", "hang", "empty_choices", "malformed_tool_call",
+                    "garbage_json", "html", "empty_body", "wrong_shape", "giant_reply", "slow_loris", "echo_key"]
 
 
 class Fault(_Strict):
@@ -70,6 +76,11 @@ class Fault(_Strict):
     retry_after: float = Field(1.0, ge=0)
     seconds: float = Field(30.0, ge=0)
     status: int = Field(500, ge=400, le=599)
+    size: int = Field(200_000_000, ge=1024)  # giant_reply
+    announce_length: bool = False  # giant_reply
+    interval: float = Field(1.0, gt=0)  # slow_loris
+    dribble: Literal["all", "body"] = "all"  # slow_loris
+    pad: Optional[int] = Field(None, ge=0)  # echo_key
 
     @model_validator(mode="after")
     def _default_times(self) -> "Fault":

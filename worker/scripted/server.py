@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
 import time
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from worker.scripted.engine import Answer, Engine
+from worker.scripted.hostile import write_hostile
 from worker.scripted.script import load_script
 
 MODELS = {"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "ga"}]}
@@ -48,6 +49,10 @@ class _Handler(BaseHTTPRequestHandler):
         owner._record(body, answer)
         if answer.delay and owner._stopping.wait(answer.delay):
             return  # stopping: drop the hanging request
+        if answer.hostile:
+            self.close_connection = True
+            write_hostile(self.wfile, answer.hostile, answer.body, self.headers.get("Authorization", ""), owner._stopping)
+            return
         self._send(answer.status, answer.body, answer.headers)
 
     def _send(self, status: int, body: dict[str, Any], headers: Optional[dict[str, str]] = None) -> None:
