@@ -84,7 +84,7 @@ def test_text_mode_parses_tool_use_blocks_and_keeps_request_prefixes_stable():
     assert {m["role"] for m in sent[-1]} == {"system", "user", "assistant"}
     assert f'<tool_result id="{replies[0].tool_calls[0].id}">\nout 0\n</tool_result>' in sent[1][-1]["content"]
     # every request starts with the whole previous request: provider prompt caches keep hitting
-    for before, after in zip(sent, sent[1:]):
+    for before, after in zip(sent, sent[1:], strict=False):
         assert after[:len(before)] == before
 
 
@@ -300,3 +300,138 @@ def test_scripted_at_url_points_at_a_shared_server(tmp_path):
     assert cfg.base_url == server.base_url and replies == ["shared"] * 3 and count == 3
     with pytest.raises(ModelConfigError, match="scripted@http://127.0.0.1:PORT/v1"):
         resolve_model("scripted@localhost:1", settings_without_model(tmp_path))
+
+
+# ---- a broken or hostile endpoint (worker/scripted/hostile.py) -----------------------------------
+
+NOT_A_COMPLETION = {"garbage_json": "invalid JSON", "html": "an HTML page", "empty_body": "an empty body",
+                    "wrong_shape": "JSON of the wrong shape"}
+
+
+@pytest.mark.parametrize("kind", list(NOT_A_COMPLETION))
+def test_a_200_that_is_not_a_completion_is_retried_like_a_5xx(kind):
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}], "faults": [{"turn": 0, "kind": kind}]}]}
+    with ScriptedServer(script) as server:
+        reply = LLMClient(config(server)).chat(start(), TOOLS)
+        records = list(server.records)
+    assert reply.content == "ok"
+    assert [r["fault"] for r in records] == [kind, None]
+
+
+@pytest.mark.parametrize("kind", list(NOT_A_COMPLETION))
+def test_a_200_that_is_never_a_completion_fails_with_one_line(kind):
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}], "faults": [{"rate": 1.0, "kind": kind}]}]}
+    with ScriptedServer(script) as server:
+        with pytest.raises(ModelError) as caught:
+            LLMClient(config(server, max_retries=2)).chat(start(), TOOLS)
+        count = len(server.requests)
+    message = str(caught.value)
+    assert count == 3
+    assert "\n" not in message and "HTTP 200 but the body is not a chat completion" in message
+    assert NOT_A_COMPLETION[kind] in message and "gave up after 3 attempts" in message
+
+
+@pytest.mark.parametrize("dribble", ["all", "body"])
+def test_a_slow_loris_ends_at_request_timeout_and_is_retried_like_a_timeout(dribble):
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}],
+                         "faults": [{"turn": 0, "kind": "slow_loris", "interval": 0.2, "dribble": dribble}]}]}
+    with ScriptedServer(script) as server:
+        client = LLMClient(config(server, request_timeout=1.5))
+        started = time.monotonic()
+        reply = client.chat(start(), TOOLS)
+        elapsed = time.monotonic() - started
+        records = list(server.records)
+    assert reply.content == "ok"  # the retry got a normal reply
+    assert [r["fault"] for r in records] == ["slow_loris", None]
+    # the trickle (a byte every 0.2 s: the reply would take over a minute) was cut at 1.5 s, give or take 1 s
+    assert 1.4 < elapsed < 2.5 + 0.05
+
+
+def test_a_slow_loris_every_time_gives_up_after_the_attempts():
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}], "faults": [{"rate": 1.0, "kind": "slow_loris"}]}]}
+    with ScriptedServer(script) as server:
+        started = time.monotonic()
+        with pytest.raises(ModelError) as caught:
+            LLMClient(config(server, request_timeout=1, max_retries=1)).chat(start(), TOOLS)
+        elapsed = time.monotonic() - started
+    assert "no complete reply within 1s (request_timeout); gave up after 2 attempts" in str(caught.value)
+    assert elapsed < 2 * 2 + 0.05  # each attempt ended at its deadline, give or take 1 s
+
+
+@pytest.mark.parametrize("announce", [False, True])
+def test_a_giant_reply_is_refused_without_being_held_and_not_retried(announce):
+    import tracemalloc
+
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}],
+                         "faults": [{"rate": 1.0, "kind": "giant_reply", "size": 200_000_000, "announce_length": announce}]}]}
+    with ScriptedServer(script) as server:
+        client = LLMClient(config(server, max_reply_bytes=1_000_000))
+        tracemalloc.start()
+        try:
+            with pytest.raises(ModelError) as caught:
+                client.chat(start(), TOOLS)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        count = len(server.requests)
+    message = str(caught.value)
+    assert count == 1
+    assert "\n" not in message and "over max_reply_bytes (1,000,000;" in message
+    assert ("200,000,000 bytes announced" in message) == announce
+    assert peak < 3_000_000  # read in chunks up to the cap, never the 200 MB
+
+
+def test_a_reply_under_the_cap_is_accepted():
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "y" * 50_000}]}]}
+    with ScriptedServer(script) as server:
+        assert LLMClient(config(server, max_reply_bytes=60_000)).chat(start(), TOOLS).content == "y" * 50_000
+        with pytest.raises(ModelError, match="over max_reply_bytes"):
+            LLMClient(config(server, max_reply_bytes=40_000)).chat(start(), TOOLS)
+
+
+def test_a_401_echoing_a_key_of_any_shape_leaves_no_piece_of_it(tmp_path, monkeypatch, capsys):
+    key = "gk_live_7Qm2Xv9Lp4Rt8Wz3Ny6Bc1Hd5Fj0Ks"  # not sk-: only the configured-key redaction can catch it
+    monkeypatch.setenv("GA_TEST_KEY", key)
+    log_file = tmp_path / "log.jsonl"
+    setup_logging("debug", log_file)
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}], "faults": [{"rate": 1.0, "kind": "echo_key"}]}]}
+    try:
+        with ScriptedServer(script) as server:
+            with pytest.raises(ModelError) as caught:
+                LLMClient(config(server, api_key_env="GA_TEST_KEY")).chat(start(), TOOLS)
+            count = len(server.requests)
+    finally:
+        setup_logging("info")
+        logging.shutdown()
+    message = str(caught.value)
+    texts = [message, repr(caught.value), "".join(traceback.format_exception(caught.value)), log_file.read_text(),
+             *capsys.readouterr()]
+    assert count == 1 and "HTTP 401, the key was refused; check GA_TEST_KEY" in message and "[redacted]" in message
+    pieces = {key[i:i + 6] for i in range(len(key) - 5)}
+    for text in texts:
+        assert not [piece for piece in pieces if piece in text]
+
+
+def test_a_429_without_retry_after_reports_the_jittered_backoff_it_then_waits():
+    # a server_error fault with status 429 sends no Retry-After header
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}],
+                         "faults": [{"turn": 0, "kind": "server_error", "status": 429, "times": 2}]}]}
+    reported = []
+    with ScriptedServer(script) as server:
+        client = LLMClient(config(server, backoff_base=0.3, backoff_max=1.0))
+        client.on_rate_limit = reported.append
+        started = time.monotonic()
+        assert client.chat(start(), TOOLS).content == "ok"
+        elapsed = time.monotonic() - started
+        statuses = [r["status"] for r in server.records]
+    assert statuses == [429, 429, 200]
+    first, second = reported
+    assert 0 <= first <= 0.3 and 0 <= second <= 0.6  # full jitter under the doubling ceiling
+    assert elapsed >= first + second  # the governor heard exactly the waits the client took
+
+
+def test_a_bad_base_url_is_a_config_error():
+    with pytest.raises(ModelConfigError, match=r"base_url http://\[::1/v1: not a valid URL"):
+        LLMClient(ModelConfig(name="bad", base_url="http://[::1/v1", model="m"))
+    with pytest.raises(ModelConfigError, match="expected http://HOST"):
+        LLMClient(ModelConfig(name="bad", base_url="ftp://host/v1", model="m"))

@@ -276,3 +276,74 @@ def test_ga_fake_llm_bad_script_is_a_one_line_error(tmp_path):
     assert done.returncode == 2
     assert f"{bad}:1" in done.stderr and "tasks" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _raw_post(base_url: str, body: dict, headers: dict | None = None, read: int = -1, timeout: float = 10):
+    """(status, headers, up to `read` bytes of the body) through http.client: no parsing in between."""
+    import http.client
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(base_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        connection.request("POST", url.path + "/chat/completions", json.dumps(body),
+                           {"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read(read if read >= 0 else None)
+    finally:
+        connection.close()
+
+
+def _hostile(kind: str, **fields) -> dict:
+    return {"tasks": [{"match": ".*", "turns": [{"content": "fine"}], "faults": [{"rate": 1.0, "kind": kind, **fields}]}]}
+
+
+def test_hostile_bodies_are_200s_that_are_not_completions():
+    seen = {}
+    for kind in ("garbage_json", "html", "empty_body", "wrong_shape"):
+        with ScriptedServer(_hostile(kind)) as server:
+            status, headers, body = _raw_post(server.base_url, chat("x"))
+            seen[kind] = (status, headers["content-type"], body)
+            assert [r["fault"] for r in server.records] == [kind]
+    assert {status for status, _, _ in seen.values()} == {200}
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(seen["garbage_json"][2])
+    assert seen["html"][1].startswith("text/html") and seen["html"][2].startswith(b"<!DOCTYPE html>")
+    assert seen["empty_body"][2] == b""
+    shape = json.loads(seen["wrong_shape"][2])
+    assert shape["choices"] and "message" not in shape["choices"][0]
+
+
+def test_giant_reply_streams_a_valid_completion_of_the_given_size():
+    with ScriptedServer(_hostile("giant_reply", size=3_000_000, announce_length=True)) as server:
+        status, headers, body = _raw_post(server.base_url, chat("x"))
+    assert status == 200 and headers["content-length"] == "3000000" and len(body) == 3_000_000
+    assert len(json.loads(body)["choices"][0]["message"]["content"]) > 2_900_000
+    with ScriptedServer(_hostile("giant_reply")) as server:  # 200 MB, no length: the client stops reading
+        status, headers, head = _raw_post(server.base_url, chat("x"), read=100_000)
+    assert status == 200 and "content-length" not in headers and len(head) == 100_000
+
+
+def test_slow_loris_sends_one_byte_per_interval_even_in_the_headers():
+    import socket
+    import time
+
+    with ScriptedServer(_hostile("slow_loris", interval=0.3)) as server:
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            payload = json.dumps(chat("x")).encode()
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+            started, received = time.monotonic(), b""
+            while time.monotonic() - started < 1.0:
+                received += sock.recv(100)
+    assert received and b"HTTP/1.1 200".startswith(received[:12]) and len(received) <= 5
+
+
+def test_echo_key_answers_401_with_the_bearer_key_straddling_character_300():
+    key = "gk_test_" + "Ab3" * 10
+    with ScriptedServer(_hostile("echo_key")) as server:
+        status, _, body = _raw_post(server.base_url, chat("x"), {"Authorization": f"Bearer {key}"})
+    message = json.loads(body)["error"]["message"]
+    assert status == 401 and message.count(key) == 4
+    starts = [i for i in range(len(message)) if message.startswith(key, i)]
+    assert any(start < 300 < start + len(key) for start in starts)  # a cut at 300 splits a copy

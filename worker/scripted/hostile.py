@@ -4,7 +4,7 @@ Kinds (see script.py): garbage_json, html, empty_body, wrong_shape (a 200 that i
 completion), giant_reply (a valid completion of `size` bytes, streamed, never held), slow_loris (a
 valid completion sent one byte every `interval` seconds, headers included unless `dribble: body`),
 echo_key (a 401 whose message echoes the request's bearer key, padded so that a cut of the message
-at 300 characters falls inside the key).
+at or near 300 characters falls inside a copy of the key).
 """
 from __future__ import annotations
 
@@ -40,9 +40,11 @@ def write_hostile(out: BinaryIO, fault: Fault, completion: dict, authorization: 
 
 
 def echo_message(key: str, pad: int | None = None) -> str:
-    """The 401 message: the key placed so that its middle sits at character 300."""
-    filler = "-" * (pad if pad is not None else max(0, 300 - len(key) // 2 - len(ECHO_PREFIX)))
-    return f"{ECHO_PREFIX}{filler}{key}. You can find your API key in your account settings."
+    """The 401 message: the key four times in a row, the first copy `pad` characters after the prefix
+    (default: starting 2 key lengths before character 300), so that a cut of the message, or of any text
+    quoting it with a short prefix, anywhere near character 300 falls inside a copy."""
+    filler = "-" * (pad if pad is not None else max(0, 300 - 2 * len(key) - len(ECHO_PREFIX)))
+    return f"{ECHO_PREFIX}{filler}{' / '.join([key] * 4)}. You can find your API key in your account settings."
 
 
 def _small(fault: Fault, completion: dict, authorization: str) -> tuple[int, str, bytes]:

@@ -23,7 +23,7 @@ call, or a code_run call, with its JSON arguments cut short), and the hostile en
 completion), giant_reply (`size` bytes, default 200 MB, streamed; `announce_length: true` sends a
 Content-Length), slow_loris (one byte every `interval` seconds, default 1; `dribble: body` sends the
 headers at once), echo_key (a 401 echoing the bearer key, padded by `pad` characters, default: so
-that a cut at 300 characters splits the key). A fault fires when its `turn` (if
+that a cut near 300 characters splits one of its four copies). A fault fires when its `turn` (if
 given) equals the request's turn, its `rate` draw (if given) succeeds, the request is its
 `every_nth` (if given), and it has fired fewer than `times` for that (task, turn) — `times`
 defaults to 1 for a fault pinned to a turn, else unlimited. Tool-call `arguments` may be a mapping
