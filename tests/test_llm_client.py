@@ -331,6 +331,25 @@ def test_a_200_that_is_never_a_completion_fails_with_one_line(kind):
     assert NOT_A_COMPLETION[kind] in message and "gave up after 3 attempts" in message
 
 
+@pytest.mark.parametrize("body, said", [
+    (b"[1, 2]", "JSON list, not an object"),
+    (b'{"choices": []}', "'choices'"),
+    (b'{"choices": [{"message": {"content": 42}}]}', "'choices.0.message.content'"),
+    (b'{"choices": [{"message": {"content": "hi", "tool_calls": "call"}}]}', "'choices.0.message.tool_calls'"),
+    (b'{"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": "12"}}', "'usage.prompt_tokens'"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"[" * 100_000, "nested too deeply"),
+])
+def test_the_completion_check_names_what_the_body_is_instead(body, said):
+    from worker.completion import NotACompletion, parse_completion
+
+    with pytest.raises(NotACompletion) as caught:
+        parse_completion(body, "application/json")
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+    lenient = parse_completion(b'{"choices": [{"message": {"content": "hi"}, "extra": 1}]}')  # no id, usage...
+    assert lenient.choices[0].message.content == "hi" and lenient.usage is None
+
+
 @pytest.mark.parametrize("dribble", ["all", "body"])
 def test_a_slow_loris_ends_at_request_timeout_and_is_retried_like_a_timeout(dribble):
     script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}],

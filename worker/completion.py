@@ -57,17 +57,18 @@ class _Completion(_Loose):
 
 def parse_completion(body: bytes, content_type: str = "") -> ChatCompletion:
     """The body as a ChatCompletion (built without re-validation), or NotACompletion."""
-    text = body.strip()
+    try:
+        text = body.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        raise NotACompletion("bytes that are not UTF-8 text") from None
     if not text:
         raise NotACompletion("an empty body")
-    if "html" in content_type.lower() or text[:1] == b"<":
+    if "html" in content_type.lower() or text[:1] == "<":
         raise NotACompletion(f"an HTML page ({len(body):,} bytes)")
     try:
         data = json.loads(text)
-    except UnicodeDecodeError:
-        raise NotACompletion("bytes that are not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise NotACompletion(f"invalid JSON: {exc.msg.removesuffix(' at')} at byte {exc.pos}") from None
+        raise NotACompletion(f"invalid JSON: {exc.msg.removesuffix(' at')} at character {exc.pos}") from None
     except RecursionError:
         raise NotACompletion("JSON nested too deeply") from None
     if not isinstance(data, dict):
