@@ -449,8 +449,10 @@ def test_a_429_without_retry_after_reports_the_jittered_backoff_it_then_waits():
     assert elapsed >= first + second  # the governor heard exactly the waits the client took
 
 
-def test_a_bad_base_url_is_a_config_error():
+def test_a_bad_base_url_is_a_config_error(tmp_path):
     with pytest.raises(ModelConfigError, match=r"base_url http://\[::1/v1: not a valid URL"):
         LLMClient(ModelConfig(name="bad", base_url="http://[::1/v1", model="m"))
     with pytest.raises(ModelConfigError, match="expected http://HOST"):
         LLMClient(ModelConfig(name="bad", base_url="ftp://host/v1", model="m"))
+    with pytest.raises(ModelConfigError, match=r"not a valid URL \(Invalid IPv6 URL\); fix the URL after scripted@"):
+        LLMClient(resolve_model("scripted@http://[::1", settings_without_model(tmp_path)))

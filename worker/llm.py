@@ -70,7 +70,7 @@ class LLMClient:
         try:
             check_url(self._url)
         except BadURL as exc:
-            raise ModelConfigError(f"model '{config.name}': base_url {config.base_url}: {exc}; fix it in models.yaml") from None
+            raise ModelConfigError(_bad_url(config, exc)) from None
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Authorization": f"Bearer {self._key or 'no-key'}"}
         self._jitter = tenacity.wait_random_exponential(multiplier=config.backoff_base, max=config.backoff_max)
@@ -162,7 +162,7 @@ class LLMClient:
         try:
             reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes)
         except BadURL as exc:
-            raise ModelError(self._clean(f"model '{cfg.name}': base_url {cfg.base_url}: {exc}; fix it in models.yaml")) from None
+            raise ModelError(self._clean(_bad_url(cfg, exc))) from None
         except ReplyTooLarge as exc:
             size = f"{exc.announced:,} bytes announced" if exc.announced else "more was coming"
             raise ModelError(self._clean(
@@ -272,6 +272,11 @@ def _retry_after(headers: Any) -> Optional[float]:
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+def _bad_url(config: ModelConfig, problem: Exception) -> str:
+    fix = "fix the URL after scripted@" if config.name.startswith("scripted@") else "fix base_url in models.yaml"
+    return f"model '{config.name}': base_url {config.base_url}: {problem}; {fix}"
 
 
 def _error_message(body: bytes) -> str:
