@@ -140,7 +140,8 @@ class LLMClient:
 
     def _send(self, request: dict[str, Any]) -> Any:
         cfg = self.config
-        payload = json.dumps(request, ensure_ascii=False).encode()
+        # compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash
+        payload = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
         attempts = cfg.max_retries + 1
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts), wait=self._wait, retry=tenacity.retry_if_exception_type(_Retry),
