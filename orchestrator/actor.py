@@ -81,7 +81,7 @@ class WorkerActor:
     def _run(self, job: dict[str, Any], started: float) -> dict[str, Any]:
         from configs import Settings
         from worker.agent import Worker
-        from worker.llm import LLMClient
+        from orchestrator.governor import task_model
 
         task_dir = Path(job["task_dir"])
         _fresh_task_dir(task_dir, job["attempt"])
@@ -96,14 +96,8 @@ class WorkerActor:
         self._configure_logging(settings.log.level)
         for name, value in job.get("secrets", {}).items():
             os.environ.setdefault(name, value)
-        client = LLMClient(job["model_config"])
-        model: Any = client
-        governed = None
-        if job.get("governor"):
-            from orchestrator.governor import GovernedModel
-
-            model = governed = GovernedModel(client, job["governor"], f"{self.uid}:{job['task_id']}")
         task_id = job["task_id"]
+        model = task_model(job, f"{self.uid}:{task_id}")
         worker = Worker(job["prompt"], task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
                         env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"))
@@ -138,7 +132,9 @@ class WorkerActor:
             record = _record(job, result.status, started, reason=result.reason, usage=result.usage.to_dict())
             record.update(answer=result.answer, turns=result.turns, question=result.question,
                           memory_generation=result.memory_generation)
-        if governed is not None and governed.circuit_open:
+        if getattr(model, "switches", None):
+            record.update(failovers=model.switches, usage_by_model=model.usage_by_model())
+        if getattr(model, "circuit_open", False):
             record["stop"] = "paused"
         elif record["status"] == "failed" and "HTTP 429" in record.get("reason", ""):
             record["stop"] = "rate_limited"

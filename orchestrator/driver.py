@@ -134,6 +134,8 @@ class Driver:
             "task_id": task.id, "attempt": attempt, "prompt": task.prompt, "inputs": task.inputs,
             "task_dir": str(task_dir), "settings": settings.model_dump(), "model_config": config,
             "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
+            "model_name": task.model, "fallbacks": [{"model_name": name, "model_config": self.models[name],
+                                                     "governor": self.governors.get(name)} for name in config.fallbacks],
             "tools": self.tools_for(task), "memory": self.memory["mode"], "memory_service": self.memory["service"],
             "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
             "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},

@@ -115,14 +115,17 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     names = {t.model for t in plan.tasks}
     if plan.reduce:
         names.add(plan.reduce.get("model") or _reduce_default_model(plan))
-    models = {}
-    for name in sorted(names, key=str):
+    models: dict[Optional[str], Any] = {}
+    pending = sorted(names, key=str)
+    while pending:  # the models named, then their fallbacks
+        name = pending.pop(0)
         try:
             config = resolve_model(name, settings)
             LLMClient(config)  # fails now, not in every worker, when the key is missing
         except ModelConfigError as exc:
             raise FanoutError(str(exc)) from None
         models[name] = config
+        pending += [fallback for fallback in config.fallbacks if fallback not in models and fallback not in pending]
     return models
 
 

@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 import ray
 
-from worker.types import ModelError, Reply
+from configs.logs import redact_text
+from worker.types import ModelError, Reply, Usage
 
 NAMESPACE = "ga"
 CIRCUIT_OPEN = -1.0
@@ -319,3 +320,53 @@ class GovernedModel:
             self.governor.done.remote(self.client_id, used, self.estimate)
         self.estimate = max(1, used)
         return reply
+
+
+def task_model(job: dict[str, Any], client_id: str) -> Any:
+    """A task's model from its job: the client, governed when its endpoint has a governor, with the
+    fallbacks its models.yaml entry names behind it."""
+    from worker.llm import LLMClient
+
+    chain = []
+    for entry in [job, *job.get("fallbacks", [])]:
+        client = LLMClient(entry["model_config"])
+        model = GovernedModel(client, entry["governor"], client_id) if entry.get("governor") else client
+        chain.append((str(entry.get("model_name") or entry["model_config"].name), model))
+    return chain[0][1] if len(chain) == 1 else FailoverModel(chain)
+
+
+class FailoverModel:
+    """A task's model and its fallbacks: when the model in use fails a request after the client's
+    retries (5xx, connection errors, a key refused) or its endpoint's circuit opens, that request and the
+    rest of the task go to the next model. Every switch is kept (the driver writes it to the ledger)."""
+
+    def __init__(self, chain: list[tuple[str, Any]]):
+        self.chain, self.index = chain, 0
+        self.switches: list[dict[str, Any]] = []
+        self.usage: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:  # config, requests, ... of the model in use
+        return getattr(self.chain[self.index][1], name)
+
+    @property
+    def circuit_open(self) -> bool:
+        """Only the last model's open circuit pauses the run: before it, the task moves on."""
+        return bool(getattr(self.chain[self.index][1], "circuit_open", False))
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        while True:
+            name, model = self.chain[self.index]
+            try:
+                reply = model.chat(messages, tools)
+            except ModelError as exc:
+                if self.index + 1 == len(self.chain):
+                    raise
+                self.index += 1
+                self.switches.append({"from": name, "to": self.chain[self.index][0], "at": round(time.time(), 3),
+                                      "reason": redact_text(str(exc))[:300]})
+                continue
+            self.usage[name] = self.usage.get(name, Usage()) + reply.usage
+            return reply
+
+    def usage_by_model(self) -> dict[str, dict[str, Any]]:
+        return {name: usage.to_dict() for name, usage in self.usage.items()}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_shared.fsutil import atomic_replace
-from orchestrator.runview import RunView, TaskView, conversation, first_user_message
+from orchestrator.runview import RunView, TaskView, first_user_message
 from worker.context import cut_head_tail
 
 CHUNK = 64  # tasks per compressed block of conversations
@@ -123,7 +123,7 @@ def _conversation_data(view: RunView, task: TaskView, limit: int) -> dict[str, A
                            "usage": {k: t.usage.get(k, 0) for k in ("prompt", "cached", "completion")},
                            "calls": [{"name": c.name, "args": cut(c.arguments), "output": cut(c.output),
                                       "size": len(c.output), "ok": c.ok} for c in t.calls]}
-                          for t in turns] for turns in conversation(path)]}
+                          for t in turns] for turns in view.conversation(task.task_id)]}
 
 
 def _counts(view: RunView) -> dict[str, int]:

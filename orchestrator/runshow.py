@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from orchestrator.runview import RunView, conversation, first_user_message
+from orchestrator.runview import RunView, first_user_message
 from worker.context import cut_head_tail
 
 SHOWN_CHARS = 1200  # of each tool result and argument; the full size is printed beside it
@@ -29,7 +29,7 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
     task_text = first_user_message(path)
     if task_text:
         console.print(Panel(Text(cut_head_tail(task_text, SHOWN_CHARS)), title="task", title_align="left", border_style="blue"))
-    attempts = conversation(path)
+    attempts = view.conversation(task_id)
     if not attempts:
         console.print(Text(f"no turns recorded yet ({path})", style="yellow"))
     for number, turns in enumerate(attempts, start=1):

@@ -61,6 +61,7 @@ class TaskView:
     usage: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     attempts: list[Attempt] = field(default_factory=list)
+    usage_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)  # when it failed over to fallbacks
 
 
 @dataclass
@@ -86,11 +87,19 @@ class RunView:
         return self.path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
             self.path / "tasks" / task_id / "history.jsonl"
 
+    def conversation(self, task_id: str) -> list[list[Turn]]:
+        """Every attempt's turns: a retry moves the earlier attempt's directory aside (.ID.attempt-N)."""
+        current = self.history_path(task_id)
+        earlier = sorted(current.parent.parent.glob(f".{current.parent.name}.attempt-*/history.jsonl"),
+                         key=lambda p: int(p.parent.name.rpartition("-")[2]))
+        return [attempt for path in [*earlier, current] for attempt in conversation(path)]
+
     def usage_by_model(self) -> dict[str, dict[str, float]]:
         totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for task in self.tasks:
-            for key in ("prompt", "completion", "cached", "cost"):
-                totals[task.model or "?"][key] += task.usage.get(key, 0) or 0
+            for model, usage in (task.usage_by_model or {task.model or "?": task.usage}).items():
+                for key in ("prompt", "completion", "cached", "cost"):
+                    totals[model][key] += usage.get(key, 0) or 0
         return {model: dict(values) for model, values in totals.items()}
 
     def failures_by_reason(self) -> dict[str, list[str]]:
@@ -221,7 +230,7 @@ def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[At
     usage = result.get("usage_with_nested") or result.get("usage") or {}
     seconds = result.get("seconds") or sum(a.end - a.start for a in attempts if a.end is not None)
     return TaskView(task_id, result.get("status", "?"), model, result.get("reason") or "", result.get("answer") or "",
-                    int(result.get("turns") or 0), usage, float(seconds), attempts)
+                    int(result.get("turns") or 0), usage, float(seconds), attempts, result.get("usage_by_model") or {})
 
 
 def _reduce_result(path: Path) -> Optional[dict[str, Any]]:

@@ -192,6 +192,8 @@ class Scheduler:
             self._retry_or_fail(task, item, f"worker error: {_first_line(exc)}", pending)
             return
         slot.busy = None
+        for switch in record.get("failovers") or []:  # the task's model failed over to a fallback
+            self.run.ledger("failover", task.id, attempt=item.attempt, **switch)
         if record.get("actor", {}).get("tainted") or item.member.retiring:
             self.pool.retire(item.member)
         stop = record.get("stop")

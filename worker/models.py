@@ -60,6 +60,7 @@ class ModelConfig(BaseModel):
     backoff_base: float = 1.0  # first backoff ceiling (s), doubled per attempt, full jitter
     backoff_max: float = 30.0
     schema_resend_every: int = 10  # text tool mode: re-send full tool schemas every N requests
+    fallbacks: list[str] = []  # other models' names, in order: used by a fan-out task when this endpoint fails
 
     def cost(self, prompt: int, completion: int, cached: int) -> float:
         cached_price = self.price_input if self.price_cached is None else self.price_cached
