@@ -371,19 +371,23 @@ def run(
     if workdir is not None and not workdir.is_dir():
         fail(f"--workdir {workdir}: not a directory; create it or pass an existing one")
     interactive = sys.stdin.isatty() and not as_json
+    stream = None if as_json else _text_stream()
     try:
         with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
             result = run_one(task, current, model_name=model, workdir=workdir, interactive=interactive, ask=_ask_person,
-                             on_turn=None if as_json else _show_turn, continue_session=continue_session)
+                             on_turn=None if as_json else _turn_printer(stream), continue_session=continue_session,
+                             on_text=stream)
     except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
     if as_json:
         emit_json(result.to_dict())
     else:
+        streamed = stream is not None and stream.close()
         style = "green" if result.status == "succeeded" else "red"
         console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
                       + (f" ({result.reason})" if result.reason else ""))
-        console.print(result.answer, markup=False)
+        if not (streamed and result.status == "succeeded"):  # a streamed answer is on the screen already
+            console.print(result.answer, markup=False)
     raise typer.Exit(0 if result.status == "succeeded" else 1)
 
 
@@ -404,7 +408,8 @@ def chat(
         session = find(current, None if resume == "last" else resume) if resume else None
     except SessionError as exc:
         fail(str(exc))
-    Chat(current, console, session, model, show_turn=_show_turn,
+    stream = _text_stream()
+    Chat(current, console, session, model, show_turn=_turn_printer(stream), stream=stream,
          list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id)).loop()
 
 
@@ -426,6 +431,21 @@ def sessions_list(as_json: bool = typer.Option(False, "--json", help="Print JSON
         console.print("no sessions yet: `ga run \"TASK\"` or `ga chat` starts one")
     else:
         console.print(sessions_table(rows))
+
+
+def _text_stream() -> Any:
+    from worker.chat import TextStream
+
+    return TextStream(sys.stdout.write, sys.stdout.flush)
+
+
+def _turn_printer(stream: Any) -> Any:
+    """The on_turn callback: a tool line, after ending any text the model streamed."""
+    def show(event: dict) -> None:
+        if stream is not None:
+            stream.close()
+        _show_turn(event)
+    return show
 
 
 def _show_turn(event: dict) -> None:

@@ -25,10 +25,12 @@ HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so 
 class Chat:
     def __init__(self, settings: Settings, console: Console, session: Optional[sessions.Session] = None,
                  model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
-                 list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None):
-        """list_runs(session_id): the fan-outs started from a session (the orchestrator's, handed in by the CLI)."""
+                 list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None,
+                 stream: Optional["TextStream"] = None):
+        """list_runs(session_id): the fan-outs started from a session (the orchestrator's, handed in by the CLI);
+        stream: where the model's text goes as it arrives."""
         self.settings, self.console, self.session, self.show_turn = settings, console, session, show_turn
-        self.list_runs = list_runs
+        self.list_runs, self.stream = list_runs, stream
         self.model = model or (session.model if session else None)
         self.store = open_store(settings)
 
@@ -62,7 +64,7 @@ class Chat:
         session = self.session.model_copy(update={"model": self.model or self.session.model})
         try:
             worker = sessions.prepare(self.settings, text, session, resume=resume, store=self.store,
-                                      on_turn=self.show_turn)
+                                      on_turn=self.show_turn, on_text=self.stream)
         except (sessions.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
@@ -87,8 +89,10 @@ class Chat:
             self.console.print("[red]the turn ended without a result[/red]")
             return
         self.session = sessions.record(self.settings, session, result)
+        streamed = self.stream is not None and self.stream.close()
         if result.status == "succeeded":
-            self.console.print(result.answer, markup=False, highlight=False)
+            if not streamed:
+                self.console.print(result.answer, markup=False, highlight=False)
         else:
             shown = "stopped" if result.reason == "cancelled" else f"{result.status}: {result.reason}"
             self.console.print(f"[yellow]{shown}[/yellow]", highlight=False)
@@ -135,6 +139,26 @@ class Chat:
         for row in rows:
             self.console.print(f"{row['run_id']}  {row['status']}  {row['finished']}/{row['tasks'] or '?'} finished, "
                                f"{row['failed']} failed", highlight=False)
+
+
+class TextStream:
+    """Writes the model's text as it arrives; `close()` ends the line (True if anything was written)."""
+
+    def __init__(self, write: Callable[[str], Any], flush: Callable[[], Any]):
+        self.write, self.flush = write, flush
+        self.wrote = self.open = False
+
+    def __call__(self, piece: str) -> None:
+        self.write(piece)
+        self.flush()
+        self.wrote, self.open = True, not piece.endswith("\n")
+
+    def close(self) -> bool:
+        if self.open:
+            self.write("\n")
+            self.flush()
+        wrote, self.wrote, self.open = self.wrote, False, False
+        return wrote
 
 
 def sessions_table(rows: list[sessions.Session]) -> Table:

@@ -40,6 +40,7 @@ from worker.llm_text import (
     to_text_messages,
 )
 from worker.models import ModelConfig, ModelConfigError
+from worker.streaming import StreamAssembler
 from worker.types import ModelError, Reply, ToolCall, Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
@@ -76,6 +77,7 @@ class LLMClient:
         self._jitter = tenacity.wait_random_exponential(multiplier=config.backoff_base, max=config.backoff_max)
         self.before_request: Optional[Callable[[], None]] = None
         self.on_rate_limit: Optional[Callable[[float], None]] = None
+        self.on_text: Optional[Callable[[str], None]] = None  # set: stream, and hand it the text as it arrives
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
         self._lock = threading.Lock()
@@ -101,6 +103,8 @@ class LLMClient:
             self.requests += 1
             count = self.requests
         request: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+        if self.on_text is not None:
+            request.update(stream=True, stream_options={"include_usage": True})
         if cfg.tool_mode == "native":
             request["messages"] = messages
             if tools:
@@ -160,8 +164,10 @@ class LLMClient:
     def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Any:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
+        stream = StreamAssembler(self.on_text) if self.on_text is not None else None
         try:
-            reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes)
+            reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes,
+                         stream.feed if stream else None)
         except BadURL as exc:
             raise ModelError(self._clean(_bad_url(cfg, exc))) from None
         except ReplyTooLarge as exc:
@@ -183,6 +189,8 @@ class LLMClient:
             raise _Retry(self._status_text(reply.status, reply.body), delay)
         if not 200 <= reply.status < 300:
             raise ModelError(self._status_text(reply.status, reply.body, reply.headers.get("location")))
+        if stream is not None and stream.events:  # streamed: the assembled reply (a server may ignore `stream`)
+            reply.body = stream.completion()
         try:
             return parse_completion(reply.body, reply.headers.get("content-type", ""))
         except NotACompletion as exc:

@@ -14,7 +14,7 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import httpcore2
 
@@ -55,9 +55,11 @@ def check_url(url: str) -> None:
         raise BadURL("port 0 cannot be reached")
 
 
-def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_bytes: int) -> HttpReply:
+def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_bytes: int,
+         on_events: Optional[Callable[[bytes], None]] = None) -> HttpReply:
     """POST `payload`; the reply (any status) within `timeout` seconds in all, or httpcore2.TimeoutException;
-    ReplyTooLarge past `max_bytes`; httpcore2's NetworkError/ProtocolError/ProxyError when the link fails."""
+    ReplyTooLarge past `max_bytes`; httpcore2's NetworkError/ProtocolError/ProxyError when the link fails.
+    A 200 that streams server-sent events is also handed to `on_events` chunk by chunk as it arrives."""
     check_url(url)
     _local.deadline = time.monotonic() + timeout
     try:
@@ -68,18 +70,22 @@ def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_
             announced = names.get("content-length", "")
             if announced.isdigit() and int(announced) > max_bytes:
                 raise ReplyTooLarge(max_bytes, int(announced))  # closing unread drops the connection
-            return HttpReply(response.status, names, _read_capped(response.iter_stream(), max_bytes))
+            streamed = response.status == 200 and "text/event-stream" in names.get("content-type", "")
+            sink = on_events if streamed else None
+            return HttpReply(response.status, names, _read_capped(response.iter_stream(), max_bytes, sink))
     finally:
         _local.deadline = None
 
 
-def _read_capped(chunks: Iterable[bytes], max_bytes: int) -> bytes:
+def _read_capped(chunks: Iterable[bytes], max_bytes: int, sink: Optional[Callable[[bytes], None]] = None) -> bytes:
     body, size = [], 0
     for chunk in chunks:
         size += len(chunk)
         if size > max_bytes:
             raise ReplyTooLarge(max_bytes)
         body.append(chunk)
+        if sink is not None:
+            sink(chunk)
     return b"".join(body)
 
 

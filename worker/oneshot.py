@@ -24,7 +24,8 @@ def open_store(settings: Settings) -> Any:
 
 def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, workdir: Optional[Path] = None,
             interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
-            on_turn: Optional[Callable[[dict], None]] = None, continue_session: Optional[str] = None) -> WorkerResult:
+            on_turn: Optional[Callable[[dict], None]] = None, continue_session: Optional[str] = None,
+            on_text: Optional[Callable[[str], None]] = None) -> WorkerResult:
     """Run `task` in `workdir` (default: the current directory) as a new session (history under
     <runs_dir>/<id>/), or as a follow-up in the session `continue_session` (its directory and model,
     unless `model_name` names another)."""
@@ -35,7 +36,7 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
     else:
         session = start_session(settings, task, model_name, workdir)
     worker = sessions.prepare(settings, task, session, resume=continue_session is not None, interactive=interactive,
-                              ask=ask, on_turn=on_turn, store=open_store(settings))
+                              ask=ask, on_turn=on_turn, store=open_store(settings), on_text=on_text)
     result = worker.run()
     sessions.record(settings, session, result)
     (session.history_path.parent / "answer.md").write_text(result.answer + "\n", encoding="utf-8")

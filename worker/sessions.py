@@ -110,9 +110,17 @@ def continuation(session: Session, follow_up: str) -> tuple[list[dict[str, Any]]
 
 def prepare(settings: Settings, task: str, session: Session, *, model: Optional[Any] = None, resume: bool,
             interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
-            on_turn: Optional[Callable[[dict], None]] = None, store: Any = None) -> Worker:
-    """The worker for the session's next exchange (its first task, or a follow-up when `resume`)."""
+            on_turn: Optional[Callable[[dict], None]] = None, store: Any = None,
+            on_text: Optional[Callable[[str], None]] = None) -> Worker:
+    """The worker for the session's next exchange (its first task, or a follow-up when `resume`);
+    `on_text` streams the model's text to it as it arrives."""
     previous, new = continuation(session, task) if resume else ([], [])
+    if model is None and on_text is not None:
+        from worker.llm import LLMClient
+        from worker.models import resolve_model
+
+        model = LLMClient(resolve_model(session.model, settings))
+        model.on_text = on_text
     worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
                     history_path=session.history_path, model=model, model_name=session.model, store=store,
                     interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,

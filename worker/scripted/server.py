@@ -12,6 +12,7 @@ from typing import Any, Optional, Union
 from worker.scripted.engine import Answer, Engine
 from worker.scripted.hostile import write_hostile
 from worker.scripted.script import load_script
+from worker.streaming import completion_events
 
 MODELS = {"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "ga"}]}
 
@@ -53,7 +54,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             write_hostile(self.wfile, answer.hostile, answer.body, self.headers.get("Authorization", ""), owner._stopping)
             return
+        if body.get("stream") and answer.status == 200:
+            self._send_events(answer.body, bool((body.get("stream_options") or {}).get("include_usage")))
+            return
         self._send(answer.status, answer.body, answer.headers)
+
+    def _send_events(self, completion: dict[str, Any], include_usage: bool) -> None:
+        """A streamed reply: server-sent events, the body ending when the connection closes."""
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for event in completion_events(completion, include_usage):
+                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _send(self, status: int, body: dict[str, Any], headers: Optional[dict[str, str]] = None) -> None:
         data = json.dumps(body).encode()
