@@ -46,9 +46,10 @@ def synthetic_run(root: Path, tasks: int, slots: int, seed: int = 3) -> Path:
         attempts = 2 if rng.random() < 0.05 else 1
         failed = rng.random() < 0.04
         history = []
+        previous_end = start
         for attempt in range(1, attempts + 1):
             slot = min(range(slots), key=free.__getitem__)
-            begin = free[slot] + rng.uniform(0.01, 0.2)
+            begin = max(free[slot], previous_end) + rng.uniform(0.01, 0.2)  # a retry starts after its attempt ended
             turns = rng.randint(2, 6)
             now = begin
             for turn in range(1, turns + 1):
@@ -66,7 +67,7 @@ def synthetic_run(root: Path, tasks: int, slots: int, seed: int = 3) -> Path:
                                 "tool_results": [] if last else [{"id": f"c{turn}", "name": "code_run", "ok": True,
                                                                   "output": "exit code 0\n" + _digits(rng, rng.randint(5, 3000))}]})
             ledger.append({"time": begin, "event": "started", "task_id": task_id, "attempt": attempt, "worker": slot})
-            free[slot] = now
+            free[slot] = previous_end = now
             if attempt < attempts:
                 ledger.append({"time": now, "event": "retried", "task_id": task_id, "attempt": attempt,
                                "reason": "worker process died: ActorDiedError"})

@@ -16,8 +16,6 @@ from memory_shared.fsutil import is_abandoned
 from orchestrator.ledger import RunDir, read_jsonl
 
 REDUCE = "reduce"
-# Ledger events that say something about a task without ending its attempt.
-_PASSING = {"queued", "running", "timeout_kill", "skipped"}
 
 
 @dataclass
@@ -154,25 +152,31 @@ def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
 
 
 def read_attempts(records: list[dict[str, Any]]) -> dict[str, list[Attempt]]:
-    """Each task's attempts from the ledger: a `started` line opens one, the task's next line that
-    is not a passing note (running, timeout_kill, …) closes it with that line's event as status."""
+    """Each task's attempts from the ledger: a `started` line opens one, the task's next line that is not a
+    passing note (running, timeout_kill, …) closes it with that line's event as status: the attempt the line
+    names, else the latest one open."""
     attempts: dict[str, list[Attempt]] = defaultdict(list)
-    open_attempt: dict[str, Attempt] = {}
+    open_attempts: dict[str, dict[int, Attempt]] = defaultdict(dict)
     for record in records:
         task_id, event = record.get("task_id"), record["event"]
-        if task_id is None:
+        if task_id is None or event in ("queued", "running", "skipped"):
             continue
+        number = record.get("attempt")
         if event == "started":
-            open_attempt[task_id] = Attempt(task_id, int(record.get("attempt") or 1), record.get("worker"),
-                                            record["time"], None, "running")
-            attempts[task_id].append(open_attempt[task_id])
-        elif event == "timeout_kill" and task_id in open_attempt:
-            open_attempt[task_id].killed = True
-        elif event not in _PASSING and task_id in open_attempt:
-            current = open_attempt.pop(task_id)
-            current.end, current.status, current.reason = record["time"], event, record.get("reason") or ""
+            attempt = Attempt(task_id, int(number or 1), record.get("worker"), record["time"], None, "running")
+            open_attempts[task_id][attempt.attempt] = attempt
+            attempts[task_id].append(attempt)
+            continue
+        running = open_attempts[task_id]
+        key = number if number in running else (max(running) if running else None)
+        if key is None:
+            continue
+        if event == "timeout_kill":
+            running[key].killed = True
+            continue
+        current = running.pop(key)
+        current.end, current.status, current.reason = record["time"], event, record.get("reason") or ""
     return dict(attempts)
-
 
 def conversation(history_path: Path) -> list[list[Turn]]:
     """The task's turns from history.jsonl, split into attempts (a new attempt starts at turn 1)."""
