@@ -116,7 +116,9 @@ def test_memory_write_refused_without_evidence(tmp_path, settings, store):
 )
 def test_malformed_call_goes_back_to_model_and_loop_continues(tmp_path, settings, bad_call, expected):
     result, requests = run_script(tmp_path, settings, [{"tool_calls": [bad_call]}, {"content": "recovered"}])
-    assert result.status == "succeeded" and result.answer == "recovered"
+    # answered, but no tool ran (a malformed call is not a run): nothing backs the answer
+    assert result.status == "unverified" and result.answer == "recovered"
+    assert result.reason == "no tool ran"
     assert expected in tool_messages(requests[1])[-1]
 
 
@@ -145,7 +147,7 @@ def test_ask_user_with_a_person_gets_the_answer(tmp_path, settings):
     turns = [{"tool_calls": [call("ask_user", question="Which branch?", candidates=["main", "dev"])]},
              {"content": "using dev"}]
     result, requests = run_script(tmp_path, settings, turns, interactive=True, ask=person)
-    assert result.status == "succeeded"
+    assert result.status == "unverified" and result.reason == "no tool ran"  # asking is not a run
     assert asked == [("Which branch?", ["main", "dev"])]
     assert "dev" in tool_messages(requests[1])[-1]
 

@@ -14,12 +14,25 @@ from configs import Settings
 from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.history import History
+from worker.replyguard import repetition
 from worker.session import MemorySession
+from worker.taskcheck import TaskCheck, run_check
 from worker.tools import REGISTRY, ToolContext
-from worker.types import Model, ModelError, ToolCall, ToolResult, Usage, WorkerResult
+from worker.types import (
+    ContextOverflow,
+    Model,
+    ModelError,
+    Reply,
+    ToolCall,
+    ToolResult,
+    Usage,
+    WorkerResult,
+)
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3
+# Tools whose success says nothing about the answer: the status looks at the last run of any other tool
+NOT_EVIDENCE_OF_AN_ANSWER = ("update_working_checkpoint", "start_long_term_update", "ask_user")
 
 
 class Worker:
@@ -29,7 +42,8 @@ class Worker:
                  model: Optional[Model] = None, model_name: Optional[str] = None, store: Any = None,
                  interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
-                 tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None):
+                 tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
+                 check: Optional[dict[str, Any]] = None):
         self.task, self.task_id, self.settings = task, task_id, settings
         self.workdir = Path(workdir)
         self.history = History(history_path)
@@ -41,6 +55,8 @@ class Worker:
         self._cancelled = threading.Event()
         self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
+        self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
+        self.check = TaskCheck.model_validate(check) if check else None
 
     def cancel(self) -> None:
         """Stop at the next step and kill running code_run process groups (safe from any thread)."""
@@ -64,29 +80,45 @@ class Worker:
         return result
 
     def _loop(self, memory: MemorySession) -> WorkerResult:
-        cfg = self.settings.context
         messages = self.resumed or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
-        anchor, schemas = context.Anchor(cfg, task=self.task), [t.schema() for t in self.tools.values()]
+        schemas = [t.schema() for t in self.tools.values()]
+        cfg = self._context_settings(schemas)
+        anchor = context.Anchor(cfg, task=self.task)
         malformed = 0
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled")
             request = context.maintain(messages, turn, cfg, anchor)
             try:
-                reply = self.model.chat(request, schemas)
+                request, reply, cfg = self._ask(messages, request, schemas, turn, cfg, anchor)
+            except ContextOverflow as exc:
+                return self._result("failed", "", turn, f"the request does not fit the model's context window {exc}; "
+                                    f"set (or lower) context_window for {_model_name(self.model)} in models.yaml")
             except ModelError as exc:
                 return self._result("failed", "", turn, f"model error: {exc}")
             self.usage += reply.usage
             messages = request + [reply.message]
+            problem = _reply_problem(reply)
+            if problem:
+                malformed += 1
+                self.history.record(turn, request, reply, [{"error": problem}])
+                if malformed >= MAX_MALFORMED_IN_A_ROW:
+                    return self._result("failed", "", turn, f"{malformed} malformed replies in a row; last: {problem}")
+                anchor.add(turn, f"reply discarded: {problem}")
+                messages[-1] = {"role": "assistant", "content": _shortened(reply)}
+                messages.append({"role": "user", "content": f"error: {problem}\n\n{anchor.render(turn, self._ctx.key_info)}"})
+                continue
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
-                return self._result("succeeded", reply.content, turn)
+                return self._answered(reply.content, turn)
             done: list[tuple[ToolCall, ToolResult]] = []
             self._ctx.extra["calls_in_turn"] = len(reply.tool_calls)  # the turn's calls share the output caps
             for call in reply.tool_calls:
                 result, well_formed = self._dispatch(call, turn)
                 malformed = 0 if well_formed else malformed + 1
+                if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
+                    self._last_run = (call.name, result.ok, result.output)
                 done.append((call, result))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
                 anchor.add(turn, context.summarize_call(call.name, call.arguments, result.output, result.ok))
@@ -106,9 +138,57 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
+    def _context_settings(self, schemas: list[dict[str, Any]]) -> Any:
+        """context settings whose budget fits the model's window (models.yaml context_window, less its
+        max_tokens and the tool schemas sent with every request) when the window is known."""
+        cfg = self.settings.context
+        config = _model_config(self.model)
+        if config is None:
+            return cfg
+        overhead = len(json.dumps(schemas)) // max(1, cfg.chars_per_token)
+        tokens = config.context_tokens(cfg.context_tokens, overhead)
+        return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
+
+    def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
+             turn: int, cfg: Any, anchor: Any) -> tuple[list[dict[str, Any]], Reply, Any]:
+        """One request; a context overflow is answered once by trimming to half the refused request's
+        size (kept for the rest of the task), then raised."""
+        try:
+            return request, self.model.chat(request, schemas), cfg
+        except ContextOverflow as exc:
+            tokens = max(1, context.serialized_size(request) // max(1, cfg.chars_per_token) // 2)
+            cfg = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, tokens)})
+            log.warning("context_overflow", task=self.task_id, turn=turn, trimmed_to=cfg.context_tokens, error=str(exc)[:200])
+            request = context.maintain(messages, turn, cfg, anchor)
+            try:
+                return request, self.model.chat(request, schemas), cfg
+            except ContextOverflow as again:
+                raise ContextOverflow(f"even trimmed to {cfg.context_tokens:,} tokens ({again})") from None
+
+    def _answered(self, answer: str, turn: int) -> WorkerResult:
+        """The model answered: succeeded when its last tool run succeeded (or the task's check passed)."""
+        status, reason = self._backing()
+        if self.check is None:
+            return self._result(status, answer, turn, reason)
+        passed, detail = run_check(self.check, answer, self._ctx)
+        log.info("task_check", task=self.task_id, passed=passed, detail=detail)
+        if not passed:
+            return self._result("failed", answer, turn, f"check failed: {detail}", check={"passed": False, "detail": detail})
+        return self._result("succeeded", answer, turn, "", check={"passed": True, "detail": detail})
+
+    def _backing(self) -> tuple[str, str]:
+        if self._last_run is None:
+            return "unverified", "no tool ran"
+        name, ok, output = self._last_run
+        if ok:
+            return "succeeded", ""
+        return "unverified", f"last {name} failed: {_failure_line(output)}"
+
     @telemetry.traced_tool_call
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
         """Run one tool call. The bool says whether the call itself was well formed."""
+        if call.problem:
+            return ToolResult(f"error: {call.problem}", ok=False), False
         tool = self.tools.get(call.name)
         if tool is None:
             return ToolResult(f"error: unknown tool '{call.name}'; use one of: {', '.join(self.tools)}", ok=False), False
@@ -145,8 +225,10 @@ class Worker:
             self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
                           "ok": result.ok, "result_chars": len(result.output), "tokens": self.usage.total})
 
-    def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None) -> WorkerResult:
-        return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question)  # type: ignore[arg-type]
+    def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
+                check: Optional[dict[str, Any]] = None) -> WorkerResult:
+        return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
+                            check=check)
 
 
 def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:
@@ -156,6 +238,50 @@ def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:
 
 def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
+
+
+def _reply_problem(reply: Reply) -> str:
+    """Why a reply cannot be taken (runaway repetition, an answer cut at max_tokens), or ""."""
+    for text in [reply.raw if reply.raw is not None else reply.content, *(c.arguments for c in reply.tool_calls)]:
+        found = repetition(text or "")
+        if found:
+            return f"your reply was discarded: {found}; write it once, then continue"
+    if reply.finish_reason == "length" and not reply.tool_calls:
+        return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
+                "with file_write in several calls")
+    return ""
+
+
+def _shortened(reply: Reply, limit: int = 400) -> str:
+    text = reply.raw if reply.raw is not None else reply.content
+    return text if len(text) <= limit else f"{text[:limit]}\n[... {len(text) - limit} chars of repeated output dropped ...]"
+
+
+def _failure_line(output: str, limit: int = 160) -> str:
+    """The line that says why a tool run failed: the last one (a traceback's error), after the status."""
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    text = lines[-1]
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _model_config(model: Any) -> Any:
+    """The ModelConfig behind a client: an LLMClient, or wrappers holding one as .inner (telemetry)
+    or .client (the fan-out governor)."""
+    pending = [model]
+    while pending:
+        candidate = pending.pop(0)
+        config = getattr(candidate, "config", None)
+        if config is not None and hasattr(config, "context_tokens"):
+            return config
+        pending += [inner for inner in (getattr(candidate, "inner", None), getattr(candidate, "client", None)) if inner is not None]
+    return None
+
+
+def _model_name(model: Any) -> str:
+    config = _model_config(model)
+    return f"model '{config.name}'" if config is not None else "this model"
 
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:

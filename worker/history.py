@@ -1,7 +1,10 @@
 """history.jsonl: one line per turn, written and fsynced before the next turn starts.
 
 Each line records exactly what was sent: the request's messages from index `sent_from` on
-(the messages before it are identical to the previous request's), and what came back.
+(the messages before it are identical to the previous request's), and what came back: `received`
+is the assistant message as it goes into the next request; when it was read differently from the
+text the model wrote (a tool call written in the text, an invented result cut off) the text as
+received is kept in `received_raw` and `notes` says what was done.
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ class History:
             "usage": reply.usage.to_dict(),
             "latency": round(reply.latency, 4),
             "tool_results": tool_results,
+            **({"received_raw": reply.raw} if reply.raw is not None else {}),
+            **({"notes": reply.notes} if reply.notes else {}),
         })
 
     def append(self, record: dict[str, Any]) -> None:
@@ -47,7 +52,7 @@ class History:
 
 def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
     count = 0
-    for old, new in zip(previous, request):
+    for old, new in zip(previous, request, strict=False):
         if old != new:
             break
         count += 1

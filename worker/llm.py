@@ -22,6 +22,7 @@ from __future__ import annotations
 import email.utils
 import json
 import os
+import re
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -33,18 +34,16 @@ import tenacity
 from configs.logs import redact_text
 from worker.completion import NotACompletion, parse_completion
 from worker.llm_http import BadURL, ReplyTooLarge, check_url, post
-from worker.llm_text import (
-    new_call_id,
-    parse_tool_uses,
-    protocol_block,
-    to_text_messages,
-)
+from worker.llm_text import new_call_id, protocol_block, to_text_messages
 from worker.models import ModelConfig, ModelConfigError
+from worker.replies import interpret
+from worker.replyguard import is_context_overflow
 from worker.streaming import StreamAssembler
-from worker.types import ModelError, Reply, ToolCall, Usage
+from worker.types import ContextOverflow, ModelError, Reply, ToolCall, Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
 MAX_ANCHORS = 8
+TEXT_MODE_STOP = ("<tool_result",)  # a text-mode model writing this is inventing a result
 log = structlog.get_logger("ga.llm")
 
 
@@ -80,6 +79,7 @@ class LLMClient:
         self.on_text: Optional[Callable[[str], None]] = None  # set: stream, and hand it the text as it arrives
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
+        self._stop_refused = False  # the server rejected `stop`: requests go without it
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -88,9 +88,9 @@ class LLMClient:
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         request = self._request(messages, tools)
         started = time.monotonic()
-        response = self._send(request)
+        response = self._send_interpreting_refusals(request)
         latency = time.monotonic() - started
-        reply = self._reply(response, request, latency)
+        reply = self._reply(response, request, latency, [_tool_name(t) for t in tools])
         log.debug("llm.reply", model=self.config.name, latency=round(latency, 3), tool_calls=len(reply.tool_calls),
                   prompt=reply.usage.prompt, completion=reply.usage.completion, cached=reply.usage.cached)
         return reply
@@ -105,6 +105,7 @@ class LLMClient:
         request: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         if self.on_text is not None:
             request.update(stream=True, stream_options={"include_usage": True})
+        request.update(self._stop_params(tools))
         if cfg.tool_mode == "native":
             request["messages"] = messages
             if tools:
@@ -139,6 +140,28 @@ class LLMClient:
             if indices:
                 return indices[0] if role == "system" else indices[-1]
         return None
+
+    def _stop_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """Text mode: the server stops where the model starts writing a tool result itself (the reply is
+        cut there anyway, see worker/toolcalls.py; stopping early saves the invented tokens)."""
+        if self.config.tool_mode != "text" or not tools or not self.config.stop_sequences or self._stop_refused:
+            return {}
+        return {"stop": list(TEXT_MODE_STOP)}
+
+    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Any:
+        """_send, with two refusals told apart: a context overflow (ContextOverflow, the loop trims and
+        retries) and a server that rejects `stop` (sent again without it, and never again)."""
+        try:
+            return self._send(request)
+        except ModelError as exc:
+            text = str(exc)
+            if "stop" in request and re.search(r"\b400\b", text) and re.search(r"\bstop\b", text, re.I):
+                self._stop_refused = True
+                log.warning("llm.stop_unsupported", model=self.config.name)
+                return self._send({k: v for k, v in request.items() if k != "stop"})
+            if is_context_overflow(text):
+                raise ContextOverflow(text) from None
+            raise
 
     # ---- sending with retries -----------------------------------------------------------------
 
@@ -231,27 +254,22 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Any, request: dict[str, Any], latency: float) -> Reply:
-        msg = response.choices[0].message
+    def _reply(self, response: Any, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
+        """Tool calls however they arrive (worker/replies.py); the usage counts what was received."""
+        choice = response.choices[0]
+        msg = choice.message
         content = msg.content or ""
-        if self.config.tool_mode == "text":
-            text, parsed = parse_tool_uses(content)
-            calls = [ToolCall(new_call_id(), name, args) for name, args in parsed]
-            message: dict[str, Any] = {"role": "assistant", "content": content}
-            return Reply(text, calls, self._usage(response, request, content), message, latency)
-        calls = []
-        for call in msg.tool_calls or []:
+        native = []
+        for call in (msg.tool_calls or []) if self.config.tool_mode == "native" else []:
             func = getattr(call, "function", None)
             if func is None:
                 continue
             args = func.arguments
-            calls.append(ToolCall(call.id or new_call_id(), func.name or "", args if isinstance(args, str) else _json(args)))
-        message = {"role": "assistant", "content": content if content or not calls else None}
-        if calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
-            ]
-        return Reply(content, calls, self._usage(response, request, content + "".join(c.arguments for c in calls)), message, latency)
+            native.append(ToolCall(call.id or new_call_id(), func.name or "", args if isinstance(args, str) else _json(args)))
+        read = interpret(content, native, self.config.tool_mode, known)
+        usage = self._usage(response, request, content + "".join(c.arguments for c in native))
+        return Reply(read.text, read.calls, usage, read.message, latency, finish_reason=getattr(choice, "finish_reason", None) or "",
+                     raw=read.raw, notes=read.notes)
 
     def _usage(self, response: Any, request: dict[str, Any], reply_text: str) -> Usage:
         usage = getattr(response, "usage", None)
@@ -264,6 +282,10 @@ class LLMClient:
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or (usage.model_extra or {}).get("prompt_cache_hit_tokens") or 0
         return Usage(prompt, completion, cached, self.config.cost(prompt, completion, cached))
+
+
+def _tool_name(schema: dict[str, Any]) -> str:
+    return str(schema.get("function", schema).get("name", ""))
 
 
 def _retry_after(headers: Any) -> Optional[float]:

@@ -24,11 +24,11 @@ def format_tool_use(name: str, arguments: str) -> str:
 def parse_tool_uses(content: str) -> tuple[str, list[tuple[str, str]]]:
     """(content without the blocks, [(name, arguments JSON text)]). Arguments pass through untouched
     when the block is not valid JSON: reporting a malformed call is the loop's job, not ours."""
-    calls = [_parse_block(match.group(1).strip()) for match in TOOL_USE.finditer(content)]
+    calls = [parse_block(match.group(1).strip()) for match in TOOL_USE.finditer(content)]
     return TOOL_USE.sub("", content).strip(), calls
 
 
-def _parse_block(inner: str) -> tuple[str, str]:
+def parse_block(inner: str) -> tuple[str, str]:
     try:
         data = json.loads(inner)
     except json.JSONDecodeError:

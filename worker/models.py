@@ -33,6 +33,10 @@ SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml
 USER_FILE = Path("~/.config/ga/models.yaml")
 PROJECT_FILE = Path("models.yaml")
 ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+# One agent turn is a tool call (a script of ~100 lines is ~1,200 tokens) or a final answer; longer
+# output belongs in several file_write/file_patch calls. 1,536 keeps a looping model on a CPU server
+# (~10-20 tokens/s) to about 2 minutes a request instead of 4-7 with 4,096.
+DEFAULT_MAX_TOKENS = 1536
 
 
 class ModelConfigError(ValueError):
@@ -46,10 +50,11 @@ class ModelConfig(BaseModel):
     base_url: str
     api_key_env: Optional[str] = None  # name of the environment variable holding the key; None: no key
     model: str
-    context_window: int = 32000
+    context_window: Optional[int] = Field(None, gt=0)  # tokens; the context budget stays inside it (None: unknown)
     tool_mode: Literal["native", "text"] = "native"
     temperature: float = 0.0
-    max_tokens: int = 4096
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, gt=0)  # per request: one agent turn, see DEFAULT_MAX_TOKENS
+    stop_sequences: bool = True  # text tool mode: send stop=["<tool_result"] (turned off by itself if refused)
     price_input: float = 0.0  # USD per million tokens
     price_output: float = 0.0
     price_cached: Optional[float] = None  # None: cached input costs price_input
@@ -61,6 +66,15 @@ class ModelConfig(BaseModel):
     backoff_max: float = 30.0
     schema_resend_every: int = 10  # text tool mode: re-send full tool schemas every N requests
     fallbacks: list[str] = []  # other models' names, in order: used by a fan-out task when this endpoint fails
+
+    def context_tokens(self, default: int, overhead: int = 0) -> int:
+        """The context budget (tokens) for requests to this model: `default` (context.context_tokens),
+        lowered to fit the window minus the reply (max_tokens) and `overhead` (tool schemas) when the
+        window is known; never below a quarter of the window, so a tiny window still gets a budget."""
+        if not self.context_window:
+            return default
+        room = self.context_window - self.max_tokens - overhead
+        return max(min(default, room), self.context_window // 4)
 
     def cost(self, prompt: int, completion: int, cached: int) -> float:
         cached_price = self.price_input if self.price_cached is None else self.price_cached
@@ -142,7 +156,7 @@ def _scripted_file(name: str, resend: int) -> ModelConfig:
         base_url = ensure_scripted_server(path)
     except ScriptError as exc:
         raise ModelConfigError(str(exc)) from None
-    fields = {"model": "scripted", "context_window": 32000, "schema_resend_every": resend, **overrides}
+    fields = {"model": "scripted", "schema_resend_every": resend, **overrides}
     return _build({**fields, "name": name, "base_url": base_url}, {"": f"{path}:1"})
 
 

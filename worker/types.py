@@ -5,7 +5,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Protocol
 
-Status = Literal["succeeded", "failed", "needs_input", "limit"]
+# succeeded: answered after a successful tool run, or a task check passed; unverified: answered, but
+# nothing backs the answer (no tool ran, or the last one failed): the reason says which
+Status = Literal["succeeded", "unverified", "failed", "needs_input", "limit"]
 
 
 @dataclass
@@ -36,6 +38,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # the JSON text exactly as the model sent it
+    problem: str = ""  # the call was written in the reply's text and could not be read: the error to send back
 
 
 @dataclass
@@ -45,6 +48,9 @@ class Reply:
     usage: Usage
     message: dict[str, Any]  # the assistant message, OpenAI format, as it goes into the history
     latency: float = 0.0
+    finish_reason: str = ""  # "length": cut at max_tokens
+    raw: Optional[str] = None  # the content as received, when the message above was reinterpreted from it
+    notes: list[str] = field(default_factory=list)  # what the interpretation did (e.g. cut an invented result)
 
 
 class Model(Protocol):
@@ -55,6 +61,10 @@ class Model(Protocol):
 
 class ModelError(RuntimeError):
     """The endpoint failed after retries (or cannot succeed): not the model's to fix."""
+
+
+class ContextOverflow(ModelError):
+    """The endpoint refused the request as larger than the model's context window (a 400)."""
 
 
 @dataclass
@@ -77,6 +87,7 @@ class WorkerResult:
     reason: str = ""
     question: Optional[str] = None
     memory_generation: Optional[int] = None  # the commit made by the consolidation gate, if any
+    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -54,6 +54,9 @@ class Engine:
         task = self._match(messages)
         if task is None:
             return _error(400, "no task of the script matches this conversation; add a fallback task with match: '.*'", turn=turn)
+        overflow = self._overflow(body, messages)
+        if overflow:
+            return _error(400, overflow, task=task, turn=turn)
         fault = self._fault(task, turn)
         delay = self._latency()
         if fault and fault.kind in ("rate_limit", "server_error", "unauthorized"):
@@ -68,8 +71,10 @@ class Engine:
         script_turn = self._turn(task, turn)
         native = bool(body.get("tools"))
         message = self._message(script_turn, messages, native, turn, malformed=bool(fault and fault.kind == "malformed_tool_call"))
+        message = _apply_stop(message, body.get("stop"))
+        finish = script_turn.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
         choices = [] if fault and fault.kind == "empty_choices" else [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]
+            {"index": 0, "message": message, "finish_reason": finish}]
         with self._lock:
             self._ids += 1
             reply_id = f"chatcmpl-scripted-{self._ids}"
@@ -79,6 +84,15 @@ class Engine:
         hostile = fault if fault and fault.kind in HOSTILE_KINDS else None
         return Answer(status_of(hostile) if hostile else 200, body_out, delay=delay, task=task, turn=turn,
                       fault=fault.kind if fault else None, hostile=hostile)
+
+    def _overflow(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+        window = self.script.context_window
+        if window is None:
+            return ""
+        prompt = len(json.dumps(body.get("tools") or [], sort_keys=True) + "".join(json.dumps(m, sort_keys=True) for m in messages)) // 4
+        if prompt <= window:
+            return ""
+        return f"the request exceeds the available context size ({prompt} tokens > {window}), try increasing it"
 
     def _match(self, messages: list[dict[str, Any]]) -> Optional[int]:
         users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
@@ -157,6 +171,16 @@ class Engine:
         prompt, completion, cached = len(text) // 4, max(1, reply_chars // 4), _common_prefix(text, previous) // 4
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _apply_stop(message: dict[str, Any], stop: Any) -> dict[str, Any]:
+    """Cut the content at the first stop string, as a server does (the stop string itself is dropped)."""
+    stops = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str) and s]
+    content = message.get("content")
+    if not stops or not isinstance(content, str):
+        return message
+    cut = min((content.find(s) for s in stops if s in content), default=-1)
+    return message if cut < 0 else {**message, "content": content[:cut]}
 
 
 def _pattern(match: str) -> re.Pattern:

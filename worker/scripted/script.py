@@ -3,6 +3,8 @@
 ```yaml
 seed: 7                      # optional: makes `rate` faults and random latency reproducible
 latency: 0.0                 # seconds per request, or [min, max] drawn per request
+context_window: 4096         # optional: a request whose prompt tokens exceed it gets a 400 "exceeds the
+                             # available context size" (prompt tokens counted as in the usage, below)
 model: {tool_mode: native}   # optional ModelConfig overrides used by the `scripted:FILE` model name
 faults: []                   # optional faults applying to every task (e.g. a 429 storm)
 tasks:
@@ -28,7 +30,9 @@ given) equals the request's turn, its `rate` draw (if given) succeeds, the reque
 `every_nth` (if given), and it has fired fewer than `times` for that (task, turn) — `times`
 defaults to 1 for a fault pinned to a turn, else unlimited. Tool-call `arguments` may be a mapping
 (sent as JSON) or a string (sent as-is, e.g. broken JSON). Past the last turn the last turn's
-content (or "done") is returned.
+content (or "done") is returned. A turn's `finish_reason: length` reports the reply as cut at
+max_tokens. A request's `stop` strings cut the content as a real server does (text mode: ga sends
+`<tool_result`), so a turn may hold a whole recorded reply, invented results included.
 """
 from __future__ import annotations
 
@@ -61,6 +65,7 @@ class Turn(_Strict):
     content: Optional[str] = None
     tool_calls: list[ToolCallSpec] = []
     echo_last_tool_result: bool = False
+    finish_reason: Optional[Literal["stop", "length"]] = None  # "length": as if cut at max_tokens
 
 
 FaultKind = Literal["rate_limit", "server_error", "unauthorized", "hang", "empty_choices", "malformed_tool_call",
@@ -98,6 +103,7 @@ class Task(_Strict):
 class Script(_Strict):
     seed: Optional[int] = None
     latency: Union[float, tuple[float, float]] = 0.0
+    context_window: Optional[int] = Field(None, ge=1)  # prompt tokens over this: 400, as llama.cpp answers
     model: dict[str, Any] = {}
     faults: list[Fault] = []
     tasks: list[Task] = Field(min_length=1)

@@ -1,0 +1,197 @@
+"""Replies of real small models (tests/real_model/), replayed through the scripted server over real
+HTTP, in native and text tool mode: what ga does with them now."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from configs import load_settings
+from tests.real_model_support import names, records, replay_run
+from worker.history import replay
+
+NAME_ERROR = "last code_run failed: NameError: name 'fibonacci' is not defined"
+# recorded case -> (status, reason (prefix), code_run scripts run, text the answer contains)
+EXPECTED = {
+    "qwen0.5b-text-fib": ("unverified", "no tool ran", 0, "fibonacci(10)"),
+    "qwen1.5b-native-fanout-fib": ("unverified", NAME_ERROR, 1, "55"),
+    "qwen1.5b-native-fanout-squares": ("succeeded", "", 1, "2870"),
+    "qwen1.5b-native-fanout-words": ("unverified", "last code_run failed: SyntaxError", 1, "SyntaxError"),
+    "qwen1.5b-native-fenced-json-rewritten-by-proxy": ("unverified", NAME_ERROR, 1, "55"),
+    "qwen1.5b-native-fib": ("unverified", NAME_ERROR, 1, "55"),
+    "qwen1.5b-text-fanout-fib": ("unverified", NAME_ERROR, 1, "55"),
+    "qwen1.5b-text-fanout-reduce": ("unverified", "no tool ran", 0, "1\n2\n3"),
+    "qwen1.5b-text-fanout-words": ("succeeded", "", 1, "7"),
+    "qwen1.5b-text-fib": ("unverified", NAME_ERROR, 1, "55"),
+}
+MODES = {"native": ("native", True), "text": ("text", True), "text-without-stop": ("text", False)}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings({"worker.max_turns": 6}, user_file=tmp_path / "none", project_file=tmp_path / "none")
+
+
+def assistant_texts(request: dict) -> list[str]:
+    return [m.get("content") or "" for m in request["messages"] if m["role"] == "assistant"]
+
+
+def test_every_recorded_case_has_an_expectation():
+    assert sorted(EXPECTED) == names()
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_replies_replayed(tmp_path, settings, name, mode):
+    tool_mode, stop = MODES[mode]
+    status, reason, runs, says = EXPECTED[name]
+    result, requests, history = replay_run(tmp_path, settings, name, tool_mode, stop=stop)
+    assert (result.status, result.reason[:len(reason)]) == (status, reason), result.reason
+    assert says in result.answer
+    assert len(list((tmp_path / "work" / ".ga").glob("code_*.out"))) == runs  # the calls really ran
+    for request in requests:  # an invented tool result never reaches the model again
+        assert not any("<tool_result" in text for text in assistant_texts(request))
+        assert request["max_tokens"] == 1536
+        assert request.get("stop") == (["<tool_result"] if tool_mode == "text" and stop else None)
+    if tool_mode == "native":
+        # whatever form the call came in, it went back as a native call and its result
+        if runs:
+            calls = [m for m in requests[1]["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+            assert calls and calls[-1]["tool_calls"][0]["function"]["name"] == "code_run"
+            assert any(m["role"] == "tool" and m["tool_call_id"] == calls[-1]["tool_calls"][0]["id"]
+                       for m in requests[1]["messages"])
+        assert [r["messages"] for r in requests] == replay(history)  # the history replays exactly
+
+
+def test_fenced_json_call_runs_code_run_and_is_recorded_as_a_call(tmp_path, settings):
+    result, requests, history = replay_run(tmp_path, settings, "qwen1.5b-native-fib", "native")
+    first = json.loads(history.read_text().splitlines()[0])
+    call = first["received"]["tool_calls"][0]["function"]
+    assert call["name"] == "code_run" and json.loads(call["arguments"])["script"] == "print(fibonacci(10))"
+    assert first["received"]["content"] is None  # the fenced block became the call
+    assert first["received_raw"].startswith("```json")
+    assert "NameError" in first["tool_results"][0]["output"]
+    tool_result = [m for m in requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert tool_result.startswith("exit code 1") and "NameError" in tool_result
+    assert result.status == "unverified" and "NameError" in result.reason
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_invented_result_is_cut_and_the_real_one_is_believed(tmp_path, settings, stop):
+    invented = records("qwen1.5b-text-fanout-words")[0]["received"]["content"]
+    assert '"output": "10"' in invented  # the recording: the model invented 10 words
+    result, requests, history = replay_run(tmp_path, settings, "qwen1.5b-text-fanout-words", "text", stop=stop)
+    assert result.status == "succeeded" and result.answer == "7"
+    second = json.dumps(requests[1]["messages"])
+    assert '\\"output\\": \\"10\\"' not in second and "exit code 0\\n7" in second
+    first = json.loads(history.read_text().splitlines()[0])
+    assert "<tool_result" not in first["received"]["content"]
+    if not stop:  # the server sent the invention: ga cut it and kept the original aside
+        assert "<tool_result>" in first["received_raw"] and "cut" in first["notes"][0]
+
+
+def test_the_fib_task_whose_only_script_failed_is_unverified_in_both_modes(tmp_path, settings):
+    for mode in ("native", "text"):
+        result, _, _ = replay_run(tmp_path / mode, settings, "qwen1.5b-text-fib", mode)
+        assert result.status == "unverified"
+        assert result.reason == NAME_ERROR
+        assert "The 10th Fibonacci number is 55" not in result.answer  # the invented claim was cut
+
+
+def test_a_failing_check_fails_the_task_and_a_passing_one_makes_it_succeed(tmp_path, settings):
+    check = {"script": 'test "$(python3 fib.py)" = 55'}  # the model never wrote fib.py
+    result, _, _ = replay_run(tmp_path / "a", settings, "qwen1.5b-native-fib", "native", check=check)
+    assert result.status == "failed"
+    assert result.reason.startswith("check failed: the check script failed: exit code 1")
+    assert result.check == {"passed": False, "detail": result.reason[len("check failed: "):]}
+
+    result, _, _ = replay_run(tmp_path / "b", settings, "qwen0.5b-text-fib", "text", check={"pattern": r"\b55\b"})
+    assert result.status == "failed" and result.reason == r"check failed: the answer does not match /\b55\b/"
+
+    # the reduce's "1 2 3" is not backed by a tool run; a check that passes makes it succeed
+    result, _, _ = replay_run(tmp_path / "c", settings, "qwen1.5b-text-fanout-reduce", "text",
+                              check={"pattern": "^1$", "script": 'test "$GA_ANSWER" = "$(printf "1\\n2\\n3")"'})
+    assert result.status == "succeeded" and result.check["passed"], result.reason
+
+
+def test_tool_call_tags_and_fences_in_any_mode(tmp_path, settings):
+    turns = [
+        {"content": 'Running it.\n<tool_call>\n{"name": "code_run", "arguments": {"script": "print(6*7)"}}\n</tool_call>'},
+        {"content": '```json\n{"name": "code_run", "arguments": {"script": "print(6*7)"\n```'},  # broken JSON
+        {"content": 'Here is the config:\n```json\n{"name": "my_service", "arguments": {"port": 8080}}\n```'},
+    ]
+    for mode in ("native", "text"):
+        result, requests, _ = replay_run(tmp_path / mode, settings, "", mode, turns=turns)
+        results = json.dumps(requests[1]["messages"])
+        assert "exit code 0\\n42" in results
+        later = json.dumps(requests[2]["messages"])
+        assert "the code_run call in your reply is not valid JSON" in later
+        # a JSON block naming no known tool is an answer, not a call; the last run backs nothing
+        assert result.answer.startswith("Here is the config:") and "my_service" in result.answer
+        assert result.status == "succeeded"  # the last run (print(6*7)) succeeded; the broken call did not run
+
+
+def test_repeated_output_goes_back_as_an_error_and_three_in_a_row_fail(tmp_path, settings):
+    loop = "I will now print the number.\n" * 40
+    turns = [{"content": loop},
+             {"content": "ok", "tool_calls": [{"name": "code_run", "arguments": {"script": "print(6*7)"}}]},
+             {"content": "42"}]
+    result, requests, _ = replay_run(tmp_path / "once", settings, "", "native", turns=turns)
+    assert result.status == "succeeded" and result.answer == "42"
+    error = requests[1]["messages"][-1]["content"]
+    assert error.startswith("error: your reply was discarded: the line 'I will now print the number.' repeated")
+    assert len(requests[1]["messages"][-2]["content"]) < 600  # the runaway text is not sent back whole
+
+    block = "def f():\n    return 1\n" * 30
+    result, requests, _ = replay_run(tmp_path / "thrice", settings, "", "text",
+                                     turns=[{"content": block}, {"content": block}, {"content": block}])
+    assert result.status == "failed" and "3 malformed replies in a row" in result.reason
+    assert "a block of 2 lines" in result.reason and len(requests) == 3
+
+
+def test_an_answer_cut_at_max_tokens_is_not_taken(tmp_path, settings):
+    turns = [{"content": "The result is", "finish_reason": "length"}, {"content": "The result is 42."}]
+    result, requests, _ = replay_run(tmp_path, settings, "", "native", turns=turns)
+    assert result.answer == "The result is 42."
+    assert "cut at the max_tokens limit" in requests[1]["messages"][-1]["content"]
+
+
+def big_output_turns(count: int, settings=None) -> list[dict]:
+    if settings is not None:
+        settings.worker.max_turns = count + 2
+    script = "print(' '.join(str(n) for n in range(1400)))"  # ~6,000 chars of output, no repetition
+    return [{"content": f"step {i}", "tool_calls": [{"name": "code_run", "arguments": {"script": script}}]}
+            for i in range(count)] + [{"content": "Done:", "echo_last_tool_result": True}]
+
+
+def test_budget_follows_a_known_window_smaller_than_the_default(tmp_path, settings):
+    assert settings.context.context_tokens == 24000
+    window = 6000  # tokens; the scripted server refuses any prompt over it, as llama.cpp does
+    result, requests, _ = replay_run(tmp_path, settings, "", "native", turns=big_output_turns(8, settings),
+                                     model={"context_window": window}, script={"context_window": window})
+    assert result.status == "succeeded", result.reason
+    records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert all(r["status"] == 200 for r in records)  # never refused: trimmed before sending
+    sizes = [len(json.dumps(r["tools"], sort_keys=True) + "".join(json.dumps(m, sort_keys=True) for m in r["messages"])) // 4
+             for r in requests]
+    assert max(sizes) <= window - 1536 and max(sizes) > window // 3
+
+
+def test_an_unknown_smaller_window_is_met_by_trimming_harder_once(tmp_path, settings):
+    window = 6000
+    result, requests, _ = replay_run(tmp_path, settings, "", "native", turns=big_output_turns(8, settings),
+                                     script={"context_window": window})
+    records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    statuses = [r["status"] for r in records]
+    assert 400 in statuses  # the default budget (24,000 tokens) did not fit: refused once...
+    assert all(b == 200 for a, b in zip(statuses, statuses[1:], strict=False) if a == 400)  # ...then trimmed to fit
+    assert result.status == "succeeded", result.reason
+
+
+def test_a_window_too_small_for_anything_fails_with_one_line(tmp_path, settings):
+    result, _, _ = replay_run(tmp_path, settings, "", "native", turns=big_output_turns(1), script={"context_window": 200})
+    assert result.status == "failed"
+    assert "does not fit the model's context window even trimmed to" in result.reason
+    assert "context_window" in result.reason and "\n" not in result.reason
+    records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in records] == [400, 400]  # trimmed harder once, then gave up

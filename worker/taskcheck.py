@@ -1,0 +1,77 @@
+"""A task-level check: what decides a task succeeded when the tasks file says how to tell.
+
+`check: {script: "...", type: bash, timeout: 60, pattern: "..."}` (either or both):
+- `pattern`: a regular expression searched in the answer (multi-line mode);
+- `script`: run in the task's working directory through code_run (so sandboxed like the model's own
+  scripts), with the answer in the environment variable GA_ANSWER; it passes when it exits 0.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from worker.tools import ToolContext
+
+ANSWER_ENV = "GA_ANSWER"
+
+
+class TaskCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    script: Optional[str] = Field(None, min_length=1)
+    type: Literal["bash", "python"] = "bash"
+    timeout: int = Field(60, ge=1, le=600)
+    pattern: Optional[str] = Field(None, min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression ({exc})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> "TaskCheck":
+        if self.script is None and self.pattern is None:
+            raise ValueError("a check needs 'script' (exits 0 when the task is done) and/or 'pattern' (found in the answer)")
+        return self
+
+
+def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, str]:
+    """(passed, one line saying what was checked or why it failed)."""
+    # imported here, not at the top: validating a tasks file needs TaskCheck only
+    from worker.tools import REGISTRY
+
+    done: list[str] = []
+    if check.pattern is not None:
+        if not re.search(check.pattern, answer or "", re.M):
+            return False, f"the answer does not match /{check.pattern}/"
+        done.append(f"the answer matches /{check.pattern}/")
+    if check.script is not None:
+        tool = REGISTRY["code_run"]
+        env: dict[str, Any] = ctx.extra.setdefault("env", {})
+        env[ANSWER_ENV] = answer or ""
+        try:
+            result = tool.run(ctx, tool.args.model_validate({"script": check.script, "type": check.type,
+                                                             "timeout": check.timeout}))
+        finally:
+            env.pop(ANSWER_ENV, None)
+        if not result.ok:
+            return False, f"the check script failed: {_last_line(result.output)}"
+        done.append("the check script exited 0")
+    return True, "; ".join(done)
+
+
+def _last_line(output: str, limit: int = 200) -> str:
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    first, last = lines[0], lines[-1]
+    text = last if first == last else f"{first}: {last}"
+    return text if len(text) <= limit else text[:limit] + "…"
