@@ -382,13 +382,17 @@ def run(
     if as_json:
         emit_json(result.to_dict())
     else:
+        from rich.markup import escape
+
+        from orchestrator.display import status_style
+
         streamed = stream is not None and stream.close()
-        style = "green" if result.status == "succeeded" else "red"
+        style = status_style(result.status)
         console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
-                      + (f" ({result.reason})" if result.reason else ""))
-        if not (streamed and result.status == "succeeded"):  # a streamed answer is on the screen already
+                      + (f" ({escape(result.reason)})" if result.reason else ""))
+        if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
             console.print(result.answer, markup=False)
-    raise typer.Exit(0 if result.status == "succeeded" else 1)
+    raise typer.Exit(0 if result.status == "succeeded" else 1)  # unverified too: fail closed
 
 
 @app.command()
@@ -570,6 +574,8 @@ def _print_plan(plan: dict) -> None:
 def _print_run(result: Any) -> None:
     from rich.table import Table
 
+    from orchestrator.display import status_counts, status_style
+
     summary = result.summary
     table = Table(title=f"run {result.run_id}: {result.status}", title_justify="left")
     for column in ("task", "status", "turns", "tokens", "cost", "answer / reason"):
@@ -578,13 +584,12 @@ def _print_run(result: Any) -> None:
         usage = row.get("usage_with_nested") or row.get("usage") or {}
         text = row.get("answer") if row["status"] == "succeeded" else row.get("reason")
         text = " ".join(str(text or "").split())
-        style = "green" if row["status"] == "succeeded" else "red"
+        style = status_style(row["status"])
         table.add_row(row["task_id"], f"[{style}]{row['status']}[/{style}]", str(row.get("turns", "")),
                       f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", text[:80] + ("…" if len(text) > 80 else ""))
     console.print(table)
     tasks, usage = summary["tasks"], summary["usage"]
-    console.print(f"{tasks['succeeded']}/{tasks['total']} succeeded, {tasks['total'] - tasks['succeeded'] - tasks['unfinished']} "
-                  f"failed, {tasks['unfinished']} unfinished · {usage['total']:,} tokens ({usage['cached']:,} cached) · "
+    console.print(f"{status_counts(tasks)} · {usage['total']:,} tokens ({usage['cached']:,} cached) · "
                   f"${usage['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
     if summary.get("stop_note"):
         console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
@@ -646,7 +651,9 @@ def runs_show(
     console.print(f"run {data['run_id']} ({data['path']}): {summary.get('status', 'running or stopped hard')}", highlight=False)
     if summary:
         t, u = summary["tasks"], summary["usage"]
-        console.print(f"{t['succeeded']}/{t['total']} succeeded, {t['unfinished']} unfinished · {u['total']:,} tokens · "
+        from orchestrator.display import status_counts
+
+        console.print(f"{status_counts(t)} · {u['total']:,} tokens · "
                       f"${u['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
         if summary.get("stop_note"):
             console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)

@@ -100,7 +100,8 @@ class WorkerActor:
         model = task_model(job, f"{self.uid}:{task_id}")
         worker = Worker(job["prompt"], task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
-                        env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"))
+                        env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"),
+                        check=job.get("check"))
         with self._lock:
             state = self.tasks[task_id]
             state["worker"] = worker
@@ -132,6 +133,10 @@ class WorkerActor:
             record = _record(job, result.status, started, reason=result.reason, usage=result.usage.to_dict())
             record.update(answer=result.answer, turns=result.turns, question=result.question,
                           memory_generation=result.memory_generation)
+            if result.check is not None:
+                record["check"] = result.check
+                if not result.check["passed"]:
+                    record["error"] = "check"  # the scheduler retries it like a lost worker
         if getattr(model, "switches", None):
             record.update(failovers=model.switches, usage_by_model=model.usage_by_model())
         if getattr(model, "circuit_open", False):

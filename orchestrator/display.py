@@ -27,7 +27,9 @@ class Display:
         self.mode, self.name, self.total = mode, name, total
         self.started = time.monotonic()
         self.last_log = 0.0
-        self.state: dict[str, Any] = {"done": 0, "failed": 0, "running": [], "tokens": 0, "cost": 0.0, "note": ""}
+        # failed counts every task that did not succeed; unverified (answered, nothing backs it) is shown apart
+        self.state: dict[str, Any] = {"done": 0, "failed": 0, "unverified": 0, "running": [], "tokens": 0, "cost": 0.0,
+                                      "note": ""}
         self._live: Optional[Live] = None
         if mode == "live":
             self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False)
@@ -40,7 +42,8 @@ class Display:
         elif self.mode == "log" and time.monotonic() - self.last_log >= LOG_EVERY:
             self.last_log = time.monotonic()
             s = self.state
-            log.info("fanout.progress", run=self.name, done=s["done"], total=self.total, failed=s["failed"],
+            log.info("fanout.progress", run=self.name, done=s["done"], total=self.total,
+                     failed=s["failed"] - s["unverified"], unverified=s["unverified"],
                      running=len(s["running"]), eta=self._eta(), tokens=s["tokens"], cost=round(s["cost"], 4),
                      note=s["note"] or None)
 
@@ -64,7 +67,8 @@ class Display:
         header = Text.assemble(
             (f"{self.name} ", "bold"), ("█" * filled + "░" * (width - filled), "green"),
             f" {s['done']}/{self.total} done",
-            (f" · {s['failed']} failed" if s["failed"] else "", "red"),
+            (f" · {s['failed'] - s['unverified']} failed" if s["failed"] > s["unverified"] else "", "red"),
+            (f" · {s['unverified']} unverified" if s["unverified"] else "", "yellow"),
             f" · {len(s['running'])} running · {_clock(time.monotonic() - self.started)} · ETA {self._eta()}"
             f" · {s['tokens']:,} tokens · ${s['cost']:.4f}",
             (f" · {s['note']}" if s["note"] else "", "yellow"),
@@ -77,6 +81,22 @@ class Display:
                           row.get("tool", "") or "", f"{row.get('tokens', 0):,}",
                           _clock(time.time() - row["started"]) if row.get("started") else "")
         return Group(header, table)
+
+
+STATUS_STYLES = {"succeeded": "green", "unverified": "yellow"}
+
+
+def status_style(status: str) -> str:
+    """green: succeeded; yellow: unverified (answered, nothing backs it); red: anything else."""
+    return STATUS_STYLES.get(status, "red")
+
+
+def status_counts(tasks: dict[str, Any]) -> str:
+    """'2/4 succeeded, 1 unverified, 1 failed, 0 unfinished' from a summary's task counts."""
+    unverified = tasks.get("unverified", 0)
+    failed = tasks["total"] - tasks["succeeded"] - unverified - tasks["unfinished"]
+    return (f"{tasks['succeeded']}/{tasks['total']} succeeded, {unverified} unverified, {failed} failed, "
+            f"{tasks['unfinished']} unfinished")
 
 
 def _clock(seconds: float) -> str:

@@ -21,7 +21,7 @@ from worker import telemetry
 from worker.models import nested_model_env
 
 log = structlog.get_logger("ga.fanout")
-FINAL_STATUSES = ("succeeded", "failed", "needs_input", "limit")
+FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")
 
 
 def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,7 +136,8 @@ class Driver:
             "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
             "model_name": task.model, "fallbacks": [{"model_name": name, "model_config": self.models[name],
                                                      "governor": self.governors.get(name)} for name in config.fallbacks],
-            "tools": self.tools_for(task), "memory": self.memory["mode"], "memory_service": self.memory["service"],
+            "tools": self.tools_for(task), "check": task.check, "memory": self.memory["mode"],
+            "memory_service": self.memory["service"],
             "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
             "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
             "env": {**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
@@ -165,10 +166,8 @@ class Driver:
             status, code = "paused", 1
         elif outcome.stop == "budget":
             status, code = "budget_spent", 1
-        elif counts["succeeded"] == total and (reduce_result is None or reduce_result.get("status") == "succeeded"):
-            status, code = "succeeded", 0
         else:
-            status, code = "failed", 1
+            status, code = run_status(counts, total, reduce_result)
         note = ""
         if outcome.stop == "budget":
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
@@ -198,6 +197,18 @@ class Driver:
             "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
             "governors": governors, "memory": self.memory["mode"],
         }
+
+
+def run_status(counts: dict[str, int], total: int, reduce_result: Optional[dict[str, Any]]) -> tuple[str, int]:
+    """A finished run: "succeeded" (exit 0) only when every task and the reduce succeeded; "unverified"
+    (exit 1) when nothing failed but some answers are not backed by a successful tool run or check;
+    otherwise "failed" (exit 1). Unattended callers fail closed on anything but 0."""
+    reduce_status = (reduce_result or {}).get("status", "succeeded")
+    if counts.get("succeeded", 0) == total and reduce_status == "succeeded":
+        return "succeeded", 0
+    if counts.get("succeeded", 0) + counts.get("unverified", 0) == total and reduce_status in ("succeeded", "unverified"):
+        return "unverified", 1
+    return "failed", 1
 
 
 def _budget_text(plan: Plan, usage: dict[str, Any]) -> str:

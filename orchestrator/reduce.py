@@ -15,6 +15,9 @@ from orchestrator.scheduler import Scheduler, add_usage, zero_usage
 from orchestrator.spec import PlannedTask
 
 MAX_LEVELS = 6
+STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
+               "unverified (answered, but nothing backs the answer; the reason says why), or failed. Do not "
+               "present an unverified or failed answer as established.")
 
 
 class Reducer:
@@ -41,7 +44,7 @@ class Reducer:
             entries = [f"### part {i + 1} of {len(groups)} ({records[t.id]['status']})\n"
                        + (records[t.id].get("answer") or records[t.id].get("reason", "")) for i, t in enumerate(tasks)]
         self.levels = level
-        final = self._task("reduce", f"{self.cfg['prompt']}\n\n<results count=\"{len(results)}\">\n"
+        final = self._task("reduce", f"{self.cfg['prompt']}\n\n{STATUS_NOTE}\n\n<results count=\"{len(results)}\">\n"
                                      + "\n\n".join(_cut(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
         output = self.dir / self.cfg.get("output", "answer.md")

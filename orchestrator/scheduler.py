@@ -69,6 +69,7 @@ class Scheduler:
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
+        self.unverified = 0  # answered, not backed by a tool run or check (counted in `failed` too)
         self.done_ids: set[str] = set()
         self.retries, self.timeout_of = retries, timeout_of
         self.budget_tokens, self.budget_cost = budget_tokens, budget_cost
@@ -214,6 +215,10 @@ class Scheduler:
             self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
         elif record.get("error") == "setup":
             self._retry_or_fail(task, item, record.get("reason", "worker setup failed"), pending)
+        elif record.get("error") == "check" and item.attempt <= self.retries and self.outcome.stop != "interrupted":
+            self._add_spent(record)
+            self.run.ledger("retried", task.id, attempt=item.attempt, reason=record.get("reason", "check failed"))
+            pending.appendleft(task)
         else:
             self._finish(record, slot.index)
 
@@ -251,6 +256,7 @@ class Scheduler:
         self.done_ids.add(record["task_id"])
         self.done += 1
         self.failed += record["status"] != "succeeded"
+        self.unverified += record["status"] == "unverified"
         add_usage(self.outcome.usage, total)
         self.outcome.finished.append(record["task_id"])
         stats = self.outcome.per_worker.setdefault(f"worker-{slot_index}", {"tasks": 0, **zero_usage()})
@@ -291,7 +297,7 @@ class Scheduler:
     def _show(self) -> None:
         if self.display:
             usage = self.outcome.usage
-            self.display.update(done=self.done, failed=self.failed,
+            self.display.update(done=self.done, failed=self.failed, unverified=self.unverified,
                                 running=[self.progress[k] for k in sorted(self.progress)],
                                 tokens=usage["total"] + sum(self.live_tokens.values()), cost=usage["cost"])
 

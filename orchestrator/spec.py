@@ -14,6 +14,7 @@ tasks:
     prompt: "Summarize intro.md in three bullet points."
     inputs: [docs/intro.md]   # copied into the worker's directory
     max_turns: 10             # any default can be overridden per task
+    check: {pattern: "^- ", script: "test -s summary.md"}   # optional: decides success (see below)
 matrix:                 # one task per item (a mapping, or a list of them)
   template: "Summarize {{title}} from {{url}}."
   items: [{title: A, url: "http://..."}]   # or  from: items.csv | items.jsonl
@@ -21,6 +22,10 @@ matrix:                 # one task per item (a mapping, or a list of them)
 reduce: {prompt: "Merge the summaries into one report.", output: report.md}
 ```
 Relative paths (inputs, matrix `from`, `scripted:FILE` models) are relative to the tasks file.
+`check:` (in defaults, a task or a matrix): `pattern` is a regex the answer must contain, `script`
+(bash, or `type: python`; `timeout` s) runs in the task's directory through code_run with the answer
+in $GA_ANSWER and must exit 0. A task whose check fails is failed and retried per `retries`; one that
+passes is `succeeded` even if no tool run backs its answer (worker/taskcheck.py).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from configs.yamlsource import YamlError, line_of, load_yaml
+from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
@@ -74,6 +80,7 @@ class Options(_Strict):
     timeout: Optional[float] = Field(None, gt=0)
     tools: Optional[list[str]] = None
     limits: Optional[Limits] = None
+    check: Optional[TaskCheck] = None  # {script, type, timeout, pattern}: decides success (worker/taskcheck.py)
 
 
 class TaskEntry(Options):
@@ -144,10 +151,11 @@ class PlannedTask:
     max_tokens: Optional[int] = None
     max_cost: Optional[float] = None
     line: int = 0
+    check: Optional[dict[str, Any]] = None
 
     def fingerprint(self) -> str:
         """Changes when anything that shapes the task's work changes (inputs by content)."""
-        data = {k: v for k, v in asdict(self).items() if k != "line"}
+        data = {k: v for k, v in asdict(self).items() if k != "line" and not (k == "check" and v is None)}
         data["inputs"] = [(Path(p).name, _file_hash(Path(p))) for p in self.inputs]
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -390,6 +398,7 @@ class _Expander:
             "tools": options.tools if options.tools is not None else d.tools,
             "max_tokens": limits.max_tokens,
             "max_cost": limits.max_cost,
+            "check": _check_dict(options.check or d.check),
         }
 
     def inputs(self, names: list[str], loc: tuple) -> list[str]:
@@ -497,6 +506,10 @@ class _Expander:
                               f"fields: {', '.join(values)}")
             return None
         return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def _check_dict(check: Optional[TaskCheck]) -> Optional[dict[str, Any]]:
+    return check.model_dump(exclude_none=True) if check is not None else None
 
 
 def slug(text: str, limit: int) -> str:
