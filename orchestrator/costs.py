@@ -24,13 +24,14 @@ def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float]
 def model_prices(name: Optional[str], settings: Any) -> Optional[tuple[float, float, int]]:
     """(USD per million input tokens, per million output tokens, max reply tokens); None if unknown."""
     if name and name.startswith("scripted:"):
+        from worker.models import DEFAULT_MAX_TOKENS
         from worker.scripted import ScriptError, load_script
 
         try:
             fields = load_script(Path(name[len("scripted:"):])).model
         except ScriptError:
             return None
-        return float(fields.get("price_input", 0.0)), float(fields.get("price_output", 0.0)), int(fields.get("max_tokens", 4096))
+        return float(fields.get("price_input", 0.0)), float(fields.get("price_output", 0.0)), int(fields.get("max_tokens", DEFAULT_MAX_TOKENS))
     from worker.models import ModelConfigError, resolve_model
 
     try:

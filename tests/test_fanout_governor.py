@@ -78,7 +78,8 @@ def test_a_429_storm_costs_one_probe_per_pause_not_one_retry_per_worker(tmp_path
     finally:
         proxy.stop()
         server.stop()
-    assert run.status == "succeeded", [r.get("reason") for r in run.results]
+    # every task answered ("ok", with no tool run behind it: unverified); none failed in the storm
+    assert run.status == "unverified", [r.get("reason") for r in run.results]
     assert len(result_lines(run.run_dir)) == workers * 2
     each_on_its_own = workers * storm / retry_after  # every worker retrying every Retry-After through the storm
     assert proxy.rejected <= workers + storm / retry_after + 3, proxy.rejected

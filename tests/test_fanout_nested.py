@@ -39,7 +39,9 @@ def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limit
         {"match": "child alpha", "turns": [
             {"content": "going deeper", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": grandchild}}]},
             {"content": "Deeper:", "echo_last_tool_result": True}]},
-        {"match": "child beta", "turns": [{"content": "beta done"}]},
+        {"match": "child beta", "turns": [  # a tool run backs the answer, so the nested run succeeds (exit 0)
+            {"content": "checking", "tool_calls": [{"name": "code_run", "arguments": {"type": "bash", "script": "echo beta"}}]},
+            {"content": "beta done"}]},
         {"match": "parent", "turns": [
             {"content": "fanning out", "tool_calls": [{"name": "code_run", "arguments": {
                 "type": "bash", "script": f"ga fanout {sub} --json", "timeout": 300}}]},

@@ -65,9 +65,10 @@ def test_kill_the_driver_then_resume_runs_only_what_did_not_finish(tmp_path: Pat
 
 
 def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path: Path) -> None:
+    run = {"content": "checking", "tool_calls": [{"name": "code_run", "arguments": {"type": "bash", "script": "true"}}]}
     flaky = {"match": "item 1", "faults": [{"turn": 0, "kind": "unauthorized", "times": 1}],
-             "turns": [{"content": "fine now"}]}
-    script = {"tasks": [flaky, {"match": "item", "turns": [{"content": "fine"}]}]}
+             "turns": [run, {"content": "fine now"}]}  # a tool run backs each answer: succeeded, not unverified
+    script = {"tasks": [flaky, {"match": "item", "turns": [run, {"content": "fine"}]}]}
     server = start_server(script, tmp_path / "requests.jsonl")
     tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 3)
     runs = tmp_path / "runs"

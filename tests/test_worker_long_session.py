@@ -21,7 +21,7 @@ def script() -> dict:
             call = {"name": "file_read", "arguments": {"path": "big.txt", "start": 1 + turn % 50, "count": 40}}
         else:
             call = {"name": "file_write", "arguments": {"path": f"out/{turn}.txt", "content": "x" * 1500}}
-        turns.append({"content": f"<thinking>step {turn}: " + "reasoning " * 60 + "</thinking>", "tool_calls": [call]})
+        turns.append({"content": f"<thinking>step {turn}: " + " ".join(f"reasoning {i}" for i in range(60)) + "</thinking>", "tool_calls": [call]})
     turns.append({"content": "finished all steps"})
     return {"tasks": [{"match": ".*", "turns": turns}]}
 

@@ -9,7 +9,7 @@ REPEATED_LINE = 10  # the same non-blank line this many times in a row
 REPEATED_BLOCK = 5  # the same block of 2..MAX_BLOCK_LINES lines this many times in a row
 MAX_BLOCK_LINES = 20
 MIN_REPEATED_CHARS = 200  # shorter repetitions (a rule of dashes, a small table) are left alone
-REPEATED_RUN = re.compile(r"(.{2,80}?)\1{9,}", re.S)  # a short unit 10+ times without line breaks
+REPEATED_RUN = re.compile(r"(.{4,80}?)\1{9,}", re.S)  # a short unit 10+ times without line breaks
 
 BAD_REQUEST = re.compile(r"\b(?:HTTP )?(?:400|413)\b")
 CONTEXT_OVERFLOW = re.compile(
@@ -38,7 +38,8 @@ def repetition(text: str) -> Optional[str]:
             if times >= REPEATED_BLOCK and times * sum(map(len, block)) >= MIN_REPEATED_CHARS:
                 return f"a block of {size} lines starting {_quote(block[0])} repeated {times} times"
     for match in REPEATED_RUN.finditer(text):
-        if len(match.group(0)) >= MIN_REPEATED_CHARS and match.group(1).strip():
+        # a run of one or two characters (a rule, padding, "xxxx") is output, not a model stuck in a loop
+        if len(match.group(0)) >= MIN_REPEATED_CHARS and len(set(match.group(1).strip())) >= 3:
             return f"{_quote(match.group(1))} repeated {len(match.group(0)) // len(match.group(1))} times"
     return None
 
