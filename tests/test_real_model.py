@@ -195,3 +195,21 @@ def test_a_window_too_small_for_anything_fails_with_one_line(tmp_path, settings)
     assert "context_window" in result.reason and "\n" not in result.reason
     records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     assert [r["status"] for r in records] == [400, 400]  # trimmed harder once, then gave up
+
+
+def test_a_server_that_refuses_stop_gets_requests_without_it(tmp_path, settings):
+    result, requests, _ = replay_run(tmp_path, settings, "qwen1.5b-text-fanout-words", "text",
+                                     script={"stop_supported": False})
+    records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [(r["status"], "stop" in r["body"]) for r in records] == [(400, True), (200, False), (200, False)]
+    assert result.status == "succeeded" and result.answer == "7"  # the invented "10" was cut all the same
+
+
+def test_context_budget_comes_from_the_model_window(tmp_path, settings):
+    from worker.models import resolve_model
+
+    local = resolve_model("llama-server", settings)  # configs/models.yaml: a 16k llama.cpp slot
+    assert (local.context_window, local.max_tokens) == (16384, 1536)
+    assert local.context_tokens(24000, overhead=1000) == 16384 - 1536 - 1000
+    assert resolve_model("openai", settings).context_tokens(24000, overhead=1000) == 24000  # the window is larger
+    assert local.model_copy(update={"context_window": None}).context_tokens(24000, 1000) == 24000  # unknown window

@@ -74,7 +74,7 @@ class ModelConfig(BaseModel):
         if not self.context_window:
             return default
         room = self.context_window - self.max_tokens - overhead
-        return max(min(default, room), self.context_window // 4)
+        return min(default, max(room, self.context_window // 4))
 
     def cost(self, prompt: int, completion: int, cached: int) -> float:
         cached_price = self.price_input if self.price_cached is None else self.price_cached

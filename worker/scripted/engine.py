@@ -57,6 +57,8 @@ class Engine:
         overflow = self._overflow(body, messages)
         if overflow:
             return _error(400, overflow, task=task, turn=turn)
+        if body.get("stop") and not self.script.stop_supported:
+            return _error(400, "Unsupported parameter: 'stop' is not supported with this model.", task=task, turn=turn)
         fault = self._fault(task, turn)
         delay = self._latency()
         if fault and fault.kind in ("rate_limit", "server_error", "unauthorized"):
