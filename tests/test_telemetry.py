@@ -71,7 +71,8 @@ def _nested_run(tmp_path: Path, receiver: Receiver, capture: bool) -> Any:
     ]}
     server = start_server(script, tmp_path / "requests.jsonl")
     sub.write_text(f'version: 1\nname: children\ndefaults: {{model: "scripted@{server.base_url}"}}\n'
-                   'tasks:\n  - {id: kid, prompt: "child one"}\n')
+                   # the kid answers without a tool run: its check is what makes it (and the nested run) succeed
+                   'tasks:\n  - {id: kid, prompt: "child one", check: {pattern: "child done"}}\n')
     settings = load_settings({"telemetry.otlp_endpoint": receiver.url, "telemetry.capture_content": capture},
                              user_file=tmp_path / "none", project_file=tmp_path / "none")
     try:
