@@ -3,6 +3,7 @@ max_tokens, and a server saying the request does not fit its context window."""
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Optional
 
 REPEATED_LINE = 10  # the same non-blank line this many times in a row
@@ -37,10 +38,14 @@ def repetition(text: str) -> Optional[str]:
                 times += 1
             if times >= REPEATED_BLOCK and times * sum(map(len, block)) >= MIN_REPEATED_CHARS:
                 return f"a block of {size} lines starting {_quote(block[0])} repeated {times} times"
-    for match in REPEATED_RUN.finditer(text):
-        # a run of one or two characters (a rule, padding, "xxxx") is output, not a model stuck in a loop
-        if len(match.group(0)) >= MIN_REPEATED_CHARS and len(set(match.group(1).strip())) >= 3:
-            return f"{_quote(match.group(1))} repeated {len(match.group(0)) // len(match.group(1))} times"
+    for line in text.splitlines():
+        # the regex is slow on long text; a line zlib cannot shrink to a third holds no long run
+        if len(line) < MIN_REPEATED_CHARS or len(zlib.compress(line.encode(), 1)) > len(line) // 3:
+            continue
+        for match in REPEATED_RUN.finditer(line):
+            # a run of one or two characters (a rule, padding, "xxxx") is output, not a model stuck in a loop
+            if len(match.group(0)) >= MIN_REPEATED_CHARS and len(set(match.group(1).strip())) >= 3:
+                return f"{_quote(match.group(1))} repeated {len(match.group(0)) // len(match.group(1))} times"
     return None
 
 
