@@ -213,3 +213,15 @@ def test_context_budget_comes_from_the_model_window(tmp_path, settings):
     assert local.context_tokens(24000, overhead=1000) == 16384 - 1536 - 1000
     assert resolve_model("openai", settings).context_tokens(24000, overhead=1000) == 24000  # the window is larger
     assert local.model_copy(update={"context_window": None}).context_tokens(24000, 1000) == 24000  # unknown window
+
+
+def test_without_tools_offered_a_json_reply_is_just_text(settings):
+    from worker.llm import LLMClient
+    from worker.models import resolve_model
+    from worker.scripted import ScriptedServer
+
+    reply_text = '{"name": "code_run", "arguments": {"script": "print(1)"}}'
+    with ScriptedServer({"tasks": [{"match": ".*", "turns": [{"content": reply_text}]}]}) as server:
+        client = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
+        reply = client.chat([{"role": "user", "content": "plan"}], [])  # the planner asks like this
+    assert reply.tool_calls == [] and reply.content == reply_text

@@ -6,7 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from worker.llm_text import new_call_id
-from worker.toolcalls import cut_invented_results, extract_calls, native_message
+from worker.toolcalls import (
+    Extracted,
+    cut_invented_results,
+    extract_calls,
+    native_message,
+)
 from worker.types import ToolCall
 
 
@@ -30,7 +35,8 @@ def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known:
         message: dict[str, Any] = {"role": "assistant", "content": kept or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in native_calls]}
         return Interpreted(kept, native_calls, message, content if cut else None, notes)
-    found = extract_calls(kept, known)
+    known = list(known)
+    found = extract_calls(kept, known) if known else Extracted(kept)  # no tools offered: nothing to call
     with_ids = [(new_call_id(), call) for call in found.calls]
     calls = [ToolCall(call_id, call.name, call.arguments, call.problem) for call_id, call in with_ids]
     if tool_mode == "native" and calls:
