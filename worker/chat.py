@@ -90,9 +90,11 @@ class Chat:
             return
         self.session = sessions.record(self.settings, session, result)
         streamed = self.stream is not None and self.stream.close()
-        if result.status == "succeeded":
+        if result.status in ("succeeded", "unverified"):
             if not streamed:
                 self.console.print(result.answer, markup=False, highlight=False)
+            if result.status == "unverified":  # an answer no successful tool run backs: say so, quietly
+                self.console.print(f"[dim](unverified: {result.reason})[/dim]", highlight=False)
         else:
             shown = "stopped" if result.reason == "cancelled" else f"{result.status}: {result.reason}"
             self.console.print(f"[yellow]{shown}[/yellow]", highlight=False)
