@@ -19,7 +19,9 @@ from typing import Any, Optional
 import ray
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
-CONTROL_CALLS = 3  # concurrent calls beyond the task slots: progress, cancel, info
+CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
+WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running tasks are alive
+LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
 
 
 @ray.remote(num_cpus=0)
@@ -35,7 +37,9 @@ class WorkerActor:
         self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel"}
         self.stores: dict[str, Any] = {}
         self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
+        self.leases: dict[str, float] = {}  # lessee -> monotonic time its driver's lease runs out
         self._lock = threading.Lock()
+        threading.Thread(target=self._watch_drivers, daemon=True).start()
 
     def info(self) -> dict[str, Any]:
         return {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
@@ -45,6 +49,26 @@ class WorkerActor:
         """task id -> {turn, tool, tokens, started, ...} for every task running here."""
         with self._lock:
             return {task_id: dict(state["progress"]) for task_id, state in self.tasks.items()}
+
+    def renew(self, lessee: str, ttl: float) -> None:
+        """The driver of `lessee` is alive: its tasks here may run `ttl` seconds more without hearing from it."""
+        with self._lock:
+            self.leases[lessee] = max(self.leases.get(lessee, 0.0), time.monotonic() + ttl)
+
+    def _watch_drivers(self) -> None:
+        """Cancel the tasks of a driver that died (kill -9 runs no cleanup): checked directly when it runs in this
+        machine's pid namespace, else by its lease running out."""
+        while True:
+            time.sleep(WATCH_EVERY)
+            now = time.monotonic()
+            with self._lock:
+                running = [(task_id, state["lease"]) for task_id, state in self.tasks.items()
+                           if state.get("lease") and not state["cancel"]]
+                expiries = dict(self.leases)
+            for task_id, lease in running:
+                why = _driver_lost(lease, expiries.get(lease["lessee"], 0.0), now)
+                if why:
+                    self.cancel(task_id, f"{LEASE_LOST}: {why}")
 
     def cancel(self, task_id: Optional[str] = None, reason: str = "cancelled") -> int:
         """Stop one task (or all): its Worker stops at the next step and its processes are killed."""
@@ -60,10 +84,13 @@ class WorkerActor:
     def run_task(self, job: dict[str, Any]) -> dict[str, Any]:
         started = time.time()
         task_id = job["task_id"]
+        lease = job.get("lease")
         with self._lock:
-            self.tasks[task_id] = {"worker": None, "cancel": "", "progress": {
+            self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "progress": {
                 "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
                 "attempt": job["attempt"], "pid": os.getpid()}}
+            if lease:  # the job just came from a live driver
+                self.leases[lease["lessee"]] = max(self.leases.get(lease["lessee"], 0.0), time.monotonic() + lease["ttl"])
         try:
             record = self._run(job, started)
         except Exception as exc:  # a setup problem in this process: report it, the driver decides
@@ -72,6 +99,9 @@ class WorkerActor:
         finally:
             with self._lock:
                 self.tasks.pop(task_id, None)
+                in_use = {state["lease"]["lessee"] for state in self.tasks.values() if state.get("lease")}
+                for lessee in [k for k in self.leases if k not in in_use and self.leases[k] < time.monotonic()]:
+                    del self.leases[lessee]
         record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                            "tainted": self.tainted}
         return record
@@ -101,7 +131,7 @@ class WorkerActor:
         worker = Worker(job["prompt"], task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
                         env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"),
-                        check=job.get("check"))
+                        check=job.get("check"), commit_key=job.get("commit_key"))
         with self._lock:
             state = self.tasks[task_id]
             state["worker"] = worker
@@ -122,7 +152,7 @@ class WorkerActor:
             if thread.is_alive():
                 self.tainted = True
         if state["cancel"]:
-            status = "timeout" if timed_out else "cancelled"
+            status = "timeout" if timed_out else "lease_lost" if state["cancel"].startswith(LEASE_LOST) else "cancelled"
             record = _record(job, "failed", started, reason=state["cancel"], usage=worker.usage.to_dict())
             record["stop"] = status
         elif "error" in outcome:
@@ -185,6 +215,24 @@ class WorkerActor:
             if state is not None:
                 state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""),
                                          tokens=event.get("tokens", 0))
+
+
+def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:
+    """Why the driver that sent this task is taken for dead ("" while it is alive)."""
+    from orchestrator.reaper import alive
+
+    if lease.get("pid_started") is not None and lease.get("namespace") and lease["namespace"] == process_namespace():
+        return "" if alive(lease["pid"], lease["pid_started"]) else f"its process {lease['pid']} ended"
+    return f"its lease was not renewed for {lease['ttl']:g}s" if now > expires else ""
+
+
+def process_namespace() -> str:
+    """This machine's boot and pid namespace: a pid seen here means the same process everywhere it is equal."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
 
 
 def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:

@@ -29,8 +29,9 @@ from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
-LEASE_TTL = 8.0  # seconds a lease lives without renewal
-RENEW_EVERY = 1.0
+LEASE_TTL = 8.0  # seconds the manager keeps a lease without renewal before killing its actors
+RENEW_EVERY = 0.5  # the driver renews its lease with the manager and with each leased actor
+ACTOR_LEASE_TTL = 1.5  # an actor cancels a run's tasks when that run's driver has not renewed for this long
 
 
 class ClusterError(RuntimeError):
@@ -66,12 +67,24 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
                     raise
                 # a stale `ray start` address file: start our own below
         ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **options)
+        _start_reaper()
     except (ConnectionError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise ClusterError(f"cannot use {where}: {first}; check --address (or fanout.address) "
                            "and that the cluster is running (`ray status`)") from None
     return cluster_info(started=True)
+
+
+def _start_reaper() -> None:
+    """The processes of a Ray this driver started go when it dies, even by kill -9 (see orchestrator/reaper.py)."""
+    global _REAPER
+    from orchestrator import reaper
+
+    _REAPER = reaper.start()
+
+
+_REAPER = None  # kept referenced: it outlives this process on purpose
 
 
 def _token_auth_if_available() -> None:
@@ -272,6 +285,16 @@ def code_version() -> str:
     return digest.hexdigest()[:10]
 
 
+@functools.lru_cache(maxsize=1)
+def driver_identity() -> dict[str, Any]:
+    """This process as an actor on the same machine (and pid namespace) can check it directly: faster than a
+    lease and never fooled by a driver too busy to renew."""
+    from orchestrator.actor import process_namespace
+    from orchestrator.reaper import start_time
+
+    return {"pid": os.getpid(), "pid_started": start_time(os.getpid()), "namespace": process_namespace()}
+
+
 @dataclass
 class Member:
     """One leased actor process; several slots may share it."""
@@ -336,6 +359,16 @@ class Pool:
                 self.manager.renew.remote(self.lessee)
             except Exception:  # noqa: BLE001  (a dead manager shows up as dead actors in the run loop)
                 pass
+            for member in list(self.members):
+                if not member.dead:
+                    try:
+                        member.handle.renew.remote(self.lessee, ACTOR_LEASE_TTL)
+                    except Exception:  # noqa: BLE001  (a dead actor shows up in the run loop)
+                        pass
+
+    def lease_for_job(self) -> dict[str, Any]:
+        """What a job carries so its actor can tell when this driver is gone (see WorkerActor.renew)."""
+        return {"lessee": self.lessee, "ttl": ACTOR_LEASE_TTL, **driver_identity()}
 
     def replace(self, member: Member) -> None:
         """The actor died (or retires): discard it, lease a fresh one, point its slots at the new one."""

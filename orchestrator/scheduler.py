@@ -146,7 +146,7 @@ class Scheduler:
             attempt = self.attempts.get(task.id, 0) + 1
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
-            job = self.make_job(task, attempt)
+            job = {**self.make_job(task, attempt), "lease": self.pool.lease_for_job()}
             ref = slot.handle.run_task.remote(job)
             slot.busy = task.id
             now = time.monotonic()
@@ -207,6 +207,13 @@ class Scheduler:
             self.attempts[task.id] = item.attempt - 1
             self.run.ledger("paused", task.id, reason=record.get("reason", ""))
             self._stop("paused", "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
+        elif stop == "lease_lost" and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
+            # the actor took this (live) driver for dead: its renewals came late (a stalled machine); send it again
+            self._add_spent(record)
+            self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
+            self.attempts[task.id] = item.attempt - 1
+            pending.appendleft(task)
+            self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
         elif stop == "rate_limited" and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
             self._add_spent(record)
             self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
