@@ -116,7 +116,8 @@ class Driver:
     def timeout_of(self, task: PlannedTask) -> Optional[float]:
         return task.timeout or self.settings.fanout.timeout
 
-    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None) -> dict[str, Any]:
+    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None, step: Optional[str] = None) -> dict[str, Any]:
+        """What an actor needs to run one attempt of a task; `step` names a reduce step in its memory commit key."""
         settings = self.settings.model_copy(deep=True)
         worker = settings.worker
         if task.max_turns:
@@ -132,6 +133,7 @@ class Driver:
             config.api_key_env) else {}
         return {
             "task_id": task.id, "attempt": attempt, "prompt": task.prompt, "inputs": task.inputs,
+            "commit_key": f"{self.run.run_id}/{step or task.id}/{attempt}",
             "task_dir": str(task_dir), "settings": settings.model_dump(), "model_config": config,
             "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
             "model_name": task.model, "fallbacks": [{"model_name": name, "model_config": self.models[name],

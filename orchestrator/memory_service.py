@@ -88,6 +88,9 @@ class MemoryService:
         txn.__exit__(None, None, None)
         return txn.generation
 
+    def log(self) -> list[Any]:
+        return self.store.log()
+
     def node(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
@@ -135,6 +138,9 @@ class ReplicaStore:
 
     def transaction(self, message: str, author: str, base: Optional[int] = None) -> "RemoteTransaction":
         return RemoteTransaction(self.service, message, author, base)
+
+    def log(self) -> list[Any]:
+        return ray.get(self.service.log.remote())
 
 
 class RemoteTransaction:

@@ -43,8 +43,9 @@ class Worker:
                  interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
                  tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
-                 check: Optional[dict[str, Any]] = None):
+                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None):
         self.task, self.task_id, self.settings = task, task_id, settings
+        self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its memory commit is made once
         self.workdir = Path(workdir)
         self.history = History(history_path)
         self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
@@ -67,7 +68,8 @@ class Worker:
     @telemetry.traced_agent
     def run(self) -> WorkerResult:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months) as memory:
+        with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
+                           commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, extra={"env": dict(self.env), "kill": self._kill, "cleanup": []})
             try:

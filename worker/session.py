@@ -16,8 +16,9 @@ log = structlog.get_logger("worker.memory")
 class MemorySession:
     """Context manager: the snapshot stays pinned for the whole task."""
 
-    def __init__(self, store: Any, task_id: str, archive_keep_months: int = 12):
+    def __init__(self, store: Any, task_id: str, archive_keep_months: int = 12, commit_key: Optional[str] = None):
         self.store, self.task_id, self.archive_keep_months = store, task_id, archive_keep_months
+        self.commit_key = commit_key
         self.snapshot: Any = None
         self.view: MemoryView
         self.l1_text = ""
@@ -40,9 +41,14 @@ class MemorySession:
         if self.store is None:
             return None
         generation = None
-        if self.view.changes:
+        author = f"worker:{self.task_id}" + (f" [{self.commit_key}]" if self.commit_key else "")
+        earlier = self._earlier_commit(author) if self.view.changes else None
+        if earlier is not None:  # this (run, task, attempt) ran before and its commit landed: never twice
+            log.info("memory_commit_already_made", task=self.task_id, key=self.commit_key, generation=earlier)
+            generation = earlier
+        elif self.view.changes:
             report = consolidate(self.store, self.view.changes, executions, task_id=self.task_id,
-                                 task_succeeded=result.status == "succeeded", author=f"worker:{self.task_id}",
+                                 task_succeeded=result.status == "succeeded", author=author,
                                  base=self.snapshot.generation)
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
@@ -50,3 +56,10 @@ class MemorySession:
         if result.history_path.exists():
             Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id, result.history_path)
         return generation
+
+    def _earlier_commit(self, author: str) -> Optional[int]:
+        """The generation an earlier run of the same (run, task, attempt) committed (a driver that died between
+        that commit and recording the result runs the task again), else None."""
+        if not self.commit_key:
+            return None
+        return next((c.generation for c in reversed(self.store.log()) if c.author == author), None)
