@@ -1,5 +1,8 @@
 """The run directory: normalized spec, ledger, results (exactly once per task), events, summary.
 
+The reduce's steps are recorded whole in the ledger (`reduce_result`), so a resume of a finished run,
+or of one killed after its reduce, reuses them: the model is not paid and memory not committed again.
+
 Only the driver writes these files. Every ledger and result line is flushed and fsynced before the
 run moves on, so a crash (even kill -9) loses at most the line being written, which is cut off on
 the next open. `results.jsonl` is the truth about what finished: resume skips what it holds.
@@ -154,6 +157,17 @@ class RunDir:
     def ledger_records(self) -> list[dict[str, Any]]:
         return list(read_jsonl(self.path / "ledger.jsonl"))
 
+    def reduce_results(self) -> dict[str, dict[str, Any]]:
+        """Reduce steps that finished, by key (step id and input digest): a resume reuses them instead of paying
+        the model again. `--retry-failed` drops the failed ones (a `requeued` line with step=reduce)."""
+        found: dict[str, dict[str, Any]] = {}
+        for event in self.ledger_records():
+            if event["event"] == "reduce_result":
+                found[event["key"]] = event["record"]
+            elif event["event"] == "requeued" and event.get("step") == "reduce":
+                found = {k: v for k, v in found.items() if v["task_id"] != event.get("task_id")}
+        return found
+
     def summary(self) -> Optional[dict[str, Any]]:
         path = self.path / "summary.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -183,6 +197,10 @@ class RunDir:
         self.ledger(record["status"], task_id, attempt=record.get("attempt"), reason=record.get("reason", ""))
         return True
 
+    def add_reduce_result(self, key: str, record: dict[str, Any]) -> None:
+        """A finished reduce step, whole (answer, usage, memory generation), before anything else is done with it."""
+        self.ledger("reduce_result", record["task_id"], key=key, record=record)
+
     def forget_failed(self) -> list[str]:
         """--retry-failed: failed results are moved aside so those tasks run again."""
         assert self._results is not None
@@ -199,6 +217,8 @@ class RunDir:
             self._finished = keep
             for task_id in dropped:
                 self.ledger("requeued", task_id, reason="--retry-failed")
+        for task_id in sorted({r["task_id"] for r in self.reduce_results().values() if r["status"] != "succeeded"}):
+            self.ledger("requeued", task_id, step="reduce", reason="--retry-failed")
         return dropped
 
     def write_summary(self, summary: dict[str, Any]) -> None:

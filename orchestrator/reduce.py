@@ -4,9 +4,14 @@ The results go into the reduce worker's first message. When they exceed its chun
 (`reduce.chunk_tokens`, default half the context budget), they are reduced in groups first
 (`reduce-1-0`, `reduce-1-1`, ...), then the partial answers, level by level, until one final
 `reduce` task sees everything. The final answer is written to `reduce/<output>`.
+
+Each step is paid once per run: its record goes to the ledger (keyed by step id and a digest of its
+model and prompt) as it finishes, and a resumed run reuses it. Its memory commit is keyed by
+(run, step@digest, attempt), so a step that did run again after a crash does not commit twice.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -29,6 +34,8 @@ class Reducer:
         self.dir = driver.run.path / "reduce"
         self.usage = zero_usage()
         self.levels = 0
+        self.done_before = driver.run.reduce_results()
+        self.reused: list[str] = []
 
     def run(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         entries = [_entry(r) for r in results]
@@ -50,8 +57,11 @@ class Reducer:
         output = self.dir / self.cfg.get("output", "answer.md")
         write_atomic(output, (record.get("answer") or "") + "\n")
         summary = {"status": record["status"], "reason": record.get("reason", ""), "answer": record.get("answer", ""),
-                   "path": str(output), "levels": level, "usage": self.usage}
+                   "path": str(output), "levels": level, "usage": self.usage,
+                   "memory_generation": record.get("memory_generation"), "reused": self.reused}
         write_atomic(self.dir / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
+        self.driver.run.ledger("reduce_finished", status=summary["status"], levels=level, reused=len(self.reused),
+                               memory_generation=summary["memory_generation"])
         return summary
 
     def _partial_prompt(self, group: list[str], index: int, count: int) -> str:
@@ -67,23 +77,43 @@ class Reducer:
 
     def _run(self, tasks: list[PlannedTask]) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
+        keys = {t.id: step_key(t) for t in tasks}
+        for task in tasks:
+            earlier = self.done_before.get(keys[task.id])
+            if earlier is not None:  # paid for by an earlier driver of this run
+                records[task.id] = earlier
+                self.reused.append(task.id)
+                add_usage(self.usage, earlier.get("usage_with_nested") or earlier.get("usage", {}))
+        todo = [t for t in tasks if t.id not in records]
+        if not todo:
+            return records
 
         def keep(record: dict[str, Any]) -> bool:
             if record["task_id"] in records:
                 return False
             records[record["task_id"]] = record
+            self.driver.run.add_reduce_result(keys[record["task_id"]], record)
             self.driver.run.ledger(record["status"], record["task_id"], attempt=record.get("attempt"),
                                    reason=record.get("reason", ""), step="reduce")
             add_usage(self.usage, record.get("usage_with_nested") or record.get("usage", {}))
             return True
 
-        scheduler = Scheduler(self.pool, self.driver.run, lambda t, a: self.driver.job(t, a, base=self.dir),
-                              retries=self.driver.retries, timeout_of=self.driver.timeout_of, record=keep)
-        outcome = scheduler.run_all(tasks)
+        def job(task: PlannedTask, attempt: int) -> dict[str, Any]:
+            return self.driver.job(task, attempt, base=self.dir, step=keys[task.id])
+
+        scheduler = Scheduler(self.pool, self.driver.run, job, retries=self.driver.retries,
+                              timeout_of=self.driver.timeout_of, record=keep)
+        outcome = scheduler.run_all(todo)
         for task in tasks:
             records.setdefault(task.id, {"task_id": task.id, "status": "failed", "answer": "",
                                          "reason": f"not finished ({outcome.stop or 'unknown'})"})
         return records
+
+
+def step_key(task: PlannedTask) -> str:
+    """A reduce step's identity within its run: its id and what it is asked (other map results, another step)."""
+    digest = hashlib.sha256(f"{task.model or ''}\n{task.prompt}".encode()).hexdigest()[:16]
+    return f"{task.id}@{digest}"
 
 
 def _entry(record: dict[str, Any]) -> str:
