@@ -129,3 +129,47 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp_path: Path) -> None:
+    """A driver on another machine cannot be checked by pid: its tasks run while it renews, and stop when it stops."""
+    import ray
+
+    from orchestrator.actor import CONTROL_CALLS, LEASE_LOST, WorkerActor
+    from tests.kill_support import code_run_pids
+    from worker.models import resolve_model
+
+    marker = f"ga-lease-{tmp_path.name}"
+    work = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])"
+    turns = [{"content": "working", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": work}}]},
+             {"content": "never"}]
+    log_path = tmp_path / "requests.jsonl"
+    server = start_server({"tasks": [{"match": ".*", "turns": turns}]}, log_path)
+    settings = load_settings()
+    lease = {"lessee": "elsewhere:1:abc", "ttl": 1.0, "pid": 1, "pid_started": None, "namespace": ""}
+    job = {"task_id": "leased", "attempt": 1, "prompt": "work", "inputs": [], "task_dir": str(tmp_path / "leased"),
+           "settings": settings.model_dump(), "model_config": resolve_model(f"scripted@{server.base_url}", settings),
+           "governor": None, "timeout": None, "tools": None, "memory": "none", "secrets": {}, "env": {},
+           "commit_key": "run/leased/1", "lease": lease}
+    actor = WorkerActor.options(max_concurrency=1 + CONTROL_CALLS).remote("lease-test", 1)
+    try:
+        ref = actor.run_task.remote(job)
+        deadline = time.monotonic() + 60
+        while not code_run_pids(marker) and time.monotonic() < deadline:
+            actor.renew.remote(lease["lessee"], lease["ttl"])
+            time.sleep(0.2)
+        renewed_until = time.monotonic() + 3
+        while time.monotonic() < renewed_until:  # three times its ttl, renewed: it keeps running
+            actor.renew.remote(lease["lessee"], lease["ttl"])
+            time.sleep(0.3)
+        still_running = not ray.wait([ref], timeout=0)[0]
+        stopped_renewing = time.monotonic()
+        record = ray.get(ref, timeout=30)
+        took = time.monotonic() - stopped_renewing
+    finally:
+        ray.kill(actor)
+        server.stop()
+    assert still_running and code_run_pids(marker) == []
+    assert record["stop"] == "lease_lost" and record["reason"].startswith(LEASE_LOST)
+    assert took < 5, f"the task ran {took:.1f}s past its last renewal"
+    assert len(read_jsonl(log_path)) == 1  # the model was not asked again once the lease ran out
