@@ -184,3 +184,14 @@ def resent_after(kills: list[Kill], log: list[dict[str, Any]]) -> list[set[str]]
 
 def reduce_requests(log: list[dict[str, Any]]) -> int:
     return sum(1 for record in log if REDUCE_MARK in first_user_message(record))
+
+
+def resent_requests(kills: list[Kill], log: list[dict[str, Any]]) -> list[int]:
+    """For each kill: model requests after it that repeat a (task, turn) already asked before it."""
+    requests = map_requests(log)
+    out = []
+    for index, kill in enumerate(kills):
+        until = kills[index + 1].at if index + 1 < len(kills) else float("inf")
+        before = {(task, turn) for when, task, turn in requests if when < kill.at}
+        out.append(sum(1 for when, task, turn in requests if kill.at < when < until and (task, turn) in before))
+    return out
