@@ -30,11 +30,10 @@ def start(driver_pid: Optional[int] = None) -> Optional[subprocess.Popen]:
     started = start_time(driver_pid)
     if started is None:
         return None
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.reaper", str(driver_pid), str(started)],
+    # run as a plain script: it needs only the standard library, not the package's imports (0.6 s, ~40 MB)
+    return subprocess.Popen([sys.executable, "-I", str(Path(__file__).resolve()), str(driver_pid), str(started)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True, env=env)
+                            start_new_session=True, close_fds=True)
 
 
 def start_time(pid: int) -> Optional[int]:
