@@ -92,9 +92,10 @@ class Reducer:
             if record["task_id"] in records:
                 return False
             records[record["task_id"]] = record
-            self.driver.run.add_reduce_result(keys[record["task_id"]], record)
             self.driver.run.ledger(record["status"], record["task_id"], attempt=record.get("attempt"),
                                    reason=record.get("reason", ""), step="reduce")
+            self.driver.run.add_reduce_result(keys[record["task_id"]], record)  # after: the status line closes
+            # the attempt for `ga runs show`; a kill between the two lines costs this step once more
             add_usage(self.usage, record.get("usage_with_nested") or record.get("usage", {}))
             return True
 
