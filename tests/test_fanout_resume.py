@@ -150,3 +150,26 @@ def test_a_run_still_held_by_its_driver_cannot_be_resumed(tmp_path: Path) -> Non
                             f"print(RunDir.existing({str(tmp_path / 'runs')!r}, 'held-run').lock())"],
                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert again.stdout.strip() == "True"
+
+
+def test_a_failed_reduce_is_kept_on_resume_and_run_again_with_retry_failed(tmp_path: Path) -> None:
+    reduce_script = {"match": "MERGE", "faults": [{"turn": 0, "kind": "unauthorized", "times": 1}],
+                     "turns": [{"content": "merged"}]}
+    log_path = tmp_path / "requests.jsonl"
+    server = start_server({"tasks": [reduce_script, {"match": "item", "turns": [{"content": "fine"}]}]}, log_path)
+    tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 2)
+    tasks_file.write_text(tasks_file.read_text() + 'reduce: {prompt: "MERGE them"}\n')
+    runs = tmp_path / "runs"
+    try:
+        first = fanout(tasks_file, out=runs, display="quiet")
+        asked = len(read_jsonl(log_path))
+        again = fanout(tasks_file, resume=first.run_id, out=runs, display="quiet")
+        asked_again = len(read_jsonl(log_path))
+        retried = fanout(tasks_file, resume=first.run_id, retry_failed=True, out=runs, display="quiet")
+    finally:
+        server.stop()
+    assert first.reduce["status"] == "failed" and first.status == "failed"
+    assert again.reduce["status"] == "failed" and again.reduce["reused"] == ["reduce"] and asked_again == asked
+    assert retried.reduce["status"] == "succeeded" and retried.reduce["answer"] == "merged"
+    assert retried.status == "succeeded" and len(read_jsonl(log_path)) == asked + 1
+    assert (first.run_dir / "reduce" / "answer.md").read_text() == "merged\n"
