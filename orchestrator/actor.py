@@ -110,8 +110,8 @@ class WorkerActor:
 
     def _run(self, job: dict[str, Any], started: float) -> dict[str, Any]:
         from configs import Settings
-        from worker.agent import Worker
         from orchestrator.governor import task_model
+        from worker.agent import Worker
 
         task_dir = Path(job["task_dir"])
         _fresh_task_dir(task_dir, job["attempt"])
