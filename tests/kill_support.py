@@ -36,7 +36,9 @@ def kill_script(seconds: list[float], marker: str) -> dict[str, Any]:
     """One script entry per task (each writes its own memory file), the reduce first (its prompt holds every id).
     Task i's code_run sleeps seconds[i] in a process whose command line holds `marker` (found from outside any
     sandbox or pid namespace by code_run_pids)."""
-    entries: list[dict[str, Any]] = [{"match": REDUCE_MARK, "turns": [{"content": "merged everything"}]}]
+    entries: list[dict[str, Any]] = [{"match": REDUCE_MARK, "turns": [  # a tool run backs its answer: succeeded
+        {"content": "merging", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": "print(1)"}}]},
+        {"content": "merged everything"}]}]
     for i, sleep in enumerate(seconds):
         work = (f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', "
                 f"\"import time; time.sleep({sleep}); print('worked {task_id(i)}')\", '{marker}-{task_id(i)}'])")

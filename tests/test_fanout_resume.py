@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import FanoutError, fanout
-from tests.fanout_support import first_user_message, ledger, read_jsonl, result_lines, start_server
+from tests.fanout_support import answer_task, first_user_message, ledger, read_jsonl, result_lines, start_server
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -156,7 +156,7 @@ def test_a_failed_reduce_is_kept_on_resume_and_run_again_with_retry_failed(tmp_p
     reduce_script = {"match": "MERGE", "faults": [{"turn": 0, "kind": "unauthorized", "times": 1}],
                      "turns": [{"content": "merged"}]}
     log_path = tmp_path / "requests.jsonl"
-    server = start_server({"tasks": [reduce_script, {"match": "item", "turns": [{"content": "fine"}]}]}, log_path)
+    server = start_server({"tasks": [reduce_script, answer_task("item", "fine")]}, log_path)
     tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 2)
     tasks_file.write_text(tasks_file.read_text() + 'reduce: {prompt: "MERGE them"}\n')
     runs = tmp_path / "runs"
