@@ -29,6 +29,7 @@ class WebScanArgs(BaseModel):
     tabs_only: bool = False
     switch_tab_id: Optional[str] = Field(None, json_schema_extra=_optional_str)
     text_only: bool = False
+    page: int = Field(1, ge=1, le=10000, description="a long page comes in parts; the first line says how many")
 
 
 class WebExecuteJsArgs(BaseModel):
@@ -63,24 +64,44 @@ def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
 
 
 @tool("web_scan", "The open tabs and the active page simplified to what a person sees (hidden, covered and"
-      " repeated navigation dropped). Interactive elements carry sel=\"<css selector>\" for web_execute_js.",
+      " repeated navigation dropped; a long page comes in pages). Elements to act on carry sel=\"<css selector>\""
+      " for document.querySelector in web_execute_js; a sel with ' >>> ' steps into a shadow root or frame: use $ga(sel).",
       WebScanArgs)
 def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
     def run() -> ToolResult:
-        notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only)
+        cap = output_cap(ctx.settings, "web_scan_text" if args.text_only else "web_scan_html", ctx.extra.get("calls_in_turn", 1))
+        notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
         head = "\n".join(filter(None, [notice, result["tabs"]]))
         if args.tabs_only:
             return ToolResult(head, data={"tab": ctx.extra[web.SESSION_KEY].active})
+        pages, number = result["pages"], result["page"]
+        if number > pages:
+            return _failure(f"error: no page {number}: the scan of {result['url']} has {pages} page{'s' * (pages > 1)};"
+                            " call web_scan(page=1) or a smaller page number")
         stats = result["stats"]
         dropped = ", ".join(f"{stats[k]} {k}" for k in ("hidden", "offscreen", "covered") if stats[k])
-        summary = (f"--- {result['tab']} {result['url']} ({'text' if args.text_only else 'simplified HTML'}: "
-                   f"{len(result['content'])} of {result['raw']} chars; dropped: {dropped or 'nothing'}"
+        size = f"{len(result['content'])} of {result['raw']} chars" if pages == 1 else \
+            f"this page {len(result['content'])} chars, all {pages} pages {result['total']} of {result['raw']}"
+        summary = (f"--- {result['tab']} {result['url']} ({'text' if args.text_only else 'simplified HTML'}: {size};"
+                   f" dropped: {dropped or 'nothing'}"
                    f"{'; ' + str(stats['collapsed']) + ' links/items collapsed' if stats['collapsed'] else ''})")
-        cap = output_cap(ctx.settings, "web_scan_text" if args.text_only else "web_scan_html", ctx.extra.get("calls_in_turn", 1))
-        body = cut_head_tail(result["content"] or "(the page shows nothing)", max(200, cap - len(head) - len(summary) - 2))
-        return ToolResult(f"{head}\n{summary}\n{body}", data={"tab": result["tab"], "raw_chars": result["raw"],
-                                                             "chars": len(result["content"]), "stats": stats})
+        paging = _paging_line(number, pages, args.text_only)
+        lead = "\n".join(filter(None, [paging, head, summary]))
+        body = cut_head_tail(result["content"] or "(the page shows nothing)", max(200, cap - len(lead) - 1))
+        return ToolResult(f"{lead}\n{body}", data={"tab": result["tab"], "raw_chars": result["raw"], "page": number,
+                                                  "pages": pages, "chars": len(result["content"]),
+                                                  "total_chars": result["total"], "stats": stats})
     return _guarded(run)
+
+
+def _paging_line(number: int, pages: int, text_only: bool) -> str:
+    """The first line of a paged scan: where this page is and how to get the next."""
+    if pages == 1:
+        return ""
+    more = "text_only=true, " if text_only else ""
+    if number < pages:
+        return f"main content: page {number} of {pages}; web_scan({more}page={number + 1}) for more"
+    return f"main content: page {number} of {pages} (the last)"
 
 
 @tool("web_execute_js", "Run JavaScript in the active tab (navigate with location.href='...'). Returns the value and"

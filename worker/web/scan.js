@@ -1,13 +1,27 @@
 // web_scan's in-page half: walk the live DOM once and rebuild only what a person sees.
-// Returns {html, text, raw, stats}. Elements hidden by CSS, off-screen, clipped away or covered by
-// an overlay are dropped; containers without meaning are unwrapped; interactive elements carry a
-// `sel` attribute (a CSS selector that works in document.querySelector); navigation outside the
-// main content and long lists are collapsed with a note saying what was left out.
+// Returns {content, pages, page, raw, main, stats}. Elements hidden by CSS, off-screen, clipped away or
+// covered by an overlay are dropped; containers without meaning are unwrapped; elements to act on carry
+// a `sel` attribute (a CSS selector for document.querySelector; one with ' >>> ' steps reaches into a
+// shadow root or a same-origin frame and is resolved by $ga(sel)). Outside the main content, menus,
+// long lists and credits are cut down with a note saying what was left out; the main content is never
+// collapsed: when the output is over opts.budget chars it is split into pages at element boundaries.
 (opts) => {
   const t0 = performance.now();
   const VW = innerWidth, VH = innerHeight, SX = scrollX, SY = scrollY, VIEWPORT_ORIGIN = {x: 0, y: 0};
-  const stats = {elements: 0, hidden: 0, offscreen: 0, covered: 0, collapsed: 0};
-  const NAV_KEEP = opts.navKeep || 12, LIST_MAIN = 60, LIST_MAIN_KEEP = 40, LIST_OTHER = 15, LIST_OTHER_KEEP = 10;
+  const stats = {elements: 0, hidden: 0, offscreen: 0, covered: 0, collapsed: 0, frames: 0, shadows: 0};
+  const NAV_KEEP = opts.navKeep || 5, LIST_OTHER = 15, LIST_OTHER_KEEP = 10;
+  const CREDIT = /©|&copy;|\bcopyright\b|all rights reserved|\b(built|generated|created|made|powered) (with|by|using)\b|last (updated|modified)|\bhosted (by|on)\b/i;
+  const CURRENT = /(^|[\s_-])(active|current|selected|this)($|[\s_-])/;
+  window.$ga = (sel) => {  // resolves a printed sel, ' >>> ' stepping into shadow roots and same-origin frames
+    let scope = document, el = null;
+    for (const step of String(sel).split(' >>> ')) {
+      if (!scope) return null;
+      el = scope.querySelector(step);
+      if (!el) return null;
+      scope = el.shadowRoot || (el.localName === 'iframe' || el.localName === 'frame' ? el.contentDocument : null);
+    }
+    return el;
+  };
 
   const SKIP = new Set(['script', 'style', 'noscript', 'template', 'link', 'meta', 'head', 'title', 'base', 'param',
     'source', 'track', 'map', 'area', 'wbr', 'path', 'defs', 'symbol', 'use', 'g', 'object', 'embed', 'canvas', 'hr']);
@@ -25,18 +39,19 @@
   const toTag = [];  // attributes are set after the walk: writing during it would force a re-layout per read
   let counter = window.__gaCounter || 0;
   const stableId = (id) => /^[A-Za-z][\w-]{0,40}$/.test(id) && !/\d{4,}|[0-9a-f]{10,}|^(ember|react|radix|headlessui|mui|:r)/i.test(id);
-  function selectorFor(el, tag) {
-    const id = el.id;
-    if (id && idCount.get(id) === 1 && stableId(id) && el.getRootNode() === document) return '#' + id;
+  function selectorFor(el, tag, scope) {  // scope: the sel of the shadow host or frame holding el, if any
+    const root = el.getRootNode(), id = el.id;
+    const local = (s) => (scope ? scope + ' >>> ' + s : s);
+    if (id && stableId(id) && (root === document ? idCount.get(id) === 1 : root.querySelectorAll('#' + id).length === 1)) return local('#' + id);
     const name = el.getAttribute('name');
     if (name && /^(input|select|textarea|button)$/.test(tag) && /^[\w.\-\[\]]{1,40}$/.test(name)) {
       const s = `${tag}[name='${name}']`;
-      if (document.querySelectorAll(s).length === 1) return s;
+      if (root.querySelectorAll(s).length === 1) return local(s);
     }
     let n = el.getAttribute('ga');
     if (!n || usedGa.has(n)) { n = String(++counter); toTag.push([el, n]); }
     usedGa.add(n);
-    return `[ga='${n}']`;
+    return local(`[ga='${n}']`);
   }
 
   // ---- coverage. Only positioned boxes paint over others, so the walk records the positioned boxes
@@ -73,6 +88,7 @@
     const inLayer = (hit) => layers.some((l) => related(l.node.el, hit));
     function covered(n) {
       const r = n.r;
+      if (n.el.ownerDocument !== document) return false;  // inside a frame: its own coordinates
       if (!(r.right > 0 && r.bottom > 0 && r.left < VW && r.top < VH)) return !!overlay && !related(overlay.node.el, n.el);
       const over = layers.filter((l) => l.r.right > r.left && l.r.left < r.right && l.r.bottom > r.top && l.r.top < r.bottom
         && !related(l.node.el, n.el));
@@ -126,7 +142,7 @@
     const tag = el.localName;
     if (SKIP.has(tag)) return null;
     stats.elements++;
-    const style = getComputedStyle(el);
+    const style = pc.win.getComputedStyle(el);
     const display = style.display;
     if (display === 'none' || style.opacity === '0' || pc.closedDetails && tag !== 'summary') {
       stats.hidden++;
@@ -150,7 +166,7 @@
       // Off-screen: left of or above where the nearest scrolling box (the page, or a scrolling panel)
       // starts, since nothing scrolls there; a fixed box must also be inside the viewport.
       const o = pos === 'fixed' ? VIEWPORT_ORIGIN : pc.origin;
-      const off = (pos === 'fixed' && (r.left >= VW || r.top >= VH)) || (!tiny && (r.right <= o.x || r.bottom <= o.y));
+      const off = (pos === 'fixed' && (r.left >= pc.vw || r.top >= pc.vh)) || (!tiny && (r.right <= o.x || r.bottom <= o.y));
       const clipped = clip && !tiny && (R <= clip.l || L >= clip.r || B <= clip.t || T >= clip.b);
       if (off || clipped) {
         stats.offscreen++;
@@ -166,8 +182,9 @@
       }
     }
     const role = el.getAttribute('role');
-    const node = {tag, kids: [], attrs: [], block: boundary(display, tag), interactive: false, main: false, el, r: geometry};
-    if (geometry && pos !== 'static' && pos !== 'relative') noteLayer(node, pos, geometry);
+    const node = {tag, kids: [], attrs: [], block: boundary(display, tag), interactive: false, main: false, el, r: geometry,
+      scope: pc.scope};
+    if (geometry && pos !== 'static' && pos !== 'relative' && pc.win === window) noteLayer(node, pos, geometry);
     node.out = KEEP.has(tag) ? tag : (LANDMARK[role] || null);
     if (role === 'heading' && !node.out) node.out = 'h' + Math.min(6, Math.max(1, +el.getAttribute('aria-level') || 2));
     if (role === 'main') node.out = 'main';
@@ -175,7 +192,11 @@
     if (node.interactive && !node.out) node.out = tag;
     const cpc = {clip, origin, cursor: style.cursor, pre: pc.pre || (display !== 'inline' && style.whiteSpace.startsWith('pre')),
       textVisible: style.visibility === 'visible', heading: pc.heading || /^h[1-6]$/.test(tag),
-      closedDetails: tag === 'details' && !el.open};
+      closedDetails: tag === 'details' && !el.open, win: pc.win, vw: pc.vw, vh: pc.vh, scope: pc.scope};
+    if (el.shadowRoot) {  // an open shadow root: its elements are reached through the host's selector
+      cpc.scope = selectorFor(el, tag, pc.scope);
+      stats.shadows++;
+    }
     if (el.hidden && style.contentVisibility === 'hidden') return null;  // hidden=until-found: rendered without content
     if (tag === 'select') {
       selectNode(el, node);
@@ -186,7 +207,15 @@
       if (!label) return null;
       node.out = null;
       node.kids.push({text: label.trim()});
-    } else if (tag !== 'iframe') {
+    } else if (tag === 'iframe' || tag === 'frame') {
+      const inner = frameBody(el);
+      if (inner) {
+        const win = inner.ownerDocument.defaultView;
+        const k = visit(inner, {clip: null, origin: {x: -win.scrollX, y: -win.scrollY}, cursor: 'auto', pre: false, textVisible: true,
+          win, vw: win.innerWidth, vh: win.innerHeight, scope: selectorFor(el, tag, pc.scope)});
+        if (k) { node.kids.push(k); stats.frames++; }
+      }
+    } else {
       for (const child of childNodesOf(el)) {
         if (child.nodeType === 3) {
           if (!cpc.textVisible) continue;
@@ -208,6 +237,15 @@
     if (!node.kids.length && !VOID.has(node.out) && !node.interactive && tag !== 'select' && tag !== 'textarea') return null;
     if (node.out === 'img' && !node.attrs.length) return null;
     return node;
+  }
+
+  function frameBody(el) {  // a same-origin frame's body; null for a cross-origin or empty one
+    try {
+      const doc = el.contentDocument;
+      return doc && doc.body && doc.body.childNodes.length ? doc.body : null;
+    } catch (e) {
+      return null;
+    }
   }
 
   function selectNode(el, node) {
@@ -235,9 +273,12 @@
 
   function describe(el, tag, node, role) {
     const a = node.attrs;
-    if (node.interactive || tag === 'form') a.push(['sel', selectorFor(el, tag)]);
+    const h = tag === 'a' ? shortHref(el) : null;
+    // A link the model can follow by its href needs no selector; one that only runs script does.
+    if ((node.interactive || tag === 'form') && !(h && !/^#?$/.test(h) && !el.hasAttribute('onclick'))) {
+      a.push(['sel', selectorFor(el, tag, node.scope)]);
+    }
     if (tag === 'a') {
-      const h = shortHref(el);
       if (h) a.push(['href', h]);
       if (el.target === '_blank') a.push(['target', '_blank']);
     } else if (tag === 'input') {
@@ -270,7 +311,7 @@
     }
   }
 
-  // ---- pass 2: measure, find the main content, collapse navigation and long lists
+  // ---- pass 2: measure, find the main content, cut down what is outside it
   function textOf(n) {
     if (n.text != null) return n.text;
     if (n.note) return '';
@@ -283,19 +324,30 @@
     for (const k of n.kids) { measure(k); n.tl += k.tl; n.ll += k.ll; n.links += k.links; }
     if (n.tag === 'a' && n.interactive) { n.links += 1; n.ll = n.tl; }
   }
+  const MAIN_NAME = /^(main|main-?content|content|contents|page-?content|doc-?content|body|article|post|entry-?content|markdown-body|document)$/i;
+  const NAV_NAME = /(^|[\s_-])(nav|navbar|navigation|menu|sidebar|sidenav|toc|breadcrumbs?|related|navheader|navfooter|header|footer|topbar|subnav)($|[\s_-])/i;
+  const named = (n, re) => !!n.el && n.el.nodeType === 1 && (re.test(n.el.id) || [...n.el.classList].some((c) => re.test(c)));
   function findMain(root) {
     let found = null;
-    (function seek(n) {
+    (function seek(n) {  // the page says which it is: <main> or role=main
       if (found || !n.kids) return;
       if (n.out === 'main' && n.tl > 0) { found = n; return; }
       n.kids.forEach(seek);
     })(root);
     if (found) return found;
+    const own = (n) => n.tl - n.ll;
+    let best = null;
+    (function seek(n) {  // a container named like the main content that holds most of the page's own text
+      if (!n.kids) return;
+      if (n !== root && named(n, MAIN_NAME) && own(n) >= 0.4 * own(root) && (!best || own(n) > own(best))) best = n;
+      n.kids.forEach(seek);
+    })(root);
+    if (best) return best;
     let cur = root;
     for (;;) {  // descend while one child holds most of the text that is not link text
-      let best = null;
-      for (const k of cur.kids) if (k.kids && (!best || k.tl - k.ll > best.tl - best.ll)) best = k;
-      if (best && best.tl - best.ll > 0 && best.tl - best.ll >= 0.6 * (cur.tl - cur.ll)) cur = best;
+      let top = null;
+      for (const k of cur.kids) if (k.kids && (!top || own(k) > own(top))) top = k;
+      if (top && own(top) > 0 && own(top) >= 0.6 * own(cur)) cur = top;
       else break;
     }
     return cur === root ? null : cur;
@@ -308,20 +360,31 @@
     if (on) n.holdsMain = true;
     return on;
   }
-  const isNav = (n) => n.kids && !n.holdsMain && !n.main && (n.out === 'nav' ||
-    (n.links >= 6 && n.ll >= 0.7 * n.tl) || (/^(header|footer|aside)$/.test(n.out) && n.links >= 6 && n.ll >= 0.5 * n.tl));
+  // Outside the main content. Without a main content found, only what the page marks as navigation is cut.
+  const isNav = (n, strict) => n.links >= 3 && (n.out === 'nav' || named(n, NAV_NAME) && n.ll >= 0.3 * n.tl ||
+    !strict && (n.ll >= 0.6 * n.tl || /^(header|footer|aside)$/.test(n.out) && n.ll >= 0.4 * n.tl));
+  const isCredit = (n) => n.tl <= 300 && n.links <= 3 && n.block === '\n' && !n.interactive && CREDIT.test(textOf(n));
+  const hasContent = (n) => n.kids.some((k) => k.kids || k.note || (k.text && /\S/.test(k.text)));
+  const isLink = (n) => n.tag === 'a' && n.interactive;
   const seenHrefs = new Set();
   function linksIn(n, acc = []) {
     if (!n.kids) return acc;
-    if (n.tag === 'a' && n.interactive) acc.push(n);
+    if (isLink(n)) acc.push(n);
     for (const k of n.kids) linksIn(k, acc);
     return acc;
   }
-  function hrefOf(n) {
-    const h = n.attrs.find((x) => x[0] === 'href');
-    return h ? h[1] : textOf(n).trim();
+  const hrefOf = (n) => (n.attrs.find((x) => x[0] === 'href') || [])[1] || textOf(n).trim();
+  const here = (el) => el.ownerDocument.location.href.split('#')[0];
+  function isCurrent(a) {
+    const el = a.el, cur = el.getAttribute('aria-current');
+    if (cur && cur !== 'false') return true;
+    if (CURRENT.test(el.className) || el.parentElement && CURRENT.test(el.parentElement.className)) return true;
+    const raw = el.getAttribute('href') || '';
+    return !!raw && raw[0] !== '#' && el.href.split('#')[0] === here(el);
   }
-  function collapseNav(n, keep) {
+  const MOVE_ON = /^\W*(next|prev|previous|up|home|back|top|index|contents|overview|parent)\b/i;
+  function collapseNav(n) {
+    n.collapsed = true;
     const links = linksIn(n);
     const hrefs = links.map(hrefOf);
     const repeated = hrefs.filter((h) => seenHrefs.has(h)).length;
@@ -332,37 +395,48 @@
       stats.collapsed += links.length;
       return;
     }
-    if (links.length <= keep) return;
-    const current = new Set(links.filter((l) => l.el.getAttribute('aria-current') || /\b(active|current)\b/.test(l.el.className)));
-    let budget = keep;
+    // keep what a person uses to move on: the current item and its neighbours (or the first few when none
+    // is current) and previous/next/up links; in-page anchors repeat the main content's own headings.
+    const keep = new Set(), away = links.filter((l) => !/^#/.test(hrefOf(l)));
+    const at = away.findIndex(isCurrent);
+    const from = at < 0 ? 0 : Math.max(0, at - 2), to = at < 0 ? NAV_KEEP : at + 3;
+    away.slice(from, to).forEach((l) => keep.add(l));
+    away.filter((l) => MOVE_ON.test(textOf(l)) || /\b(next|prev)\b/.test(l.el.rel)).forEach((l) => keep.add(l));
+    if (keep.size >= links.length) return;
     (function prune(p) {
       p.kids = p.kids.filter((k) => {
-        if (k.tag === 'a' && k.interactive) return budget-- > 0 || current.has(k);
-        if (!k.kids) return budget > 0;
-        if (k.links) { prune(k); return k.kids.some((x) => x.kids || x.note || (x.text && x.text.trim())); }
-        return budget > 0;
+        if (isLink(k)) return keep.has(k);
+        if (!k.kids) return true;
+        if (k.links) { prune(k); return hasContent(k) && (k.tl > 0 || k.interactive || k.kids.some((x) => x.kids)); }
+        return !isCredit(k);
       });
     })(n);
-    const left = links.length - keep - links.slice(keep).filter((l) => current.has(l)).length;
-    if (left > 0) {
-      n.kids.push({note: `${left} more links`});
-      stats.collapsed += left;
-    }
+    const left = links.length - keep.size;
+    n.kids.push({note: `${left} more links${at < 0 ? '' : ' around the current page'}`});
+    stats.collapsed += left;
   }
-  function shapeNavs(n, inMain) {
-    if (!n.kids) return;
-    if (n.main) inMain = true;
-    if (isNav(n) && (!inMain || n.links > LIST_MAIN)) {
-      let t = n;  // collapse the tightest node holding all the links, so text beside the menu survives
-      for (;;) {
-        const holders = t.kids.filter((k) => k.links);
-        if (holders.length === 1 && holders[0].links === t.links && !holders[0].main) t = holders[0];
-        else break;
+  function shapeOutside(n, strict) {  // n holds the main content, or is the root when none was found
+    n.kids = n.kids.filter((k) => {
+      if (!k.kids || k.main || k.collapsed) return true;
+      if (k.holdsMain) { shapeOutside(k, strict); return true; }
+      if (isCredit(k) || isLink(k) && !k.tl && !k.attrs.some((a) => a[0] === 'label')) {
+        stats.collapsed++;
+        return false;  // credits, copyright, "built with"; links showing nothing but an icon
       }
-      collapseNav(t, inMain ? LIST_MAIN_KEEP : NAV_KEEP);
-      if (t === n) return;
-    }
-    for (const k of n.kids) if (k.kids && !(isNav(n) && k.links)) shapeNavs(k, inMain);
+      if (isNav(k, strict)) {
+        let t = k;  // collapse the tightest node holding all the links, so text beside the menu survives
+        for (;;) {
+          const holders = t.kids.filter((x) => x.links);
+          if (holders.length === 1 && holders[0].links === t.links) t = holders[0];
+          else break;
+        }
+        collapseNav(t);
+        if (t !== k) shapeOutside(k, strict);
+        return hasContent(k);
+      }
+      shapeOutside(k, strict);
+      return hasContent(k) || VOID.has(k.out) || k.interactive;
+    });
   }
   function flatten(n) {  // unwrap containers that carry no meaning, leaving their boundaries as text
     if (!n.kids) return [n];
@@ -372,14 +446,12 @@
     if (n.out || n.main) return [n];
     return n.block ? [{text: n.block}, ...kids, {text: n.block}] : kids;
   }
-  function shapeLists(n, inMain) {
-    if (!n.kids) return;
-    if (n.main) inMain = true;
+  function shapeLists(n) {  // long lists and tables outside the main content keep their head and tail
+    if (!n.kids || n.main) return;
     if (/^(ul|ol|dl|table)$/.test(n.out)) {
-      const limit = inMain ? LIST_MAIN : LIST_OTHER, keep = inMain ? LIST_MAIN_KEEP : LIST_OTHER_KEEP;
       const items = n.kids.filter((k) => k.kids);
-      if (items.length > limit) {
-        const drop = new Set(items.slice(keep, items.length - 2));
+      if (items.length > LIST_OTHER) {
+        const drop = new Set(items.slice(LIST_OTHER_KEEP, items.length - 2));
         const out = [];
         let noted = false;
         for (const k of n.kids) {
@@ -390,32 +462,63 @@
         stats.collapsed += drop.size;
       }
     }
-    for (const k of n.kids) shapeLists(k, inMain);
+    for (const k of n.kids) shapeLists(k);
   }
 
-  // ---- pass 3: serialize (text under <pre> is shielded from whitespace tidying)
+  // ---- pass 3: serialize, then cut into pages. Text under <pre> is shielded from whitespace tidying.
+  // A page may end before any element or text chunk inside the main content (or anywhere, when there is
+  // none); a page that starts inside an element reopens it, one that ends inside closes it.
   const esc = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
   const escAttr = (s) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
   const shield = (s) => s.replace(/ /g, '\u0001').replace(/\n/g, '\u0002').replace(/\t/g, '\u0003');
   const unshield = (s) => s.replace(/\u0001/g, ' ').replace(/\u0002/g, '\n').replace(/\u0003/g, '\t');
-  function html(n, out) {
-    if (n.text != null) { out.push(n.pre ? shield(esc(n.text)) : esc(n.text)); return; }
-    if (n.note) { out.push(`<i>… ${n.note}</i>`); return; }
-    const tag = n.out, wrap = n.main && tag !== 'main';
-    if (wrap) out.push('\n<main>\n');
-    if (tag) {
-      if (n.block === '\n') out.push('\n');
-      out.push('<' + tag + n.attrs.map(([k, v]) => (v === '' ? ' ' + k : ` ${k}="${escAttr(v)}"`)).join('') + '>');
+  const budget = opts.budget > 0 ? opts.budget : Infinity;
+  const CHUNK = Math.max(200, Math.min(4000, Math.floor(budget / 4)));
+  const out = [], breaks = [];
+  let total = 0, open = null, breakable = false;
+  const emit = (s) => { out.push(s); total += s.length; };
+  const enter = (s, close) => { open = {s, close, up: open, len: s.length + close.length + (open ? open.len : 0)}; };
+  const mark = () => { if (breakable) breaks.push({i: out.length, len: total, open}); };
+  function emitText(s, pre, shape) {  // long text is cut into chunks a page may end between
+    if (s.length <= CHUNK || !breakable) { emit(shape(s)); return; }
+    for (let i = 0; i < s.length;) {
+      let j = Math.min(s.length, i + CHUNK);
+      if (j < s.length) {
+        const cut = s.lastIndexOf(pre ? '\n' : ' ', j);
+        if (cut > i + CHUNK / 2) j = cut + 1;
+      }
+      if (i) mark();
+      emit(shape(s.slice(i, j)));
+      i = j;
     }
-    for (const k of n.kids) html(k, out);
-    if (tag && !VOID.has(tag)) out.push('</' + tag + '>');
-    if (tag && n.block === '\n') out.push('\n');
-    if (wrap) out.push('\n</main>\n');
   }
-  function text(n, out) {
-    if (n.text != null) { out.push(n.pre ? shield(n.text) : n.text); return; }
-    if (n.note) { out.push(` (… ${n.note}) `); return; }
-    const t = n.out;
+  function kidsOf(n, fn) {
+    for (const k of n.kids) { mark(); fn(k); }
+  }
+  function html(n) {
+    if (n.text != null) { emitText(n.text, n.pre, n.pre ? (t) => shield(esc(t)) : esc); return; }
+    if (n.note) { emit(`<i>… ${n.note}</i>`); return; }
+    const tag = n.out, wrap = n.main && tag !== 'main', was = [open, breakable];
+    if (n.main) breakable = true;
+    if (wrap) { emit('\n<main>\n'); enter('<main>', '</main>'); }
+    if (tag) {
+      if (n.block === '\n') emit('\n');
+      const head = '<' + tag + n.attrs.map(([k, v]) => (v === '' ? ' ' + k : ` ${k}="${escAttr(v)}"`)).join('') + '>';
+      emit(head);
+      if (!VOID.has(tag) || n.kids.length) enter(head, `</${tag}>`);
+    }
+    kidsOf(n, html);
+    open = was[0];
+    if (tag && (!VOID.has(tag) || n.kids.length)) emit('</' + tag + '>');
+    if (tag && n.block === '\n') emit('\n');
+    if (wrap) emit('\n</main>\n');
+    breakable = was[1];
+  }
+  function text(n) {
+    if (n.text != null) { emitText(n.text, n.pre, n.pre ? shield : (t) => t); return; }
+    if (n.note) { emit(` (… ${n.note}) `); return; }
+    const t = n.out, was = breakable;
+    if (n.main) breakable = true;
     let pre = n.block, post = n.block;
     if (/^h[1-6]$/.test(t)) { pre = '\n' + '#'.repeat(+t[1]) + ' '; post = '\n'; }
     else if (t === 'li') { pre = '\n- '; post = '\n'; }
@@ -427,31 +530,57 @@
       const alt = (n.attrs.find((x) => x[0] === 'alt') || [])[1];
       pre = alt ? ` [image: ${alt}] ` : '';
     } else if (t === 'select') {
-      out.push(' [' + n.kids.map((k) => (k.note ? '…' : textOf(k) + (k.attrs.length ? '*' : ''))).join(' | ') + '] ');
+      emit(' [' + n.kids.map((k) => (k.note ? '…' : textOf(k) + (k.attrs.length ? '*' : ''))).join(' | ') + '] ');
       return;
     }
-    out.push(pre || '');
-    for (const k of n.kids) text(k, out);
-    out.push(post || '');
+    emit(pre || '');
+    kidsOf(n, text);
+    emit(post || '');
+    breakable = was;
+  }
+  function reopen(o) {
+    const parts = [];
+    for (; o; o = o.up) parts.push(o.s);
+    return parts.reverse().join('');
+  }
+  function closeAll(o) {
+    let s = '';
+    for (; o; o = o.up) s += o.close;
+    return s;
+  }
+  function paginate() {  // greedy: each page takes as many whole pieces as fit in the budget
+    const end = {i: out.length, len: total, open: null};
+    const cuts = [];
+    let start = {i: 0, len: 0, open: null}, last = null;
+    for (const b of breaks.concat([end])) {
+      const size = b.len - start.len + (start.open ? start.open.len : 0) + 1;
+      if (size > budget && last && last.len > start.len) { cuts.push([start, last]); start = last; }
+      last = b;
+    }
+    cuts.push([start, end]);
+    return cuts.map(([a, b]) => reopen(a.open) + out.slice(a.i, b.i).join('') + closeAll(b.open));
   }
   const tidy = (s) => unshield(s.replace(/[ \t]+\n/g, '\n').replace(/\n[ \t]+/g, '\n').replace(/\n{2,}/g, '\n')
     .replace(/ {2,}/g, ' ').trim());
 
   const rootEl = document.body || document.documentElement;
-  const root = visit(rootEl, {clip: null, origin: {x: -SX, y: -SY}, cursor: 'auto', pre: false, textVisible: true}) || {tag: 'body', kids: [], attrs: []};
+  const root = visit(rootEl, {clip: null, origin: {x: -SX, y: -SY}, cursor: 'auto', pre: false, textVisible: true, win: window,
+    vw: VW, vh: VH, scope: ''}) || {tag: 'body', kids: [], attrs: []};
   removeCovered(root);
   measure(root);
   const main = findMain(root);
   if (main) { main.main = true; markPath(root, main); }
-  shapeNavs(root, false);
+  if (root.kids.length) shapeOutside(root, !main);
   root.out = root.out || 'body';
   flatten(root);
-  shapeLists(root, false);
+  shapeLists(root);
   for (const [el, n] of toTag) el.setAttribute('ga', n);
   window.__gaCounter = counter;
-  const out = [];
-  for (const k of root.kids) (opts.textOnly ? text : html)(k, out);
-  const result = tidy(out.join(''));
+  if (!main) breakable = true;
+  for (const k of root.kids) { mark(); (opts.textOnly ? text : html)(k); }
+  const pages = paginate().map(tidy);
+  const number = Math.max(1, opts.page || 1);
   stats.ms = Math.round(performance.now() - t0);
-  return {content: result, raw: document.documentElement.outerHTML.length, main: !!main, stats};
+  return {content: pages[number - 1] || '', page: number, pages: pages.length, total: pages.reduce((a, p) => a + p.length, 0),
+    raw: document.documentElement.outerHTML.length, main: !!main, stats};
 }

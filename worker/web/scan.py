@@ -6,11 +6,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from playwright.async_api import Error as PlaywrightError, Page
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 
 from worker.web.session import WebSession
 
 SCAN_TIMEOUT = 30.0
+HEADER_RESERVE = 400  # the paging line and the summary line
 
 
 @lru_cache(maxsize=1)
@@ -34,12 +36,14 @@ async def page_title(page: Page) -> str:
         return ""  # mid-navigation
 
 
-async def simplify(page: Page, text_only: bool) -> dict[str, Any]:
-    """Run scan.js in the page: {content, raw (outerHTML chars), main (found?), stats}."""
+async def simplify(page: Page, text_only: bool, budget: int = 0, number: int = 1) -> dict[str, Any]:
+    """Run scan.js in the page: {content (page `number` of the output cut into pages of at most `budget` chars;
+    0: one page), page, pages, total (chars of all pages), raw (outerHTML chars), main (found?), stats}."""
+    options = {"textOnly": text_only, "budget": budget, "page": number}
     for attempt in range(3):
         try:
             await _settled(page)
-            return await asyncio.wait_for(page.evaluate(scan_script(), {"textOnly": text_only}), SCAN_TIMEOUT)
+            return await asyncio.wait_for(page.evaluate(scan_script(), options), SCAN_TIMEOUT)
         except PlaywrightError as exc:
             if "context was destroyed" not in str(exc) and "navigat" not in str(exc).lower() or attempt == 2:
                 raise
@@ -55,12 +59,16 @@ async def _settled(page: Page) -> None:
         pass
 
 
-async def web_scan(session: WebSession, tabs_only: bool, switch_tab_id: Optional[str], text_only: bool) -> dict[str, Any]:
+async def web_scan(session: WebSession, tabs_only: bool, switch_tab_id: Optional[str], text_only: bool,
+                   number: int = 1, cap: int = 0) -> dict[str, Any]:
+    """The tab list and, unless tabs_only, page `number` of the active tab's scan, sized so that the
+    tab list, a summary line and the page fit in `cap` chars (0: no limit)."""
     page = await session.page(switch_tab_id)
     tabs = await tab_list(session)
     if tabs_only:
         return {"tabs": tabs}
-    result = await simplify(page, text_only)
+    budget = max(cap // 2, cap - len(tabs) - HEADER_RESERVE) if cap else 0
+    result = await simplify(page, text_only, budget, number)
     result["tabs"] = tabs
     result["tab"] = session.active
     result["url"] = page.url
