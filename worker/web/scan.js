@@ -227,6 +227,7 @@
         }
       }
     }
+    if (tag === 'a' && !node.interactive) node.out = null;  // an anchor (<a name>): nothing to follow
     if (tag === 'a' && pc.heading && /^#/.test(el.getAttribute('href') || '') && !el.hasAttribute('onclick')) {
       node.out = null;  // a heading's own permalink: its text is the heading
       node.interactive = false;
@@ -275,7 +276,7 @@
     const a = node.attrs;
     const h = tag === 'a' ? shortHref(el) : null;
     // A link the model can follow by its href needs no selector; one that only runs script does.
-    if ((node.interactive || tag === 'form') && !(h && !/^#?$/.test(h) && !el.hasAttribute('onclick'))) {
+    if (node.interactive && !(h && !/^#?$/.test(h) && !el.hasAttribute('onclick'))) {
       a.push(['sel', selectorFor(el, tag, node.scope)]);
     }
     if (tag === 'a') {
@@ -324,9 +325,9 @@
     for (const k of n.kids) { measure(k); n.tl += k.tl; n.ll += k.ll; n.links += k.links; }
     if (n.tag === 'a' && n.interactive) { n.links += 1; n.ll = n.tl; }
   }
-  const MAIN_NAME = /^(main|main-?content|content|contents|page-?content|doc-?content|body|article|post|entry-?content|markdown-body|document)$/i;
+  const MAIN_NAME = /(^|\s)(main|main-?content|content|contents|page-?content|doc-?content|body|article|post|entry-?content|markdown-body|document|book|chapter|appendix|preface|refentry)(\s|$)/i;
   const NAV_NAME = /(^|[\s_-])(nav|navbar|navigation|menu|sidebar|sidenav|toc|breadcrumbs?|related|navheader|navfooter|header|footer|topbar|subnav)($|[\s_-])/i;
-  const named = (n, re) => !!n.el && n.el.nodeType === 1 && (re.test(n.el.id) || [...n.el.classList].some((c) => re.test(c)));
+  const named = (n, re) => !!n.el && (re.test(n.el.id) || typeof n.el.className === 'string' && re.test(n.el.className));
   function findMain(root) {
     let found = null;
     (function seek(n) {  // the page says which it is: <main> or role=main
@@ -363,7 +364,9 @@
   // Outside the main content. Without a main content found, only what the page marks as navigation is cut.
   const isNav = (n, strict) => n.links >= 3 && (n.out === 'nav' || named(n, NAV_NAME) && n.ll >= 0.3 * n.tl ||
     !strict && (n.ll >= 0.6 * n.tl || /^(header|footer|aside)$/.test(n.out) && n.ll >= 0.4 * n.tl));
-  const isCredit = (n) => n.tl <= 300 && n.links <= 3 && n.block === '\n' && !n.interactive && CREDIT.test(textOf(n));
+  const VERSION = /^[^\d]{0,40}\bv?\d+\.\d+(\.\d+)*\b[^\d]{0,30}$/i;  // "Handbook 7.3.1 documentation"
+  const isCredit = (n) => !n.interactive && n.links <= 3 && (n.tl <= 300 && n.block === '\n' && CREDIT.test(textOf(n)) ||
+    n.tl <= 60 && !n.links && !/^h[1-6]$/.test(n.out) && VERSION.test(textOf(n).trim()));
   const hasContent = (n) => n.kids.some((k) => k.kids || k.note || (k.text && /\S/.test(k.text)));
   const isLink = (n) => n.tag === 'a' && n.interactive;
   const seenHrefs = new Set();
@@ -382,12 +385,23 @@
     const raw = el.getAttribute('href') || '';
     return !!raw && raw[0] !== '#' && el.href.split('#')[0] === here(el);
   }
+  // what is left of a pruned menu part: a link, a control or words (not only separators like '|' and '»')
+  const worthKeeping = (n) => n.kids ? n.interactive || VOID.has(n.out) || n.kids.some(worthKeeping) : !!n.note || /\w/.test(n.text);
+  function leadsTo(kids, i) {  // a heading in a pruned menu stays only above something it names
+    for (let j = i + 1; j < kids.length; j++) {
+      const k = kids[j];
+      if (k.kids && /^h[1-6]$/.test(k.out)) return false;
+      if (worthKeeping(k)) return true;
+    }
+    return false;
+  }
   const MOVE_ON = /^\W*(next|prev|previous|up|home|back|top|index|contents|overview|parent)\b/i;
   function collapseNav(n) {
     n.collapsed = true;
     const links = linksIn(n);
     const hrefs = links.map(hrefOf);
-    const repeated = hrefs.filter((h) => seenHrefs.has(h)).length;
+    const shown = new Set(links.filter((l, i) => seenHrefs.has(hrefs[i])));  // already in a menu above
+    const repeated = shown.size;
     hrefs.forEach((h) => seenHrefs.add(h));
     if (links.length >= 4 && repeated >= 0.8 * links.length) {
       n.kids = [{note: `${links.length} links, same as a menu above`}];
@@ -402,14 +416,17 @@
     const from = at < 0 ? 0 : Math.max(0, at - 2), to = at < 0 ? NAV_KEEP : at + 3;
     away.slice(from, to).forEach((l) => keep.add(l));
     away.filter((l) => MOVE_ON.test(textOf(l)) || /\b(next|prev)\b/.test(l.el.rel)).forEach((l) => keep.add(l));
+    shown.forEach((l) => keep.delete(l));
+    keep.forEach((l) => /^#?$/.test((l.el.getAttribute('href') || '').trim()) && keep.delete(l));  // this very page
     if (keep.size >= links.length) return;
     (function prune(p) {
       p.kids = p.kids.filter((k) => {
         if (isLink(k)) return keep.has(k);
         if (!k.kids) return true;
-        if (k.links) { prune(k); return hasContent(k) && (k.tl > 0 || k.interactive || k.kids.some((x) => x.kids)); }
-        return !isCredit(k);
+        if (k.links) { prune(k); return worthKeeping(k); }
+        return !isCredit(k) && worthKeeping(k);
       });
+      p.kids = p.kids.filter((k, i) => !/^h[1-6]$/.test(k.out) || leadsTo(p.kids, i));
     })(n);
     const left = links.length - keep.size;
     n.kids.push({note: `${left} more links${at < 0 ? '' : ' around the current page'}`});
@@ -566,21 +583,27 @@
   const rootEl = document.body || document.documentElement;
   const root = visit(rootEl, {clip: null, origin: {x: -SX, y: -SY}, cursor: 'auto', pre: false, textVisible: true, win: window,
     vw: VW, vh: VH, scope: ''}) || {tag: 'body', kids: [], attrs: []};
+  const t1 = performance.now();
   removeCovered(root);
+  const t2 = performance.now();
   measure(root);
   const main = findMain(root);
   if (main) { main.main = true; markPath(root, main); }
   if (root.kids.length) shapeOutside(root, !main);
   root.out = root.out || 'body';
   flatten(root);
-  shapeLists(root);
+  if (main) shapeLists(root);  // without a main content found, every list may be it
   for (const [el, n] of toTag) el.setAttribute('ga', n);
   window.__gaCounter = counter;
   if (!main) breakable = true;
   for (const k of root.kids) { mark(); (opts.textOnly ? text : html)(k); }
+  const t3 = performance.now();
   const pages = paginate().map(tidy);
+  const raw = document.documentElement.outerHTML.length;
+  stats.phase_ms = {walk: Math.round(t1 - t0), cover: Math.round(t2 - t1), shape: Math.round(t3 - t2),
+    out: Math.round(performance.now() - t3)};
   const number = Math.max(1, opts.page || 1);
   stats.ms = Math.round(performance.now() - t0);
   return {content: pages[number - 1] || '', page: number, pages: pages.length, total: pages.reduce((a, p) => a + p.length, 0),
-    raw: document.documentElement.outerHTML.length, main: !!main, stats};
+    raw, main: !!main, stats};
 }
