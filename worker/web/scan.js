@@ -9,8 +9,8 @@
   const t0 = performance.now();
   const VW = innerWidth, VH = innerHeight, SX = scrollX, SY = scrollY, VIEWPORT_ORIGIN = {x: 0, y: 0};
   const stats = {elements: 0, hidden: 0, offscreen: 0, covered: 0, collapsed: 0, frames: 0, shadows: 0};
-  const NAV_KEEP = opts.navKeep || 5, LIST_OTHER = 15, LIST_OTHER_KEEP = 10;
-  const CREDIT = /©|&copy;|\bcopyright\b|all rights reserved|\b(built|generated|created|made|powered) (with|by|using)\b|last (updated|modified)|\bhosted (by|on)\b/i;
+  const NAV_KEEP = opts.navKeep || 5, LIST_OTHER = 15, LIST_OTHER_KEEP = 10, MAX_HITS = 600;
+  const CREDIT = /©|&copy;|\bcopyright\b|all rights reserved|\b(built|generated|created|made|powered) (with|by|using|on)\b|last (updated|modified)|\bhosted (by|on)\b/i;
   const CURRENT = /(^|[\s_-])(active|current|selected|this)($|[\s_-])/;
   window.$ga = (sel) => {  // resolves a printed sel, ' >>> ' stepping into shadow roots and same-origin frames
     let scope = document, el = null;
@@ -86,6 +86,7 @@
     if (!layers.length) return;
     const overlay = layers.find((l) => l.overlay);
     const inLayer = (hit) => layers.some((l) => related(l.node.el, hit));
+    let hits = 0;
     function covered(n) {
       const r = n.r;
       if (n.el.ownerDocument !== document) return false;  // inside a frame: its own coordinates
@@ -94,6 +95,7 @@
         && !related(l.node.el, n.el));
       if (!over.length) return false;
       for (const [fx, fy] of [[0.5, 0.5], [0.2, 0.2], [0.8, 0.2], [0.2, 0.8], [0.8, 0.8]]) {
+        if (++hits > MAX_HITS) return false;  // hit tests cost milliseconds on big pages: bounded, then trust
         const hit = document.elementFromPoint(...pointIn(r, fx, fy));
         if (hit && (related(n.el, hit) || !inLayer(hit))) return false;
       }
@@ -340,14 +342,17 @@
     let best = null;
     (function seek(n) {  // a container named like the main content that holds most of the page's own text
       if (!n.kids) return;
-      if (n !== root && named(n, MAIN_NAME) && own(n) >= 0.4 * own(root) && (!best || own(n) > own(best))) best = n;
+      if (n !== root && named(n, MAIN_NAME) && own(n) >= 0.25 * own(root) && (!best || own(n) > own(best))) best = n;
       n.kids.forEach(seek);
     })(root);
     if (best) return best;
     let cur = root;
     for (;;) {  // descend while one child holds most of the text that is not link text
       let top = null;
-      for (const k of cur.kids) if (k.kids && (!top || own(k) > own(top))) top = k;
+      for (const k of cur.kids) {
+        if (!k.kids || /^(nav|header|footer|aside)$/.test(k.out) || k.tl <= 300 && CREDIT.test(textOf(k))) continue;
+        if (!top || own(k) > own(top)) top = k;
+      }
       if (top && own(top) > 0 && own(top) >= 0.6 * own(cur)) cur = top;
       else break;
     }
@@ -403,9 +408,8 @@
     const shown = new Set(links.filter((l, i) => seenHrefs.has(hrefs[i])));  // already in a menu above
     const repeated = shown.size;
     hrefs.forEach((h) => seenHrefs.add(h));
-    if (links.length >= 4 && repeated >= 0.8 * links.length) {
-      n.kids = [{note: `${links.length} links, same as a menu above`}];
-      n.out = n.out || 'nav';
+    if (links.length >= 4 && repeated >= 0.8 * links.length) {  // a menu repeated (say in the footer): gone
+      n.kids = [];
       stats.collapsed += links.length;
       return;
     }
@@ -415,8 +419,8 @@
     const at = away.findIndex(isCurrent);
     const from = at < 0 ? 0 : Math.max(0, at - 2), to = at < 0 ? NAV_KEEP : at + 3;
     away.slice(from, to).forEach((l) => keep.add(l));
-    away.filter((l) => MOVE_ON.test(textOf(l)) || /\b(next|prev)\b/.test(l.el.rel)).forEach((l) => keep.add(l));
     shown.forEach((l) => keep.delete(l));
+    away.filter((l) => MOVE_ON.test(textOf(l)) || /\b(next|prev)\b/.test(l.el.rel)).forEach((l) => keep.add(l));
     keep.forEach((l) => /^#?$/.test((l.el.getAttribute('href') || '').trim()) && keep.delete(l));  // this very page
     if (keep.size >= links.length) return;
     (function prune(p) {
@@ -429,7 +433,7 @@
       p.kids = p.kids.filter((k, i) => !/^h[1-6]$/.test(k.out) || leadsTo(p.kids, i));
     })(n);
     const left = links.length - keep.size;
-    n.kids.push({note: `${left} more links${at < 0 ? '' : ' around the current page'}`});
+    n.kids.push({note: `${left} more links`});
     stats.collapsed += left;
   }
   function shapeOutside(n, strict) {  // n holds the main content, or is the root when none was found
