@@ -39,6 +39,7 @@ from web_fixtures.server import ROOT as FIXTURES  # noqa: E402
 from web_fixtures.server import js, scan, serve
 
 from configs import load_settings  # noqa: E402
+from worker.context import cut_head_tail  # noqa: E402
 from worker.tools.base import ToolContext  # noqa: E402
 from worker.web.browser import process_tree_pids  # noqa: E402
 
@@ -191,7 +192,30 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def measure_page(ctx: ToolContext, url: str, page: Page, repeat: int) -> dict:
+async def _evaluate(session, source: str, options: dict):
+    return await (await session.page()).evaluate(source, options)
+
+
+def baseline_script(ref: str) -> Optional[str]:
+    """scan.js as it was at git `ref` (the baseline run side by side), or None without git or that ref."""
+    done = subprocess.run(["git", "-C", str(REPO), "show", f"{ref}:worker/web/scan.js"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def measure_baseline(ctx: ToolContext, source: str, truth: Counter, repeat: int) -> dict:
+    """The old scan in the same tab: one output cut head+tail at the cap, as the old tool did."""
+    session, runs = ctx.extra["web"], []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        _, result = session.call(_evaluate, source, {"textOnly": False})
+        runs.append(((time.perf_counter() - started) * 1000, result))
+    content = result["content"]
+    seen = cut_head_tail(content, 35000 - 300)
+    return {"first": len(seen), "recall": recall(truth, output_words(seen)), "furniture": furniture(truth, output_words(seen)),
+            "ms": [ms for ms, _ in runs]}
+
+
+def measure_page(ctx: ToolContext, url: str, page: Page, repeat: int, baseline: Optional[str] = None) -> dict:
     nav = js(ctx, f"location.href = {url!r}")
     if not nav.ok:
         raise RuntimeError(nav.output)
@@ -212,7 +236,9 @@ def measure_page(ctx: ToolContext, url: str, page: Page, repeat: int) -> dict:
     for number in range(2, first.data["pages"] + 1):
         outputs.append(scan(ctx, page=number).output)
     seen = output_words("\n".join(outputs))
+    base = measure_baseline(ctx, baseline, truth, repeat) if baseline else None
     return {
+        "base": base,
         "raw": first.data["raw_chars"],
         "first": first.data["chars"],  # the page's content, without the tab list and summary lines (~200 chars)
         "answer": len(first.output),
@@ -238,7 +264,7 @@ def missed_words(truth: Counter, seen: Counter) -> str:
     return " ".join(f"{w}×{n}" for w, n in missing.most_common(6))
 
 
-def bench_pages(pages: list[Page], repeat: int) -> list[tuple[Page, dict]]:
+def bench_pages(pages: list[Page], repeat: int, baseline: Optional[str] = None) -> list[tuple[Page, dict]]:
     servers: dict[Path, str] = {}
     settings = load_settings({"home": tempfile.mkdtemp(prefix="bench-web-home-")})
     ctx = make_ctx(settings, "pages")
@@ -250,7 +276,7 @@ def bench_pages(pages: list[Page], repeat: int) -> list[tuple[Page, dict]]:
                 continue
             if page.root not in servers:
                 servers[page.root] = serve(page.root)[1]
-            results.append((page, measure_page(ctx, f"{servers[page.root]}/{page.path}", page, repeat)))
+            results.append((page, measure_page(ctx, f"{servers[page.root]}/{page.path}", page, repeat, baseline)))
     finally:
         finish(ctx)
     return results
@@ -289,12 +315,23 @@ def print_pages(results: list[tuple[Page, dict]]) -> None:
           " p50/p95 = tool call ms; inpg = in-page script ms (median)")
 
 
+def baseline_columns(rs: list[dict]) -> str:
+    bases = [(r, r["base"]) for r in rs if r.get("base")]
+    if not bases:
+        return ""
+    navy = [b for r, b in bases if nav_heavy(r)]
+    ms = [m for r, b in bases if r["raw"] <= 1_000_000 for m in b["ms"]] or [0.0]
+    return (f" | {'':9} {statistics.median(r['raw'] / b['first'] for r, b in bases):>9.1f}x {min(b['recall'] for _, b in bases):>10.1%}"
+            f" {max((b['furniture'] for b in navy), default=0):>12.0%} {percentile(ms, 0.95):>8.0f}")
+
+
 def print_kinds(results: list[tuple[Page, dict]]) -> None:
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for page, r in results:
         by_kind[page.kind].append(r)
     head = (f"\n{'generator':10} {'pages':>5} {'navy':>4} {'reduce med':>10} {'nav min':>8} {'recall min':>10} {'furn max nav':>12}"
-            f" {'furn med':>8} {'p50':>5} {'p95':>5} {'p95 inpg':>8}  goals")
+            f" {'furn med':>8} {'p50':>5} {'p95':>5} {'p95 inpg':>8}  goals  | baseline: {'reduce med':>10} {'recall min':>10}"
+            f" {'furn max nav':>12} {'p95 inpg':>8}")
     print(head)
     print("-" * (len(head) - 1))
     for kind, rs in by_kind.items():
@@ -305,8 +342,11 @@ def print_kinds(results: list[tuple[Page, dict]]) -> None:
         print(f"{kind:10} {len(rs):>5} {len(navy):>4} {statistics.median(r['raw'] / r['first'] for r in rs):>9.1f}x"
               f" {min((r['raw'] / r['first'] for r in navy), default=0):>7.1f}x {min(r['recall'] for r in rs):>10.1%}"
               f" {max((r['furniture'] for r in navy), default=0):>12.0%} {statistics.median(r['furniture'] for r in rs):>8.0%}"
-              f" {percentile(all_ms, 0.5):>5.0f} {percentile(all_ms, 0.95):>5.0f} {percentile(inpg, 0.95):>8.0f}  {met}/{len(rs)}")
-    print("navy = navigation-heavy pages; 'nav min' and 'furn max nav' are over them; times over pages <= 1 MB of HTML")
+              f" {percentile(all_ms, 0.5):>5.0f} {percentile(all_ms, 0.95):>5.0f} {percentile(inpg, 0.95):>8.0f}  {met:>2}/{len(rs):<2}"
+              + baseline_columns(rs))
+    print("navy = navigation-heavy pages; 'nav min' and 'furn max nav' are over them; times over pages <= 1 MB of HTML;"
+          " baseline = scan.js at --baseline REF run in the same tab, its output cut head+tail at the 35,000 cap as the"
+          " old tool did (recall of what the model saw; its time is the in-page evaluate)")
 
 
 # ---- memory: one shared browser with N contexts vs N browsers with one context each
@@ -372,6 +412,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="scans per page (p50/p95 latency)")
     parser.add_argument("--only", default="", help="comma-separated generators to run (sphinx, doxygen, ..., fixture)")
     parser.add_argument("--pages", default="", help="only pages whose path contains this text")
+    parser.add_argument("--baseline", default="", help="git ref whose scan.js runs side by side (e.g. main~3)")
     parser.add_argument("--contexts", default="1,4,8", help="worker counts for the memory comparison")
     parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
@@ -380,7 +421,12 @@ def main() -> None:
     kinds = set(filter(None, args.only.split(",")))
     pages = [p for p in FIXTURES_PAGES + CORPUS if (not kinds or p.kind in kinds) and args.pages in p.path]
     print(f"web_scan benchmark: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start\n")
-    results = bench_pages(pages, args.repeat)
+    baseline = baseline_script(args.baseline) if args.baseline else None
+    if args.baseline and baseline is None:
+        print(f"bench/web_scan.py: --baseline {args.baseline}: no worker/web/scan.js at that git ref; name a commit of this"
+              " repository (git log --oneline -- worker/web/scan.js)", file=sys.stderr)
+        sys.exit(2)
+    results = bench_pages(pages, args.repeat, baseline)
     print_pages(results)
     print_kinds(results)
     print(f"load average after the pages: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
