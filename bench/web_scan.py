@@ -159,10 +159,11 @@ def words(text: str) -> Counter:
     return Counter(re.findall(r"\w+", text.lower()))
 
 
-def output_words(markup: str) -> Counter:
-    """Words of the scan's output: its text and attribute values (href, sel, alt...), not tag or attribute names."""
-    values = " ".join(re.findall(r'="([^"]*)"', markup))
-    return words(html.unescape(re.sub(r"<[^>]+>", " ", markup) + " " + values))
+def output_words(markup: str, values: bool = True) -> Counter:
+    """Words of the scan's output: its text and (values=True) attribute values (href, sel, alt...), not tag or
+    attribute names."""
+    extra = " ".join(re.findall(r'="([^"]*)"', markup)) if values else ""
+    return words(html.unescape(re.sub(r"<[^>]+>", " ", markup) + " " + extra))
 
 
 def recall(truth: Counter, seen: Counter) -> float:
@@ -236,6 +237,7 @@ def measure_page(ctx: ToolContext, url: str, page: Page, repeat: int, baseline: 
     for number in range(2, first.data["pages"] + 1):
         outputs.append(scan(ctx, page=number).output)
     seen = output_words("\n".join(outputs))
+    content = "\n".join(body_of(o) for o in outputs)  # furniture is judged on the page, not the tool's header lines
     base = measure_baseline(ctx, baseline, truth, repeat) if baseline else None
     return {
         "base": base,
@@ -245,13 +247,19 @@ def measure_page(ctx: ToolContext, url: str, page: Page, repeat: int, baseline: 
         "all": sum(len(o) for o in outputs),
         "pages": first.data["pages"],
         "recall": recall(truth, seen),
-        "furniture": furniture(truth, output_words(first.output) if first.data["pages"] == 1 else seen),
+        "furniture": furniture(truth, output_words(content)),
+        "furniture_text": furniture(truth, output_words(content, False)),
         "nav_share": max(0.0, 1 - len(truth_text.split()) / max(len(js_words(ctx)), 1)),
         "visible": page_chars,
         "ms": latencies,
         "ms_page": inpage,
         "missed": missed_words(truth, seen),
     }
+
+
+def body_of(answer: str) -> str:
+    """The scanned page in a web_scan answer: what follows the '--- tab url (...)' summary line."""
+    return answer.split("\n--- ", 1)[1].split("\n", 1)[1]
 
 
 def js_words(ctx: ToolContext) -> list[str]:
@@ -301,17 +309,18 @@ def page_goal(r: dict) -> str:
 
 def print_pages(results: list[tuple[Page, dict]]) -> None:
     head = (f"{'kind':9} {'page':42} {'nav':>4} {'raw':>8} {'first':>6} {'all':>7} {'pg':>3} {'reduce':>7} {'recall':>7}"
-            f" {'furn':>5} {'p50':>5} {'p95':>5} {'inpg':>5}  goal")
+            f" {'furn':>5} {'text':>5} {'p50':>5} {'p95':>5} {'inpg':>5}  goal")
     print(head)
     print("-" * len(head))
     for page, r in results:
         print(f"{page.kind:9} {page.path[-42:]:42} {r['nav_share']:>4.0%} {r['raw']:>8} {r['first']:>6} {r['all']:>7}"
-              f" {r['pages']:>3} {r['raw'] / r['first']:>6.1f}x {r['recall']:>6.1%} {r['furniture']:>5.0%}"
+              f" {r['pages']:>3} {r['raw'] / r['first']:>6.1f}x {r['recall']:>6.1%} {r['furniture']:>5.0%} {r['furniture_text']:>5.0%}"
               f" {percentile(r['ms'], 0.5):>5.0f} {percentile(r['ms'], 0.95):>5.0f} {statistics.median(r['ms_page']):>5.0f}"
               f"  {page_goal(r)}" + (f"  missed: {r['missed']}" if r["recall"] < 0.98 else ""))
     print("columns: nav = share of the visible words outside the main content (navigation-heavy: >= 50 %); raw = the"
-          " page's outerHTML chars; first = the tool's first answer; all = every page of a paged scan; reduce = raw /"
-          " first; recall = main-text words reached over all pages; furn = output words that are not main text;"
+          " page's outerHTML chars; first = the content of the first page (without the tool's tab list and summary);"
+          " all = the tool's answers for every page, headers included; pg = pages; reduce = raw / first; recall = main-text words reached over all pages; furn = words of the page's content (all pages; not"
+          " the tool's header lines) that are not main text (text and attribute values: href, sel, alt); text = the same over the text alone;"
           " p50/p95 = tool call ms; inpg = in-page script ms (median)")
 
 

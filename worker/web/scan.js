@@ -438,7 +438,8 @@
   }
   function shapeOutside(n, strict) {  // n holds the main content, or is the root when none was found
     n.kids = n.kids.filter((k) => {
-      if (!k.kids || k.main || k.collapsed) return true;
+      if (!k.kids || k.main) return true;
+      if (k.collapsed) return hasContent(k);  // a repeated menu is left empty
       if (k.holdsMain) { shapeOutside(k, strict); return true; }
       if (isCredit(k) || isLink(k) && !k.tl && !k.attrs.some((a) => a[0] === 'label')) {
         stats.collapsed++;
