@@ -809,7 +809,7 @@ def skills_feedback(
     from skilltree.commands import run_feedback
     from skilltree.view import feedback_json, feedback_table, weights_table
 
-    run = _skills_call(run_feedback, settings().memory_root, _skills_now(now), dry_run)
+    run = _skills_call(run_feedback, settings().memory_root, _skills_now(now), dry_run, planner=settings().planner)
     if json_out:
         emit_json(feedback_json(run))
         return
@@ -852,7 +852,7 @@ def skills_plan(
     try:
         result = _skills_call(run_plan, current.memory_root, client, target, when,
                               candidates=candidates or current.explore.candidates,
-                              batch_size=batch or current.explore.batch_size)
+                              batch_size=batch or current.explore.batch_size, planner=current.planner)
     except ModelError as exc:
         fail(f"model {model or current.worker.model}: {exc}")
     if json_out:

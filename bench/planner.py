@@ -14,24 +14,28 @@
 """
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import random
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skilltree.adapt import feedback  # noqa: E402
+from configs.settings import PlannerSettings  # noqa: E402
+from skilltree.adapt import Band, feedback  # noqa: E402
 from skilltree.plan import build_plan  # noqa: E402
 from skilltree.scoring import Candidate, Judgement, TreeStats, score_task  # noqa: E402
 from skilltree.selection import categories_covered, select_batch, top_k  # noqa: E402
 from skilltree.summary import summary_for_prompt  # noqa: E402
 from skilltree.synthetic import synthetic_candidates, synthetic_tree, synthetic_usage  # noqa: E402
 from skilltree.tree import Category, Skill, SkillTree, parse  # noqa: E402
-from skilltree.vectors import DIMENSIONS  # noqa: E402
+from skilltree.vectors import DIMENSIONS, Weights  # noqa: E402
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIZES = (10, 100, 1000)
@@ -94,12 +98,16 @@ def coverage() -> None:
 
 USED = ("web", "documents", "data", "shell")
 ALL = USED + ("email", "images", "finance", "calendar")
+NEW = ("music", "legal")  # categories the model proposes that the tree does not have yet
+HOT_LATER, HOT_DAY = "email", 90  # a category nobody used becomes as popular as the used ones
+RATE_USED, RATE_UNUSED = 0.3, 0.01  # distinct tasks a day using one skill
+RULES = ("s6", "demand")
 
 
 def _candidates(tree: SkillTree, rng: random.Random, day: int) -> tuple[list[Candidate], list[Judgement]]:
     cands, judged = [], []
     for n in range(12):
-        category = rng.choice(ALL + ("music", "legal"))
+        category = rng.choice(ALL + NEW)
         existing = [s.id for s in tree.skills.values() if s.category == category]
         target = rng.choice(existing) if existing and rng.random() < 0.5 else f"new-{day}-{n}"
         cands.append(Candidate(title=f"day {day} task {n} {category}", category=category, target_skill=target,
@@ -108,80 +116,127 @@ def _candidates(tree: SkillTree, rng: random.Random, day: int) -> tuple[list[Can
     return cands, judged
 
 
-def simulate(seed: int, days: int = 180, every: int = 30) -> tuple[list[tuple], dict[str, int], SkillTree]:
-    """Rows (day, weights, skills, judged, over, under, share of the last period's batches in used
-    categories), adjustments by rule:dimension, and the final tree."""
+@dataclass
+class Run:
+    """What one simulated rule did over the days."""
+
+    rule: str
+    weights: list[Weights] = field(default_factory=list)       # after every day
+    share_used: list[float] = field(default_factory=list)      # per batch: share in the then-used categories
+    hot_share: list[float] = field(default_factory=list)       # per batch in the 30 days after HOT_DAY
+    first_30: list[int] = field(default_factory=list)          # uses of each new skill in its first 30 days
+    cats_ok: int = 0                                           # batches covering >= min(4, available)
+    batches: int = 0
+    min_cats: int = 99
+    over: int = 0
+    under: int = 0
+
+
+def used_categories(day: int) -> tuple[str, ...]:
+    return USED + ((HOT_LATER,) if day >= HOT_DAY else ())
+
+
+def simulate(rule: str, seed: int, days: int = 180) -> Run:
+    """Every day a batch of 4 is planned from 12 simulated candidates and becomes 4 skills; tasks use
+    skills of the used categories ~9 times a month, the others ~0.3 times; the 30-day rule runs daily."""
     rng = random.Random(seed)
+    params = PlannerSettings(rule=rule)
+    band = Band.around_initial(params.weight_band, params.weight_min, params.weight_max) if rule == "demand" else None
     start = NOW - timedelta(days=days)
     tree = SkillTree(categories={c: Category(name=c) for c in ALL})
     for n, category in enumerate(ALL * 2):
         tree = tree.add(Skill(id=f"seed-{n}", name=f"seed {n}", category=category, created=start - timedelta(days=40),
                               sop=f"L3/{category}/seed-{n}.md"))
-    rate = {sid: (0.3 if tree.skills[sid].category in USED else 0.01) for sid in tree.skills}
+    spread = {sid: 1.0 for sid in tree.skills}
     uses: dict[str, list[float]] = {sid: [] for sid in tree.skills}  # when distinct tasks used it (day numbers)
-    rows: list[tuple] = []
-    judged_total = over = under = 0
-    share: list[float] = []
-    adjust: dict[str, int] = {}
-    for day in range(days + 1):
+    run = Run(rule)
+    for day in range(days):
         today = start + timedelta(days=day)
-        if day % every == 0:
-            rows.append((day, tree.weights, len(tree.skills), judged_total, over, under,
-                         statistics.mean(share) if share else None))
-            share = []
-        if day == days:
-            break
-        usage = {sid: len(days_used) for sid, days_used in uses.items()}
-        plan = build_plan(tree, usage, *_candidates(tree, rng, day), batch_size=4, now=today)
-        share.append(sum(s.category in USED for s in plan.selected) / max(1, len(plan.selected)))
+        popular = used_categories(day)
+        total = {sid: len(t) for sid, t in uses.items()}
+        recent = {sid: sum(1 for x in t if x >= day - params.window_days) for sid, t in uses.items()}
+        trend = {sid: sum(1 for x in t if x >= day - params.trend_days) for sid, t in uses.items()}
+        plan = build_plan(tree, total, *_candidates(tree, rng, day), batch_size=4, now=today, planner=params,
+                          recent=recent, trend=trend)
+        available = len({c.category for c in plan.candidates})
+        run.batches += 1
+        run.cats_ok += plan.categories_covered >= min(4, available)
+        run.min_cats = min(run.min_cats, plan.categories_covered)
+        run.share_used.append(sum(s.category in popular for s in plan.selected) / max(1, len(plan.selected)))
+        if HOT_DAY <= day < HOT_DAY + 30:
+            run.hot_share.append(sum(s.category == HOT_LATER for s in plan.selected) / max(1, len(plan.selected)))
         for n, item in enumerate(plan.selected):
             sid = f"d{day}-{n}"
             tree = tree.add(Skill(id=sid, name=item.title, category=item.category, created=today, sop=f"L3/{sid}.md",
                                   predicted=item.score, score_vector=item.vector, verified=True))
-            rate[sid] = (0.3 if item.category in USED else 0.01) * rng.lognormvariate(0, 0.5)
+            spread[sid] = rng.lognormvariate(0, 0.5)
             uses[sid] = []
-        for sid, lam in rate.items():  # Poisson arrivals of distinct tasks today
+        for sid, factor in spread.items():  # Poisson arrivals of distinct tasks today
+            lam = (RATE_USED if tree.skills[sid].category in popular else RATE_UNUSED) * factor
             uses[sid] += [day + rng.random() for _ in range(_poisson(rng, lam))]
 
         def used_in_window(skill: Skill) -> int:
             born = (skill.created - start).days
             return sum(1 for t in uses[skill.id] if born <= t < born + 30)
 
-        outcome = feedback(tree, used_in_window, today)
-        judged_total += len(outcome.judged)
-        for _, verdict in outcome.judged:
-            over += verdict.rule == "over"
-            under += verdict.rule == "under"
-            if verdict.rule:
-                key = f"{verdict.rule}:{verdict.dimension}"
-                adjust[key] = adjust.get(key, 0) + 1
+        outcome = feedback(tree, used_in_window, today, band)
+        for skill, verdict in outcome.judged:
+            if skill.id.startswith("d"):
+                run.first_30.append(verdict.used)
+            run.over += verdict.rule == "over"
+            run.under += verdict.rule == "under"
         tree = outcome.tree
-    return rows, adjust, tree
+        run.weights.append(tree.weights)
+    return run
 
 
-def weight_trajectory(days: int = 180) -> None:
-    print(f"3. Weights over {days} simulated days: a batch of 4 planned a day becomes 4 skills; skills of "
-          f"{', '.join(USED)} are used by ~9 tasks a month, those of {', '.join(ALL[4:])} (and new categories) "
-          f"by ~0.3; the 30-day rule runs daily")
-    rows, adjust, tree = simulate(seed=42, days=days)
-    print(f"{'day':>4} " + " ".join(f"{d:>10}" for d in DIMENSIONS) + f" {'skills':>7} {'judged':>7} {'over':>5} "
-          f"{'under':>6} {'batch share in used categories, last 30 d':>42}")
-    for day, weights, skills, judged, over, under, share in rows:
-        shown = f"{share * 100:.0f}%" if share is not None else "-"
-        print(f"{day:>4} " + " ".join(f"{w:>10.3f}" for w in weights.values()) +
-              f" {skills:>7} {judged:>7} {over:>5} {under:>6} {shown:>42}")
-    print("adjustments (rule:dominant dimension): " + ", ".join(f"{k} {v}" for k, v in sorted(adjust.items())))
-    print(f"weight history: {len(tree.weight_history)} records; weights sum to {sum(tree.weights.values()):.6f}")
-    print("\nSame simulation, 5 seeds: weights on day 180 (and the highest utility weight seen)")
-    print(f"{'seed':>4} " + " ".join(f"{d:>10}" for d in DIMENSIONS) + f" {'max utility':>12} {'over':>5} {'under':>6}")
-    finals = []
-    for seed in range(1, 6):
-        rows, _, _ = simulate(seed=seed, days=days)
-        weights = rows[-1][1]
-        finals.append(weights.values())
-        print(f"{seed:>4} " + " ".join(f"{w:>10.3f}" for w in weights.values()) +
-              f" {max(r[1].utility for r in rows):>12.3f} {rows[-1][4]:>5} {rows[-1][5]:>6}")
-    print(f"{'mean':>4} " + " ".join(f"{statistics.mean(col):>10.3f}" for col in zip(*finals)))
+def compare_rules(seeds: int, days: int = 180) -> None:
+    print(f"3. Rules side by side over {seeds} seeds, {days} simulated days each: a batch of 4 a day from 12 candidates "
+          f"(categories {', '.join(ALL)} and new {', '.join(NEW)}); skills of {', '.join(USED)} are used ~9 times a month, "
+          f"the others ~0.3; from day {HOT_DAY} {HOT_LATER} is as popular as the used ones; the 30-day rule runs daily")
+    runs = {rule: [simulate(rule, seed, days) for seed in range(1, seeds + 1)] for rule in RULES}
+    header = (f"{'rule':>7} {'seed':>4} {'in used':>8} {'uses/new skill 30d':>19} {'weight min':>11} {'weight max':>11} "
+              f"{'email d90-120':>14} {'cats>=min(4,avail)':>19} {'min cats':>9} {'over':>5} {'under':>6}")
+    print(header)
+    summary: dict[str, dict[str, float]] = {}
+    for rule, items in runs.items():
+        for seed, run in enumerate(items, 1):
+            lows = [min(w.values()) for w in run.weights]
+            highs = [max(w.values()) for w in run.weights]
+            print(f"{rule:>7} {seed:>4} {statistics.mean(run.share_used) * 100:>7.1f}% {statistics.mean(run.first_30):>19.2f} "
+                  f"{min(lows):>11.3f} {max(highs):>11.3f} {statistics.mean(run.hot_share) * 100:>13.1f}% "
+                  f"{run.cats_ok:>11}/{run.batches:<7} {run.min_cats:>9} {run.over:>5} {run.under:>6}")
+        summary[rule] = {
+            "used": statistics.mean(statistics.mean(r.share_used) for r in items),
+            "per_skill": statistics.mean(statistics.mean(r.first_30) for r in items),
+            "low": min(min(min(w.values()) for w in r.weights) for r in items),
+            "high": max(max(max(w.values()) for w in r.weights) for r in items),
+            "hot": statistics.mean(statistics.mean(r.hot_share) for r in items),
+            "hot_min": min(statistics.mean(r.hot_share) for r in items),
+            "cats": all(r.cats_ok == r.batches for r in items),
+        }
+        per_dim = {d: (min(getattr(w, d) for r in items for w in r.weights), max(getattr(w, d) for r in items for w in r.weights))
+                   for d in DIMENSIONS}
+        print(f"{rule:>7} weight ranges over {days} days: " + ", ".join(f"{d} {lo:.3f}-{hi:.3f}" for d, (lo, hi) in per_dim.items()))
+    s6, demand = summary["s6"], summary["demand"]
+    print()
+    print(f"{'measure (mean over seeds)':<44} {'s6':>9} {'demand':>9} {'ratio':>7} {'goal':>22}  met")
+    rows = [
+        ("batch share in used categories", f"{s6['used'] * 100:.1f}%", f"{demand['used'] * 100:.1f}%",
+         demand["used"] / s6["used"], ">= 65 %", demand["used"] >= 0.65),
+        ("uses per new skill in its first 30 days", f"{s6['per_skill']:.2f}", f"{demand['per_skill']:.2f}",
+         demand["per_skill"] / s6["per_skill"], ">= 1.5x s6", demand["per_skill"] >= 1.5 * s6["per_skill"]),
+        ("lowest weight, any day, any seed", f"{s6['low']:.3f}", f"{demand['low']:.3f}", None, ">= 0.1", demand["low"] >= 0.1),
+        ("highest weight, any day, any seed", f"{s6['high']:.3f}", f"{demand['high']:.3f}", None, "<= 0.5", demand["high"] <= 0.5),
+        (f"batch share for {HOT_LATER}, days {HOT_DAY}-{HOT_DAY + 30}", f"{s6['hot'] * 100:.1f}%", f"{demand['hot'] * 100:.1f}%",
+         demand["hot"] / s6["hot"] if s6["hot"] else None, ">= 15 %", demand["hot"] >= 0.15),
+        ("  same, worst seed", f"{s6['hot_min'] * 100:.1f}%", f"{demand['hot_min'] * 100:.1f}%", None, ">= 15 %",
+         demand["hot_min"] >= 0.15),
+        ("every batch covers min(4, available) categories", str(s6["cats"]), str(demand["cats"]), None, "always", demand["cats"]),
+    ]
+    for name, a, b, ratio, goal, met in rows:
+        shown = f"{ratio:.2f}x" if ratio is not None else "-"
+        print(f"{name:<44} {a:>9} {b:>9} {shown:>7} {goal:>22}  {'yes' if met else 'NO'}")
     print()
 
 
@@ -195,6 +250,14 @@ def _poisson(rng: random.Random, lam: float) -> int:
 
 
 if __name__ == "__main__":
-    planning_time()
-    coverage()
-    weight_trajectory()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=8, help="seeds for the rule comparison (default 8)")
+    parser.add_argument("--days", type=int, default=180)
+    parser.add_argument("--rules-only", action="store_true", help="only the rule comparison (section 3)")
+    args = parser.parse_args()
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores\n")
+    if not args.rules_only:
+        planning_time()
+        coverage()
+    compare_rules(args.seeds, args.days)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -106,6 +106,20 @@ class ExploreSettings(Section):
     verify_timeout: float = Field(60.0, gt=0)
 
 
+class PlannerSettings(Section):
+    """The exploration planner's rule (README, exploration section; skilltree/demand.py)."""
+
+    rule: Literal["s6", "demand"] = "demand"
+    blend: float = Field(0.5, ge=0, le=1)               # share of the demand term in the ranking score
+    window_days: float = Field(30.0, gt=0)              # recent uses counted for demand
+    trend_days: float = Field(5.0, gt=0)                # a rate over these last days counts when higher
+    explore_bonus: float = Field(1.0, ge=0)             # beta: weight of the upper-confidence bonus
+    untried_demand: float = Field(0.6, ge=0, le=1)      # a new or unused-so-far category, as a share of the best
+    weight_band: float = Field(0.2, gt=0, le=1)         # each weight stays within initial +- band ...
+    weight_min: float = Field(0.1, ge=0, lt=0.25)       # ... and within [weight_min, weight_max]
+    weight_max: float = Field(0.5, gt=0.25, le=1)
+
+
 class LogSettings(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     json_file: Optional[Path] = None
@@ -125,6 +139,7 @@ class Settings(Section):
     fanout: FanoutSettings = FanoutSettings()
     web: WebSettings = WebSettings()
     explore: ExploreSettings = ExploreSettings()
+    planner: PlannerSettings = PlannerSettings()
     log: LogSettings = LogSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
-from skilltree.adapt import WINDOW, FeedbackOutcome, due, feedback
+from skilltree.adapt import WINDOW, Band, FeedbackOutcome, due, feedback
 from skilltree.commit import commit_tree
 from skilltree.plan import Plan
 from skilltree.planner import plan
@@ -16,7 +16,7 @@ from skilltree.report import write_report
 from skilltree.report_data import gather
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import SkillTree, load, utc
-from skilltree.usage import usage, usage_after_creation
+from skilltree.usage import recent_usage, usage, usage_after_creation
 
 AUTHOR = "ga skills"
 
@@ -50,15 +50,24 @@ class FeedbackRun:
     weights_before: object
 
 
-def run_feedback(root: Path, now: datetime, dry_run: bool = False) -> FeedbackRun:
-    """Judge every skill whose 30 days are over; one atomic commit of skilltree.json."""
+def band_for(planner: Any) -> Optional[Band]:
+    """The weight band of rule `demand` (None under s6: the 30-day rule unbounded, as in §6)."""
+    if planner is None or planner.rule != "demand":
+        return None
+    return Band.around_initial(planner.weight_band, planner.weight_min, planner.weight_max)
+
+
+def run_feedback(root: Path, now: datetime, dry_run: bool = False, planner: Any = None) -> FeedbackRun:
+    """Judge every skill whose 30 days are over; one atomic commit of skilltree.json. `planner`
+    (configs PlannerSettings) under rule `demand` keeps the weights in its band."""
     now = utc(now)
+    band = band_for(planner)
     store, log = open_store(root), AccessLog(root)
     seen: dict[str, object] = {}
 
     def update(tree: SkillTree) -> Optional[SkillTree]:
         used = usage_after_creation(due(tree, now), log, WINDOW)
-        outcome = feedback(tree, lambda skill: used[skill.id], now)
+        outcome = feedback(tree, lambda skill: used[skill.id], now, band)
         seen.update(outcome=outcome, before=tree.weights)
         return outcome.tree if outcome.changed and not dry_run else None
 
@@ -80,12 +89,15 @@ def build_report(root: Path, out: Path, now: datetime, reports_dir: Optional[Pat
 
 
 def run_plan(root: Path, model: object, run_dir: Path, now: datetime, *, candidates: int = 12,
-             batch_size: int = 4) -> Plan:
+             batch_size: int = 4, planner: Any = None) -> Plan:
     """One planning step on HEAD: propose, judge, score, select; plan.json in run_dir."""
     store = open_store(root)
     with store.snapshot() as snap:
         tree = load(snap.path)
         reports = load_reports(snap.path / REPORTS_DIR, limit=10)
         generation = snap.generation
-    return plan(model, tree, usage(tree, AccessLog(root)), now=utc(now), candidates=candidates,
-                batch_size=batch_size, reports=reports, run_dir=run_dir, generation=generation)
+    log, now = AccessLog(root), utc(now)
+    recent, trend = recent_usage(tree, log, now, planner)
+    return plan(model, tree, usage(tree, log), now=now, candidates=candidates, batch_size=batch_size,
+                reports=reports, run_dir=run_dir, generation=generation, planner_settings=planner,
+                recent=recent, trend=trend)

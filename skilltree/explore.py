@@ -37,7 +37,7 @@ from skilltree.plan import Plan, write_plan
 from skilltree.planner import PROMPTS, plan as make_plan
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
-from skilltree.usage import usage
+from skilltree.usage import recent_usage, usage
 from skilltree.verify import collect
 
 log = structlog.get_logger("skilltree.explore")
@@ -201,9 +201,12 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
         tree = load(snap.path)
         recent = load_reports(snap.path / REPORTS_DIR, limit=10)
         generation = snap.generation
-    used = usage(tree, AccessLog(settings.memory_root))
+    access = AccessLog(settings.memory_root)
+    used = usage(tree, access)
+    in_window, trend = recent_usage(tree, access, now, settings.planner)
     plan = make_plan(model, tree, used, now=now, candidates=candidates or settings.explore.candidates,
-                     batch_size=batch_size or settings.explore.batch_size, reports=recent, generation=generation)
+                     batch_size=batch_size or settings.explore.batch_size, reports=recent, generation=generation,
+                     planner_settings=settings.planner, recent=in_window, trend=trend)
     run_id = new_run_id("explore")
     run_dir = runs_dir / run_id
     tasks = tasks_of(plan)

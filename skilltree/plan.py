@@ -9,6 +9,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from configs.settings import PlannerSettings
+from skilltree.demand import apply_demand, category_demand
 from skilltree.scoring import Candidate, Judgement, ScoredCandidate, TreeStats, score_task
 from skilltree.selection import MIN_CATEGORIES, categories_covered, ranked, select_batch
 from skilltree.tree import SkillTree, utc
@@ -21,6 +23,15 @@ class Dropped(BaseModel):
     stage: str  # "propose" or "judge"
     reason: str
     item: Any = None
+
+
+class DemandRow(BaseModel):
+    """One category's demand term when the plan was made (rule `demand`)."""
+
+    uses: int
+    exposure: float
+    rate: Optional[float]
+    demand: float
 
 
 class Plan(BaseModel):
@@ -36,22 +47,36 @@ class Plan(BaseModel):
     selected: list[ScoredCandidate]    # the batch, best first
     categories_covered: int
     dropped: list[Dropped] = []
+    rule: str = "s6"                   # planner.rule the batch was ranked by
+    blend: float = 0.0                 # share of the demand term in the ranking score
+    demand: dict[str, DemandRow] = {}  # per category; empty under s6 or with no recent use
     model_calls: int = 0
     tokens: int = 0
 
 
 def build_plan(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[Candidate],
                judgements: Sequence[Judgement], *, batch_size: int, now: datetime,
-               min_categories: int = MIN_CATEGORIES, generation: Optional[int] = None) -> Plan:
-    """Score every judged candidate (§6) and select the batch; candidates[i] goes with judgements[i]."""
+               min_categories: int = MIN_CATEGORIES, generation: Optional[int] = None,
+               planner: Optional[PlannerSettings] = None, recent: Optional[Mapping[str, int]] = None,
+               trend: Optional[Mapping[str, int]] = None) -> Plan:
+    """Score every judged candidate (§6) and select the batch; candidates[i] goes with judgements[i].
+    Under `planner.rule: demand` (with `recent`: uses per skill in the last window_days) the batch is
+    ranked by the demand-blended score (skilltree.demand; `trend`: uses in the last trend_days);
+    without `planner` the rule is §6 alone."""
     if len(candidates) != len(judgements):
         raise ValueError(f"{len(candidates)} candidates but {len(judgements)} judgements")
+    params = planner or PlannerSettings(rule="s6")
     stats = TreeStats.build(tree, usage)
-    scored = ranked([score_task(c, j, stats, tree.weights) for c, j in zip(candidates, judgements)])
+    scored = [score_task(c, j, stats, tree.weights) for c, j in zip(candidates, judgements)]
+    demand = category_demand(tree, recent or {}, now, params, trend) if params.rule == "demand" else {}
+    scored = ranked(apply_demand(scored, demand, params))
     batch = select_batch(scored, batch_size, min_categories)
+    rows = {name: DemandRow(uses=d.uses, exposure=round(d.exposure, 4), rate=d.rate, demand=round(d.demand, 4))
+            for name, d in sorted(demand.items())}
     return Plan(created=utc(now), generation=generation, weights=tree.weights, batch_size=batch_size,
                 min_categories=min_categories, mean_category_size=stats.mean_size, max_usage=stats.max_usage,
-                candidates=scored, selected=batch, categories_covered=categories_covered(batch))
+                candidates=scored, selected=batch, categories_covered=categories_covered(batch),
+                rule=params.rule, blend=params.blend if demand else 0.0, demand=rows)
 
 
 def write_plan(run_dir: Path | str, plan: Plan) -> Path:

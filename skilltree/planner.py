@@ -163,14 +163,18 @@ class Planner:
 
 def plan(model: Any, tree: SkillTree, usage: Mapping[str, int], *, now: datetime, candidates: int = 12,
          batch_size: int = 4, reports: Sequence[ExplorationReport] = (), run_dir: Optional[Path] = None,
-         generation: Optional[int] = None, min_categories: int = MIN_CATEGORIES) -> Plan:
-    """Propose, judge, score, select; plan.json goes to run_dir when given."""
+         generation: Optional[int] = None, min_categories: int = MIN_CATEGORIES,
+         planner_settings: Any = None, recent: Optional[Mapping[str, int]] = None,
+         trend: Optional[Mapping[str, int]] = None) -> Plan:
+    """Propose, judge, score, select (planner_settings: configs PlannerSettings, its rule and
+    parameters; recent/trend: uses per skill in its two windows); plan.json to run_dir when given."""
     planner = Planner(model, candidates=candidates)
     proposed = planner.propose(tree, usage, reports)
     judgements = planner.judge(tree, usage, proposed)
     kept = [(c, j) for c, j in zip(proposed, judgements) if j is not None]
     result = build_plan(tree, usage, [c for c, _ in kept], [j for _, j in kept], batch_size=batch_size,
-                        now=now, min_categories=min_categories, generation=generation)
+                        now=now, min_categories=min_categories, generation=generation,
+                        planner=planner_settings, recent=recent, trend=trend)
     result = result.model_copy(update={"dropped": planner.dropped, "model_calls": planner.calls, "tokens": planner.tokens})
     if run_dir is not None:
         write_plan(run_dir, result)

@@ -60,11 +60,17 @@ class ScoredCandidate(BaseModel):
     target_skill_id: Optional[str]  # None: the target is not in the tree yet
     target_usage: int
     vector: ScoreVector
-    score: float
+    score: float                      # §6, exactly; what the 30-day rule later judges
+    demand: Optional[float] = None    # the category's demand term in [0, 10] (rule `demand`; None under s6)
+    planned: Optional[float] = None   # the score the batch is ranked by (s6: None, i.e. `score`)
 
     @property
     def title(self) -> str:
         return self.candidate.title
+
+    @property
+    def rank_score(self) -> float:
+        return self.score if self.planned is None else self.planned
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Choosing the batch: the best candidates such that at least 4 categories are covered.
 
-Order: score descending, then title, category, target skill and description (case-folded, then
+Order: rank score descending (the §6 score, or the demand-blended score of skilltree.demand), then title, category, target skill and description (case-folded, then
 exact) — so equal scores always come out the same way whatever order the model listed them in.
 Scores are compared rounded to 9 decimals so float noise cannot reorder ties.
 
@@ -21,7 +21,7 @@ MIN_CATEGORIES = 4
 
 def rank_key(item: ScoredCandidate) -> tuple:
     c = item.candidate
-    return (-round(item.score, 9), c.title.casefold(), c.title, item.category.casefold(), item.category,
+    return (-round(item.rank_score, 9), c.title.casefold(), c.title, item.category.casefold(), item.category,
             c.target_skill.casefold(), c.target_skill, c.description)
 
 

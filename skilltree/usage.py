@@ -67,3 +67,11 @@ def usage_after_creation(skills: Sequence[Any], access_log: Any, window: timedel
             if skill is not None and skill.created.timestamp() <= float(entry["t"]) < (skill.created + window).timestamp():
                 seen[skill.id].add(entry.get("task", ""))
     return {skill_id: len(tasks) for skill_id, tasks in seen.items()}
+
+
+def recent_usage(tree: SkillTree, access_log: Any, now: datetime, planner: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Uses per skill in the demand rule's window and trend window, ending at `now`."""
+    if planner is None or planner.rule != "demand":
+        return {}, {}
+    return (usage(tree, access_log, now - timedelta(days=planner.window_days), now),
+            usage(tree, access_log, now - timedelta(days=planner.trend_days), now))
