@@ -788,14 +788,18 @@ def skills_report(
     out: Path = typer.Option(Path("skills-report"), "--out", help="Directory for report.md and report.html"),
     reports: Optional[Path] = typer.Option(None, "--reports", help="Exploration reports directory (default: reports/ in the memory store)"),
     weeks: int = typer.Option(12, min=1, max=104, help="Weeks of usage history to chart"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="Exploration runs directory, for plans and failures (default: fanout.runs_dir)"),
     now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
 ) -> None:
-    """Write report.md and a self-contained report.html (tree, usage, weights, recent explorations)."""
+    """Write report.md and a self-contained report.html (coverage, funnel, predictions, last plan, failures)."""
     from skilltree.commands import build_report
 
     if reports is not None and not reports.is_dir():
         fail(f"--reports {reports}: no such directory; give the folder holding the exploration reports (*.md)")
-    md, html = _skills_call(build_report, settings().memory_root, out, _skills_now(now), reports, weeks)
+    if runs is not None and not runs.is_dir():
+        fail(f"--runs {runs}: no such directory; give the folder holding the exploration runs (ga explore --out)")
+    md, html = _skills_call(build_report, settings().memory_root, out, _skills_now(now), reports, weeks,
+                            runs or settings().fanout.runs_dir)
     console.print(f"wrote {md}\nwrote {html}", highlight=False, soft_wrap=True)
 
 

@@ -77,14 +77,16 @@ def run_feedback(root: Path, now: datetime, dry_run: bool = False, planner: Any 
 
 
 def build_report(root: Path, out: Path, now: datetime, reports_dir: Optional[Path] = None,
-                 weeks: int = 12) -> tuple[Path, Path]:
-    """report.md and report.html in `out` from HEAD, the access log and the exploration reports
-    (`reports/` of the HEAD generation unless `reports_dir` is given)."""
+                 weeks: int = 12, runs_dir: Optional[Path] = None) -> tuple[Path, Path]:
+    """report.md and report.html in `out` from HEAD, the access log, the exploration reports
+    (`reports/` of the HEAD generation unless `reports_dir` is given) and the exploration runs in
+    `runs_dir` (their plans and failures); the files the skills point to are embedded."""
     store = open_store(root)
     with store.snapshot() as snap:
         tree = load(snap.path)
         reports = load_reports(reports_dir if reports_dir is not None else snap.path / REPORTS_DIR)
-        data = gather(tree, AccessLog(root), reports, now, weeks=weeks, generation=snap.generation)
+        data = gather(tree, AccessLog(root), reports, now, weeks=weeks, generation=snap.generation,
+                      runs_dir=runs_dir, read=snap.read)
     return write_report(data, out)
 
 

@@ -1,4 +1,4 @@
-"""report.md: the same content as the HTML report, as tables."""
+"""report.md: the same facts as the HTML report, as text and tables."""
 from __future__ import annotations
 
 from skilltree.report_data import ReportData
@@ -9,41 +9,107 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _date(value) -> str:
+    return f"{value:%Y-%m-%d}" if value else "-"
+
+
 def render_markdown(data: ReportData) -> str:
     tree = data.tree
     verified = sum(s.verified for s in tree.skills.values())
     out = [f"# Skill tree report — {data.generated:%Y-%m-%d %H:%M} UTC", "",
            f"{len(tree.skills)} skills ({verified} verified) in {len(tree.categories)} categories; "
-           f"{data.total_uses} uses in all; memory generation {data.generation if data.generation is not None else '-'}.", ""]
-    out += ["## Skills per category", "", "| category | skills | verified | uses | skills (most used first) |",
-            "|---|---:|---:|---:|---|"]
-    for row in data.categories:
-        names = sorted(tree.skills_in(row.name), key=lambda s: (-data.usage.get(s.id, 0), s.id))
-        listed = ", ".join(f"{s.id} ({data.usage.get(s.id, 0)})" for s in names[:12]) + (" …" if len(names) > 12 else "")
-        out.append(f"| {_cell(row.name)} | {row.skills} | {row.verified} | {row.uses} | {_cell(listed)} |")
-    out += ["", "## Top skills", "", "| skill | category | uses | predicted | verified |", "|---|---|---:|---:|---|"]
-    for skill in data.top_skills:
-        predicted = f"{skill.predicted:.2f}" if skill.predicted is not None else "-"
-        out.append(f"| {_cell(skill.name)} | {_cell(skill.category)} | {data.usage.get(skill.id, 0)} | {predicted} | "
-                   f"{'yes' if skill.verified else 'no'} |")
-    out += ["", "## Usage per week", "", "| week of | uses | by category |", "|---|---:|---|"]
-    for week, bucket in zip(data.week_starts, data.timeline):
+           f"{data.total_uses} uses in all, {sum(data.recent.values())} in the last 30 days; "
+           f"{len(data.attempts)} explorations not verified; memory generation "
+           f"{data.generation if data.generation is not None else '-'}.", ""]
+
+    out += ["## Coverage", "", "Skills per category (the map's areas), their uses in the last 30 days (its colours) and "
+            "the explorations that did not become a verified skill (its hatched cells).", ""]
+    if not data.categories:
+        out.append("No skills yet.")
+    else:
+        out += ["| category | skills | verified | uses, 30 days | uses, all | not verified | skills (most used first) |",
+                "|---|---:|---:|---:|---:|---:|---|"]
+        for row in data.categories:
+            names = sorted(tree.skills_in(row.name), key=lambda s: (-data.recent.get(s.id, 0), -data.usage.get(s.id, 0), s.id))
+            listed = ", ".join(f"{s.id} ({data.recent.get(s.id, 0)})" for s in names[:12]) + (" …" if len(names) > 12 else "")
+            out.append(f"| {_cell(row.name)} | {row.skills} | {row.verified} | {row.recent} | {row.uses} | {row.failed} | "
+                       f"{_cell(listed or '-')} |")
+
+    out += ["", "## Funnel per category", ""]
+    if not data.categories:
+        out.append("No categories yet.")
+    else:
+        if not data.runs:
+            out += ["No exploration runs found: proposed and selected count the plans of `ga explore` runs.", ""]
+        out += ["| category | proposed | selected | verified | used | not verified |", "|---|---:|---:|---:|---:|---:|"]
+        for row in sorted(data.categories, key=lambda r: (-r.proposed, -r.skills, r.name)):
+            out.append(f"| {_cell(row.name)} | {row.proposed} | {row.selected} | {row.verified} | {row.used} | {row.failed} |")
+
+    out += ["", "## Predicted score against uses in the first 30 days", "",
+            "The 30-day rule: predicted > 8 and used < 3 times → the dominant dimension's weight ×0.9 (over); "
+            "predicted < 5 and used > 5 times → ×1.1 (under).", ""]
+    if not data.judged:
+        out.append("No skill has a predicted score yet.")
+    else:
+        out += ["| skill | predicted | uses, first 30 days | 30 days over | rule zone |", "|---|---:|---:|---|---|"]
+        for item in sorted(data.judged, key=lambda j: (-(j.skill.predicted or 0), j.skill.id)):
+            zone = {"over": "over (×0.9)", "under": "under (×1.1)"}.get(item.zone or "", "-")
+            out.append(f"| {_cell(item.skill.id)} | {item.skill.predicted:.2f} | {item.uses} | "
+                       f"{'yes' if item.complete else 'no'} | {zone} |")
+
+    out += ["", "## The last plan", ""]
+    plan = data.plan
+    if plan is None:
+        out.append("No plan yet.")
+    else:
+        blend = plan.blend if plan.demand else 0.0
+        formula = (f"ranking score = {1 - blend:.2f} × §6 score + {blend:.2f} × demand" if blend else "ranking score = §6 score"
+                   + (" (no use in the demand window yet: demand is off)" if plan.rule == "demand" else ""))
+        out += [f"Run {data.plan_run}, {_date(plan.created)}, rule {plan.rule}: {formula}; weights "
+                + ", ".join(f"{d} {getattr(plan.weights, d):.3f}" for d in DIMENSIONS)
+                + f"; {len(plan.selected)} of {len(plan.candidates)} selected covering {plan.categories_covered} categories.", "",
+                "| | candidate | category | " + " | ".join(DIMENSIONS) + " | demand | §6 score | ranking score | why |",
+                "|---|---|---|" + "---:|" * 7 + "---|"]
+        for line in data.plan_lines:
+            item = line.item
+            values = " | ".join(f"{getattr(item.vector, d):.1f}" for d in DIMENSIONS)
+            demand = f"{item.demand:.1f}" if item.demand is not None else "-"
+            out.append(f"| {'✔' if line.selected else ''} | {_cell(item.candidate.title)} | {_cell(item.category)} | {values} | "
+                       f"{demand} | {item.score:.2f} | {item.rank_score:.2f} | {_cell(line.why)} |")
+        if plan.demand:
+            out += ["", "Demand per category when planned:", "", "| category | uses in window | exposure (skill-months) | rate | demand |",
+                    "|---|---:|---:|---:|---:|"]
+            for name, row in plan.demand.items():
+                rate = f"{row.rate:.2f}" if row.rate is not None else "untried"
+                out.append(f"| {_cell(name)} | {row.uses} | {row.exposure:.2f} | {rate} | {row.demand:.2f} |")
+
+    out += ["", "## Explorations that did not become a verified skill", ""]
+    if not data.attempts:
+        out.append("None yet.")
+    for a in data.attempts:
+        where = f", run {a.run} task {a.task}" if a.run else ""
+        report = f", report {a.report}" if a.report else ""
+        out.append(f"- **{a.title}** ({a.category} / {a.skill}) — {a.outcome}, {_date(a.when)}{where}{report}: "
+                   + "; ".join(a.reasons))
+
+    out += ["", "## Skills", ""]
+    if not tree.skills:
+        out.append("No skills yet.")
+    else:
+        out += ["| skill | category | uses, 30 days | uses, all | predicted | verified | created | SOP | scripts | report |",
+                "|---|---|---:|---:|---:|---|---|---|---|---|"]
+        for s in sorted(tree.skills.values(), key=lambda s: (-data.recent.get(s.id, 0), -data.usage.get(s.id, 0), s.id)):
+            predicted = f"{s.predicted:.2f}" if s.predicted is not None else "-"
+            out.append(f"| {_cell(s.name)} | {_cell(s.category)} | {data.recent.get(s.id, 0)} | {data.usage.get(s.id, 0)} | "
+                       f"{predicted} | {'yes' if s.verified else 'no'} | {_date(s.created)} | {_cell(s.sop or '-')} | "
+                       f"{_cell(', '.join(s.scripts) or '-')} | {_cell(s.report or '-')} |")
+
+    out += ["", "## Uses per week", "", "| week of | uses | by category |", "|---|---:|---|"]
+    for week, bucket in zip(data.week_starts, data.timeline, strict=True):
         parts = ", ".join(f"{name} {n}" for name, n in bucket.items() if n)
         out.append(f"| {week:%Y-%m-%d} | {sum(bucket.values())} | {_cell(parts or '-')} |")
     out += ["", "## Weight history", "", "| when | " + " | ".join(DIMENSIONS) + " | why |", "|---|" + "---:|" * 4 + "---|"]
     for label, weights, record in data.weight_points:
         why = "; ".join(f"{a.skill}: {a.rule} ({a.dimension} x{a.factor})" for a in record.adjustments) if record else "initial"
         out.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in weights.values()) + f" | {_cell(why)} |")
-    out += ["", "## Recent exploration reports", ""]
-    if not data.reports:
-        out.append("None yet.")
-    else:
-        out += ["| date | title | category / skill | " + " | ".join(d[:4] for d in DIMENSIONS) + " | predicted | verified | tokens |",
-                "|---|---|---|" + "---:|" * 5 + "---|---:|"]
-        for r in data.reports:
-            vector = " | ".join(f"{v:.1f}" for v in r.score_vector.values()) if r.score_vector else " | ".join("-" * 4)
-            predicted = f"{r.predicted:.2f}" if r.predicted is not None else "-"
-            when = f"{r.created:%Y-%m-%d}" if r.created else "-"
-            out.append(f"| {when} | {_cell(r.title)} | {_cell(r.category)} / {_cell(r.skill)} | {vector} | {predicted} | "
-                       f"{'yes' if r.verified else 'no'} | {r.tokens} |")
     return "\n".join(out) + "\n"

@@ -6,24 +6,22 @@
     if (!target) { tip.hidden = true; return; }
     tip.textContent = target.getAttribute("data-tip");
     tip.hidden = false;
-    tip.style.left = Math.min(event.clientX + 12, window.innerWidth - tip.offsetWidth - 8) + "px";
+    tip.style.left = Math.max(4, Math.min(event.clientX + 12, window.innerWidth - tip.offsetWidth - 8)) + "px";
     tip.style.top = (event.clientY + 14) + "px";
   });
 
-  var focused = null;
-  function focus(category) {
-    focused = focused === category ? null : category;
-    document.querySelectorAll("[data-category]").forEach(function (el) {
-      if (el.classList.contains("chip")) {
-        el.classList.toggle("on", el.getAttribute("data-category") === focused);
-      } else {
-        el.classList.toggle("dim", focused !== null && el.getAttribute("data-category") !== focused);
-      }
-    });
-  }
-  document.querySelectorAll(".chip, circle.category").forEach(function (el) {
-    el.addEventListener("click", function () { focus(el.getAttribute("data-category")); });
+  var files = JSON.parse(document.getElementById("files").textContent || "{}");
+  var viewer = document.getElementById("viewer");
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a.file") : null;
+    if (!link) { return; }
+    event.preventDefault();
+    var path = link.getAttribute("data-path");
+    document.getElementById("viewer-path").textContent = path;
+    document.getElementById("viewer-text").textContent = files[path] || "";
+    viewer.showModal();
   });
+  document.getElementById("viewer-close").addEventListener("click", function () { viewer.close(); });
 
   document.querySelectorAll("table.sortable").forEach(function (table) {
     table.querySelectorAll("th").forEach(function (th, column) {
