@@ -864,11 +864,12 @@ def skills_plan(
         return
     table = Table(title=f"plan: {len(result.selected)} of {len(result.candidates)} candidates, "
                         f"{result.categories_covered} categories", title_justify="left")
-    for column in ("", "title", "category", "breadth", "depth", "utility", "innov.", "score"):
+    for column in ("", "title", "category", "breadth", "depth", "utility", "innovation", "§6 score", "demand", "ranking"):
         table.add_column(column, justify="right" if column not in ("title", "category") else "left")
     for item in result.candidates:
         table.add_row("✔" if item in result.selected else "", item.title, item.category,
-                      *(f"{x:.1f}" for x in item.vector.values()), f"{item.score:.2f}")
+                      *(f"{x:.1f}" for x in item.vector.values()), f"{item.score:.2f}",
+                      f"{item.demand:.1f}" if item.demand is not None else "-", f"{item.rank_score:.2f}")
     console.print(table)
     if result.dropped:
         console.print(f"{len(result.dropped)} invalid items dropped (see plan.json)")

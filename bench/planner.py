@@ -1,4 +1,4 @@
-"""Exploration planner benchmark: planning time, category coverage, weight adaptation over 180 days.
+"""Exploration planner benchmark: planning time, category coverage, the planning rules side by side.
 
 1. Planning time excluding model calls, on synthetic trees of 10, 100 and 1,000 skills: parsing
    skilltree.json, the prompt summary, and scoring + selecting 12 candidates (also 100). Goal:
@@ -6,11 +6,18 @@
 2. Categories covered by the selected batch of 4, against a plain top-4-by-score baseline, over
    200 candidate sets per tree in which the model favours one category (60 % of candidates);
    also the total score the rule gives up for that diversity.
-3. The weights over 180 simulated days: every day a batch of 4 is planned and becomes skills; the
-   skills of 4 categories are used (about 9 tasks a month each), the others almost never; every
-   day `ga skills feedback`'s rule judges the skills whose 30 days are over.
+3. The rules `s6` and `demand` (planner.rule) side by side over seeds of 180 simulated days: every
+   day a batch of 4 is planned from 12 simulated candidates and becomes skills; the skills of 4
+   categories are used (about 9 tasks a month each), the others almost never, and one more
+   category becomes as popular at day 90; every day `ga skills feedback`'s rule (bounded under
+   `demand`) judges the skills whose 30 days are over. Printed per seed and against the goals:
+   share of each batch in the used categories (>= 65 %), uses per new skill in its first 30 days
+   (>= 1.5x s6), weights within [0.1, 0.5] on every day, share of batches for the newly popular
+   category in the 30 days after the change (>= 15 %), and every batch covering min(4, available)
+   categories.
 
-    python bench/planner.py            # ~1 minute on 2 cores
+    python bench/planner.py                         # ~1-2 minutes on 2 cores
+    python bench/planner.py --rules-only --seeds 8  # section 3 alone
 """
 from __future__ import annotations
 
@@ -62,10 +69,10 @@ def planning_time() -> None:
         text = tree.to_json()
         small = synthetic_candidates(tree, 12, seed=1)
         large = synthetic_candidates(tree, 100, seed=2)
-        parse_t, _ = timed(lambda: parse(text), 20)
-        summary_t, _ = timed(lambda: summary_for_prompt(tree, 3000, usage), 20)
-        plan_t, plan_max = timed(lambda: build_plan(tree, usage, *small, batch_size=4, now=NOW), 20)
-        plan100_t, _ = timed(lambda: build_plan(tree, usage, *large, batch_size=4, now=NOW), 20)
+        parse_t, _ = timed(lambda text=text: parse(text), 20)
+        summary_t, _ = timed(lambda tree=tree, usage=usage: summary_for_prompt(tree, 3000, usage), 20)
+        plan_t, plan_max = timed(lambda tree=tree, usage=usage, small=small: build_plan(tree, usage, *small, batch_size=4, now=NOW), 20)
+        plan100_t, _ = timed(lambda tree=tree, usage=usage, large=large: build_plan(tree, usage, *large, batch_size=4, now=NOW), 20)
         total = parse_t + summary_t + plan_t
         print(f"{size:>7} {len(tree.categories):>10} {parse_t * 1e3:>9.2f}ms {summary_t * 1e3:>7.2f}ms "
               f"{plan_t * 1e3:>8.2f}ms {plan100_t * 1e3:>9.2f}ms {total * 1e3:>9.2f}ms {GOAL_SECONDS / total:>10.0f}x under")
@@ -83,7 +90,7 @@ def coverage() -> None:
         rule, base, full_rule, full_base, kept = [], [], 0, 0, []
         for seed in range(200):
             cands, judged = synthetic_candidates(tree, 12, seed=1000 + seed)
-            scored = [score_task(c, j, stats, tree.weights) for c, j in zip(cands, judged)]
+            scored = [score_task(c, j, stats, tree.weights) for c, j in zip(cands, judged, strict=True)]
             chosen, plain = select_batch(scored, 4), top_k(scored, 4)
             rule.append(categories_covered(chosen))
             base.append(categories_covered(plain))
@@ -124,6 +131,7 @@ class Run:
     weights: list[Weights] = field(default_factory=list)       # after every day
     share_used: list[float] = field(default_factory=list)      # per batch: share in the then-used categories
     hot_share: list[float] = field(default_factory=list)       # per batch in the 30 days after HOT_DAY
+    hot_any: list[bool] = field(default_factory=list)          # the batch has at least one such task
     first_30: list[int] = field(default_factory=list)          # uses of each new skill in its first 30 days
     cats_ok: int = 0                                           # batches covering >= min(4, available)
     batches: int = 0
@@ -165,6 +173,7 @@ def simulate(rule: str, seed: int, days: int = 180) -> Run:
         run.share_used.append(sum(s.category in popular for s in plan.selected) / max(1, len(plan.selected)))
         if HOT_DAY <= day < HOT_DAY + 30:
             run.hot_share.append(sum(s.category == HOT_LATER for s in plan.selected) / max(1, len(plan.selected)))
+            run.hot_any.append(any(s.category == HOT_LATER for s in plan.selected))
         for n, item in enumerate(plan.selected):
             sid = f"d{day}-{n}"
             tree = tree.add(Skill(id=sid, name=item.title, category=item.category, created=today, sop=f"L3/{sid}.md",
@@ -213,6 +222,7 @@ def compare_rules(seeds: int, days: int = 180) -> None:
             "high": max(max(max(w.values()) for w in r.weights) for r in items),
             "hot": statistics.mean(statistics.mean(r.hot_share) for r in items),
             "hot_min": min(statistics.mean(r.hot_share) for r in items),
+            "hot_any": statistics.mean(statistics.mean(r.hot_any) for r in items),
             "cats": all(r.cats_ok == r.batches for r in items),
         }
         per_dim = {d: (min(getattr(w, d) for r in items for w in r.weights), max(getattr(w, d) for r in items for w in r.weights))
@@ -228,10 +238,12 @@ def compare_rules(seeds: int, days: int = 180) -> None:
          demand["per_skill"] / s6["per_skill"], ">= 1.5x s6", demand["per_skill"] >= 1.5 * s6["per_skill"]),
         ("lowest weight, any day, any seed", f"{s6['low']:.3f}", f"{demand['low']:.3f}", None, ">= 0.1", demand["low"] >= 0.1),
         ("highest weight, any day, any seed", f"{s6['high']:.3f}", f"{demand['high']:.3f}", None, "<= 0.5", demand["high"] <= 0.5),
-        (f"batch share for {HOT_LATER}, days {HOT_DAY}-{HOT_DAY + 30}", f"{s6['hot'] * 100:.1f}%", f"{demand['hot'] * 100:.1f}%",
+        (f"share of batch tasks in {HOT_LATER}, days {HOT_DAY}-{HOT_DAY + 30}", f"{s6['hot'] * 100:.1f}%", f"{demand['hot'] * 100:.1f}%",
          demand["hot"] / s6["hot"] if s6["hot"] else None, ">= 15 %", demand["hot"] >= 0.15),
         ("  same, worst seed", f"{s6['hot_min'] * 100:.1f}%", f"{demand['hot_min'] * 100:.1f}%", None, ">= 15 %",
          demand["hot_min"] >= 0.15),
+        (f"  batches with any {HOT_LATER} task, same days", f"{s6['hot_any'] * 100:.1f}%", f"{demand['hot_any'] * 100:.1f}%",
+         demand["hot_any"] / s6["hot_any"] if s6["hot_any"] else None, "(looser reading)", demand["hot_any"] >= 0.15),
         ("every batch covers min(4, available) categories", str(s6["cats"]), str(demand["cats"]), None, "always", demand["cats"]),
     ]
     for name, a, b, ratio, goal, met in rows:

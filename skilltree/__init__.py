@@ -6,10 +6,13 @@ usage.py       usage(tree, access_log, since, until): distinct tasks that read e
 summary.py     summary_for_prompt(tree, max_chars): the compact view the planner prompt carries
 vectors.py     the four dimensions, ScoreVector, Weights
 scoring.py     §6 breadth/depth/score (pure); selection.py the >= 4-category batch (pure)
+demand.py      the demand term of `planner.rule: demand` (DESIGN §6b; pure) blended into the ranking
 plan.py        build_plan (pure) and plan.json; planner.py the model calls (propose, judge)
-adapt.py       the 30-day rule (pure, clock passed in); commands.py what `ga skills` runs
+adapt.py       the 30-day rule (pure, clock passed in), bounded by a band under rule demand;
+               commands.py what `ga skills` runs
 reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
-report*.py     report.md / report.html (charts.py: inline SVG; templates/: page, CSS, JS)
+report*.py     report.md / report.html from report_data.gather (tree, access log, reports, runs'
+               plan.json/explore.json, embedded files); charts.py: inline SVG; templates/: page, CSS, JS
 synthetic.py   seeded synthetic trees and candidates for bench/planner.py and demos
 explore.py     one exploration cycle: plan, fan out, collect, consolidate (`ga explore --once`)
 verify.py      a task's report.md and the checks that make it verified (re-run of its scripts)

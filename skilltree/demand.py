@@ -78,7 +78,7 @@ def category_demand(tree: SkillTree, recent: Mapping[str, int], now: datetime, p
         bound = bounds[name] if bounds[name] is not None else params.untried_demand * best
         result[name] = CategoryDemand(name, uses[name], exposure[name],
                                       uses[name] / exposure[name] if bounds[name] is not None else None,
-                                      bound, 10.0 * bound / best)
+                                      bound, min(10.0, 10.0 * bound / best))
     return result
 
 

@@ -58,7 +58,7 @@ def _plan(data: ReportData) -> str:
     head = (f'<p class="small">run <code>{escape(data.plan_run)}</code> · {_date(plan.created)} · rule <b>{escape(plan.rule)}</b>'
             + (f" · ranking score = {1 - blend:.2f} × §6 score + {blend:.2f} × demand" if blend
                else " · ranking score = §6 score" + (" (no use in the demand window yet: demand is off)" if plan.rule == "demand" else ""))
-            + f" · weights " + ", ".join(f"{d} {getattr(w, d):.3f}" for d in DIMENSIONS)
+            + " · weights " + ", ".join(f"{d} {getattr(w, d):.3f}" for d in DIMENSIONS)
             + f" · {len(plan.selected)} of {len(plan.candidates)} selected, {plan.categories_covered} categories</p>")
     legend = ('<p class="keys">' + "".join(f'<span class="key"><span class="swatch" style="background:{c}"></span>{d} (weight × value)</span>'
                                            for d, c in charts.DIMENSION_COLORS.items())
