@@ -1,6 +1,7 @@
 """One exploration cycle: plan -> fan out -> collect reports -> consolidate (`ga explore --once`).
 
-1. Plan on the memory HEAD (skilltree.planner): K candidates proposed, judged, scored (§6), a batch
+1. Plan on the memory HEAD (skilltree.planner): K candidates proposed, judged, scored (§6; ranked
+   with the demand term under planner.rule: demand, skilltree.demand), a batch
    covering 4+ categories selected. Usage comes from the memory access statistics.
 2. Fan the batch out (orchestrator.fanout): one task per selected candidate, each in its own
    temporary workdir (the fan-out's tasks/<id>/workdir), told by prompts/explore_task.md to
