@@ -132,3 +132,50 @@ def test_planner_settings_are_validated():
     with pytest.raises(ValueError):
         PlannerSettings(blend=1.5)
     assert PlannerSettings().rule == "demand"
+
+
+def _ga(*args: str, **env: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **env}, timeout=120)
+
+
+def test_the_cli_plans_with_the_configured_rule(tmp_path, ga_home):
+    """`ga skills plan` reads planner.rule: demand (default) follows the access log, s6 does not."""
+    import json
+
+    import yaml
+
+    from memory_shared import MemoryStore
+    from memory_shared.stats import AccessLog
+    from skilltree.commit import commit_tree
+
+    store = MemoryStore(ga_home / "memory", create=True)
+    tree = tree_with({"web": [60, 60, 60], "mail": [60, 60], "art": [60], "docs": [60]})
+    commit_tree(store, lambda _: tree, message="skills", author="test")
+    log = AccessLog(ga_home / "memory")
+    for n in range(30):
+        log.record(f"L3/web/{n % 3}.md", f"t-{n}", NOW - timedelta(days=1 + n % 20))
+    tasks = [{"title": f"Task {n} {c}", "category": c, "target_skill": "new", "description": "try"}
+             for n, (c, _) in enumerate(SPEC)]
+    judged = [{"index": n, "utility": u, "innovation": u} for n, (_, u) in enumerate(SPEC, 1)]
+    script = tmp_path / "planner.yaml"
+    script.write_text(yaml.safe_dump({"tasks": [
+        {"match": "Propose exactly", "turns": [{"content": json.dumps(tasks)}]},
+        {"match": "You judge candidate", "turns": [{"content": json.dumps(judged)}]}]}))
+    plans = {}
+    for rule in ("demand", "s6"):
+        env = {"GA_PLANNER__RULE": rule} if rule == "s6" else {}
+        result = _ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(tmp_path / rule),
+                     "--candidates", "7", "--now", NOW.isoformat(), **env)
+        assert result.returncode == 0, result.stderr
+        plans[rule] = read_plan(tmp_path / rule / "plan.json")
+    assert plans["demand"].rule == "demand" and plans["demand"].demand["web"].uses == 30
+    assert plans["s6"].rule == "s6" and plans["s6"].demand == {}
+    assert "web" in {c.category for c in plans["demand"].selected} - {c.category for c in plans["s6"].selected}
+    bad = _ga("skills", "plan", "--model", f"scripted:{script}", GA_PLANNER__RULE="bandit")
+    assert bad.returncode == 2 and "planner" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
