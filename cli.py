@@ -493,7 +493,7 @@ def fake_llm(
 
 from rich.text import Text  # noqa: E402  (fan-out errors are printed as plain text, one line each)
 
-runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail.")
+runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
 app.add_typer(runs_app, name="runs")
 
 
@@ -701,6 +701,40 @@ def runs_report(
     except OSError as exc:
         fail(f"cannot write the report to {out or view.path}: {exc.strerror or exc}; choose another --out")
     console.print(f"report: {paths[0]}\n        {paths[1]}", highlight=False)
+
+
+@runs_app.command("tell")
+def runs_tell(
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    task_id: str = typer.Argument(..., help="The running task"),
+    message: str = typer.Argument(..., help="What the task should know: added to its next request"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """Tell a running task something it missed (recorded in its history and the run's ledger)."""
+    from orchestrator.steer import SteerError, tell
+
+    try:
+        tell(run_id, task_id, message, out)
+    except SteerError as exc:
+        fail(str(exc))
+    console.print(f"told {task_id}: its next request carries the note", highlight=False)
+
+
+@runs_app.command("stop")
+def runs_stop(
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    task_id: Optional[str] = typer.Argument(None, help="One running task (default: the whole run)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """Stop one running task (it ends `stopped`, its processes killed; `ga fanout --resume` runs it again), or the
+    whole run as Ctrl-C would."""
+    from orchestrator.steer import SteerError, stop
+
+    try:
+        stop(run_id, task_id, out)
+    except SteerError as exc:
+        fail(str(exc))
+    console.print(f"stopping {task_id or 'the run'}", highlight=False)
 
 
 @runs_app.command("tail")

@@ -10,5 +10,6 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 from orchestrator.fanout import FanoutError, Run, dry_run, fanout  # noqa: E402
 from orchestrator.spec import Plan, SpecError  # noqa: E402
+from orchestrator.steer import SteerError, stop, tell  # noqa: E402
 
-__all__ = ["FanoutError", "Plan", "Run", "SpecError", "dry_run", "fanout"]
+__all__ = ["FanoutError", "Plan", "Run", "SpecError", "SteerError", "dry_run", "fanout", "stop", "tell"]

@@ -22,6 +22,7 @@ CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the acto
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
 WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running tasks are alive
 LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
+STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
 
 
 @ray.remote(num_cpus=0)
@@ -70,6 +71,17 @@ class WorkerActor:
                 if why:
                     self.cancel(task_id, f"{LEASE_LOST}: {why}")
 
+    def tell(self, task_id: str, text: str) -> bool:
+        """Deliver a person's note into the task's next request; False when the task is not running here."""
+        with self._lock:
+            state = self.tasks.get(task_id)
+            worker = state["worker"] if state and not state["cancel"] else None
+            if worker is None:  # not here, not started yet, or being stopped
+                return False
+            state["steering"].append({"event": "told", "at": round(time.time(), 3), "text": text[:500]})
+        worker.tell(text)
+        return True
+
     def cancel(self, task_id: Optional[str] = None, reason: str = "cancelled") -> int:
         """Stop one task (or all): its Worker stops at the next step and its processes are killed."""
         with self._lock:
@@ -86,7 +98,7 @@ class WorkerActor:
         task_id = job["task_id"]
         lease = job.get("lease")
         with self._lock:
-            self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "progress": {
+            self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "steering": [], "progress": {
                 "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
                 "attempt": job["attempt"], "pid": os.getpid()}}
             if lease:  # the job just came from a live driver
@@ -153,6 +165,8 @@ class WorkerActor:
                 self.tainted = True
         if state["cancel"]:
             status = "timeout" if timed_out else "lease_lost" if state["cancel"].startswith(LEASE_LOST) else "cancelled"
+            if state["cancel"].startswith(STOPPED):
+                status = "stopped"
             record = _record(job, "failed", started, reason=state["cancel"], usage=worker.usage.to_dict())
             record["stop"] = status
         elif "error" in outcome:
@@ -167,6 +181,8 @@ class WorkerActor:
                 record["check"] = result.check
                 if not result.check["passed"]:
                     record["error"] = "check"  # the scheduler retries it like a lost worker
+        if state["steering"]:
+            record["steering"] = state["steering"]
         if getattr(model, "switches", None):
             record.update(failovers=model.switches, usage_by_model=model.usage_by_model())
         if getattr(model, "circuit_open", False):

@@ -188,6 +188,12 @@ class PoolManager:
                 self.leased[uid] = {"handle": handle, "lessee": lessee, "run": run_id, "expires": expires}
             return out
 
+    def leased_actor(self, uid: str) -> Any:
+        """The handle of a leased actor (steering a running task reaches it through here), or None."""
+        with self._lock:
+            lease = self.leased.get(uid)
+            return lease["handle"] if lease else None
+
     def _emptiest(self, nodes: list[str]) -> Optional[str]:
         load = {node: sum(1 for n in self.node_of.values() if n == node) for node in nodes}
         return min(nodes, key=lambda node: load[node]) if nodes else None

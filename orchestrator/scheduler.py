@@ -195,10 +195,15 @@ class Scheduler:
         slot.busy = None
         for switch in record.get("failovers") or []:  # the task's model failed over to a fallback
             self.run.ledger("failover", task.id, attempt=item.attempt, **switch)
+        for event in record.get("steering") or []:  # notes a person (or the parent agent) sent the task
+            self.run.ledger(event["event"], task.id, attempt=item.attempt, **{k: v for k, v in event.items() if k != "event"})
         if record.get("actor", {}).get("tainted") or item.member.retiring:
             self.pool.retire(item.member)
         stop = record.get("stop")
-        if stop == "cancelled":
+        if stop == "stopped":
+            self._add_spent(record)
+            self._unfinished(task, "stopped", record.get("reason", ""))
+        elif stop == "cancelled":
             self._add_spent(record)
             self._unfinished(task, "interrupted", record.get("reason", ""))
         elif stop == "paused":

@@ -54,10 +54,17 @@ class Worker:
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
         self.usage = Usage()
         self._cancelled = threading.Event()
+        self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
+        self._notes_lock = threading.Lock()
         self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self.check = TaskCheck.model_validate(check) if check else None
+
+    def tell(self, text: str) -> None:
+        """A note from the person, added to the next request (safe from any thread)."""
+        with self._notes_lock:
+            self._notes.append(text)
 
     def cancel(self) -> None:
         """Stop at the next step and kill running code_run process groups (safe from any thread)."""
@@ -91,6 +98,7 @@ class Worker:
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled")
+            messages = self._with_notes(messages)
             request = context.maintain(messages, turn, cfg, anchor)
             try:
                 request, reply, cfg = self._ask(messages, request, schemas, turn, cfg, anchor)
@@ -185,6 +193,18 @@ class Worker:
         if ok:
             return "succeeded", ""
         return "unverified", f"last {name} failed: {_failure_line(output)}"
+    def _with_notes(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Notes told since the last request, put at the head of the newest user message, before its anchor
+        (that message is not sent yet, so the cached prefix stays whole)."""
+        with self._notes_lock:
+            notes, self._notes = self._notes, []
+        if not notes:
+            return messages
+        text = "\n\n".join(f"<note from the person>\n{note}\n</note>" for note in notes)
+        last = messages[-1]
+        if last.get("role") == "user" and isinstance(last.get("content"), str):
+            return messages[:-1] + [{**last, "content": f"{text}\n\n{last['content']}"}]
+        return messages + [{"role": "user", "content": text}]
 
     @telemetry.traced_tool_call
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:

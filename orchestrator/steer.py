@@ -1,0 +1,104 @@
+"""Steering a running fan-out: tell a task something it missed, or stop it (resumable), without stopping the
+run. `ga runs tell/stop` and a parent agent's code_run (`from orchestrator import tell, stop`, passing the run's
+directory, e.g. `run.run_dir` of a nested fan-out) use these.
+
+Delivery goes through Ray, so it works on a cluster: the run's ledger names its cluster and the actor
+running the task; the pool manager (a named actor) hands out that actor's handle. The actor records each
+steering event with the task, and the driver writes it to the ledger when the task's result comes back.
+Stopping a whole run interrupts its driver as Ctrl-C does (same machine).
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, Optional
+
+from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.runview import _driver_holds
+
+
+ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
+                "stopped", "interrupted"}
+
+
+class SteerError(ValueError):
+    """The run or task cannot be steered now; str() is one line saying why."""
+
+
+def tell(run: str, task_id: str, message: str, runs_dir: Optional[Path] = None) -> None:
+    """Deliver `message` into the running task's next request (recorded in its history and the ledger)."""
+    if not message.strip():
+        raise SteerError("the message is empty; say what the task should know")
+    handle = _actor_of(run, task_id, runs_dir)
+    import ray
+
+    if not ray.get(handle.tell.remote(task_id, message)):
+        raise SteerError(f"task '{task_id}' is stopping or finished: the message was not delivered; "
+                         f"see `ga runs show {run} {task_id}`")
+
+
+def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = None) -> None:
+    """Stop one running task (it ends `stopped`, its processes killed, and `--resume` runs it again), or, with
+    no task, the whole run (as Ctrl-C would)."""
+    if task_id is not None:
+        import ray
+
+        from orchestrator.actor import STOPPED
+
+        handle = _actor_of(run, task_id, runs_dir)
+        if not ray.get(handle.cancel.remote(task_id, f"{STOPPED}: `ga runs stop`")):
+            raise SteerError(f"task '{task_id}' finished before it could be stopped")
+        return
+    path = _run_dir(run, runs_dir).path
+    pid = (path / ".lock").read_text().strip() if (path / ".lock").is_file() else ""
+    if not _driver_holds(path) or not pid.isdigit():
+        raise SteerError(f"run {path.name} is not running; nothing to stop")
+    try:
+        os.kill(int(pid), signal.SIGINT)
+    except ProcessLookupError:
+        raise SteerError(f"run {path.name}: its driver (pid {pid}) runs on another machine; stop it there") from None
+
+
+def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
+    """The run by id (under runs_dir, default fanout.runs_dir) or by its directory's path."""
+    from configs import load_settings
+
+    try:
+        return RunDir.existing(Path(runs_dir or load_settings().fanout.runs_dir), run)
+    except FileNotFoundError as exc:
+        raise SteerError(str(exc)) from None
+
+
+def _actor_of(run: str, task_id: str, runs_dir: Optional[Path]) -> Any:
+    """The handle of the actor running `task_id` now, through the run's cluster and the pool manager."""
+    run_dir = _run_dir(run, runs_dir)
+    records = list(read_jsonl(run_dir.path / "ledger.jsonl"))
+    address = next((r.get("address") for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), None)
+    if not _driver_holds(run_dir.path):
+        raise SteerError(f"run {run_dir.run_id} is not running; `ga fanout --resume {run_dir.run_id}` continues it")
+    uid = None
+    for record in records:
+        if record.get("task_id") != task_id:
+            continue
+        if record["event"] in ("started", "running"):
+            uid = record.get("actor") or uid
+        elif record["event"] in ATTEMPT_ENDS:
+            uid = None
+    if uid is None:
+        known = {r.get("task_id") for r in records if r.get("task_id")}
+        what = "is not running now" if task_id in known else "is not a task of this run"
+        raise SteerError(f"task '{task_id}' {what}; see `ga runs show {run_dir.run_id}`")
+    import ray
+
+    from orchestrator.pool import MANAGER_NAME, NAMESPACE, ClusterError, code_version, connect
+
+    try:
+        connect(address)
+        manager = ray.get_actor(f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE)
+        handle = ray.get(manager.leased_actor.remote(uid))
+    except (ClusterError, ValueError) as exc:
+        raise SteerError(f"cannot reach the run's cluster at {address}: {exc}") from None
+    if handle is None:
+        raise SteerError(f"task '{task_id}': its worker ({uid}) is gone; the run will retry or record it")
+    return handle
