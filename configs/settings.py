@@ -94,6 +94,7 @@ class FanoutSettings(Section):
 class WebSettings(Section):
     chromium: Optional[Path] = None
     headless: bool = True
+    cdp_url: Optional[str] = None  # http://127.0.0.1:9222: use the person's own browser (see README for the risks)
 
 
 class ExploreSettings(Section):

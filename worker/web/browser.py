@@ -167,6 +167,27 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
+class ExternalBrowser:
+    """The person's own browser, started with --remote-debugging-port (web.cdp_url): joined, never launched,
+    relaunched or stopped; the same interface as NodeBrowser."""
+
+    def __init__(self, url: str):
+        self.root = Path(url)  # a key for the connection cache, never a directory
+        self.info = BrowserInfo(pid=0, ws=url, launch_id=f"external:{url}", profile="", binary="")
+
+    def acquire(self) -> tuple[BrowserInfo, Path]:
+        return self.info, self.root
+
+    def ensure(self) -> BrowserInfo:
+        return self.info
+
+    def current(self) -> Optional[BrowserInfo]:
+        return self.info
+
+    def release(self, lease: Path) -> bool:
+        return False
+
+
 def is_alive(info: BrowserInfo) -> bool:
     """The browser process is running, and it is ours (its command line names our profile)."""
     if not pid_alive(info.pid):

@@ -18,7 +18,7 @@ import structlog
 from playwright.async_api import Browser, BrowserContext, Dialog, Error as PlaywrightError, Page, Playwright, async_playwright
 
 from worker.web import loop
-from worker.web.browser import BrowserInfo, NodeBrowser
+from worker.web.browser import BrowserInfo, ExternalBrowser, NodeBrowser
 from worker.web.chromium import find_chromium
 
 log = structlog.get_logger("worker.web")
@@ -75,9 +75,14 @@ class WebSession:
     """One worker's view of the browser: an isolated context, numbered tabs, one of them active."""
 
     def __init__(self, settings: Any):
-        binary = find_chromium(settings.web.chromium)  # ChromiumMissing: the tools answer with its message
-        self.node = NodeBrowser(Path(settings.home_dir) / "browser", binary, settings.web.headless)
-        self.key = str(self.node.root.resolve())
+        self.external = bool(settings.web.cdp_url)
+        if self.external:  # the person's browser: its default context (their logins), this worker's own tabs
+            self.node: Any = ExternalBrowser(settings.web.cdp_url)
+            self.key = settings.web.cdp_url
+        else:
+            binary = find_chromium(settings.web.chromium)  # ChromiumMissing: the tools answer with its message
+            self.node = NodeBrowser(Path(settings.home_dir) / "browser", binary, settings.web.headless)
+            self.key = str(self.node.root.resolve())
         self.script_timeout = float(settings.worker.code_timeout)
         self.info, self.lease = self.node.acquire()
         self.context: Optional[BrowserContext] = None
@@ -131,15 +136,22 @@ class WebSession:
         self.tabs.clear()
         self.active = ""
         self._next_tab = 1
-        self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
         self.context_serial = (id(conn), conn.serial)
-        self.context.on("page", self._register)
+        if self.external:  # share the person's context (logged-in sites work); only our tabs and their popups
+            self.context = browser.contexts[0] if browser.contexts else await browser.new_context()
+        else:
+            self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
+            self.context.on("page", self._register)
         self._register(await self.context.new_page())
         return TABS_LOST if lost else ""
 
     async def _detach(self) -> None:
         if self.context is not None:
-            await quietly(self.context.close())
+            if self.external:  # close what this worker opened; the person's tabs and browser stay
+                for page in list(self.tabs.values()):
+                    await quietly(page.close())
+            else:
+                await quietly(self.context.close())
             self.context = None
         conn = _connections.get(self.key)
         if conn:
@@ -157,6 +169,8 @@ class WebSession:
         self.tabs[tab_id] = page
         if not self.active:
             self.active = tab_id
+        if self.external:  # in a shared context, a popup of our tab is ours; the person's new tabs are not
+            page.on("popup", self._register)
         page.on("dialog", lambda dialog: self._on_dialog(tab_id, dialog))
         page.on("pageerror", lambda error: self.errors.append((time.monotonic(), tab_id, _error_text(error))))
         page.on("close", lambda _: self._forget(tab_id))

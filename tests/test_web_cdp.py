@@ -1,0 +1,98 @@
+"""web.cdp_url: the web tools in the person's own Chromium (started with --remote-debugging-port): the
+worker sees the person's logins, works in its own tabs, and leaves the person's tabs and browser alone."""
+from __future__ import annotations
+
+import asyncio
+import http.server
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from configs import load_settings
+from worker.tools.base import ToolContext
+from worker.web.chromium import CLOSED_NETWORK_FLAGS, find_chromium
+from web_fixtures.server import goto, js, scan
+
+
+class _Site(http.server.BaseHTTPRequestHandler):
+    """/login sets a session cookie (as a person's log-in would); /whoami shows who the cookie says."""
+
+    def do_GET(self) -> None:
+        cookie = self.headers.get("Cookie", "")
+        body = f"<title>{self.path}</title><p id=who>{cookie or 'nobody'}</p>".encode()
+        self.send_response(200)
+        if self.path == "/login":
+            self.send_header("Set-Cookie", "session=alice; Path=/")
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def site() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture()
+def persons_browser(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A Chromium the person started with a remote-debugging port, with their own profile."""
+    profile = tmp_path / "profile"
+    proc = subprocess.Popen([str(find_chromium(None)), "--headless", *CLOSED_NETWORK_FLAGS, f"--user-data-dir={profile}",
+                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while not (port_file.is_file() and port_file.read_text().strip()):
+        assert time.monotonic() < deadline and proc.poll() is None, "chromium gave no DevTools port"
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port_file.read_text().split()[0]}", proc
+    proc.kill()
+    proc.wait()
+
+
+async def _persons_tabs(cdp_url: str, site: str, login: bool) -> list[str]:
+    """What the person does and sees in their browser (a separate CDP client): log in, list tab URLs."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.connect_over_cdp(cdp_url)
+        context = browser.contexts[0]
+        if login:
+            page = await context.new_page()
+            await page.goto(f"{site}/login")
+        urls = [page.url for page in context.pages]
+        await browser.close()  # disconnects; the browser stays
+        return urls
+
+
+def test_a_worker_in_the_persons_browser_uses_their_login_and_only_its_own_tabs(tmp_path: Path, site: str,
+                                                                                 persons_browser) -> None:
+    cdp_url, proc = persons_browser
+    asyncio.run(_persons_tabs(cdp_url, site, login=True))
+    settings = load_settings({"home": str(tmp_path / "home"), "web.cdp_url": cdp_url},
+                             user_file=tmp_path / "n", project_file=tmp_path / "n")
+    (tmp_path / "work").mkdir()
+    ctx = ToolContext("task-w", tmp_path / "work", settings, None, extra={"cleanup": []})
+    goto(ctx, f"{site}/whoami")
+    seen = js(ctx, "document.getElementById('who').textContent")
+    assert seen.ok and "session=alice" in seen.output  # the person's logged-in session
+    tabs = scan(ctx, tabs_only=True)
+    assert "/whoami" in tabs.output and "/login" not in tabs.output  # the person's tab is not the worker's
+    for cleanup in ctx.extra["cleanup"]:
+        cleanup()
+    after = asyncio.run(_persons_tabs(cdp_url, site, login=False))
+    assert any(url.endswith("/login") for url in after)  # the person's tab is still there
+    assert not any(url.endswith("/whoami") for url in after)  # the worker closed its own
+    assert proc.poll() is None  # and the browser still runs
+    assert not (tmp_path / "home" / "browser").exists()  # no browser of ours was launched
