@@ -9,10 +9,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.yamlsource import YamlError, YamlLimits, configure, line_of, load_text, load_yaml
 
 DEFAULT_FILE = Path(__file__).with_name("default.yaml")
 USER_FILE = Path("~/.config/ga/config.yaml")
@@ -25,23 +24,23 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class MemorySettings(Section):
     root: Optional[Path] = None
-    l1_max_lines: int = 30
-    l1_max_chars: int = 2000
-    archive_keep_months: int = 12
+    l1_max_lines: int = Field(30, ge=1)
+    l1_max_chars: int = Field(2000, ge=1)
+    archive_keep_months: int = Field(12, ge=0)
 
 
 class WorkerSettings(Section):
     model: Optional[str] = None
-    max_turns: int = 40
-    max_tokens: Optional[int] = None
-    max_cost: Optional[float] = None
-    code_timeout: int = 60
-    code_timeout_max: int = 600
+    max_turns: int = Field(40, ge=1)
+    max_tokens: Optional[int] = Field(None, ge=1)
+    max_cost: Optional[float] = Field(None, gt=0)
+    code_timeout: int = Field(60, ge=1)
+    code_timeout_max: int = Field(600, ge=1)
     allow_read: list[Path] = []
     allow_write: list[Path] = []
 
@@ -56,8 +55,8 @@ class OutputCaps(Section):
 
 
 class ContextSettings(Section):
-    context_tokens: int = 24000
-    chars_per_token: int = 3
+    context_tokens: int = Field(24000, ge=1)
+    chars_per_token: int = Field(3, ge=1)
     policy: Literal["watermark", "periodic"] = "watermark"
     low_water: float = Field(0.25, gt=0, lt=1)
     compress_every: int = 5
@@ -76,17 +75,17 @@ class ContextSettings(Section):
 
 class FanoutSettings(Section):
     address: Optional[str] = None
-    concurrency: int = 4
-    retries: int = 2
+    concurrency: int = Field(4, ge=1)
+    retries: int = Field(2, ge=0)
     runs_dir: Path = Path("./runs")
-    max_depth: int = 2
-    timeout: Optional[float] = None
-    rpm: Optional[int] = None
-    tpm: Optional[int] = None
-    circuit_after: int = 10
-    circuit_cooldown: float = 60.0
-    pool_idle_seconds: float = 600.0
-    num_cpus: Optional[int] = None
+    max_depth: int = Field(2, ge=0)
+    timeout: Optional[float] = Field(None, gt=0)
+    rpm: Optional[int] = Field(None, ge=1)
+    tpm: Optional[int] = Field(None, ge=1)
+    circuit_after: int = Field(10, ge=1)
+    circuit_cooldown: float = Field(60.0, ge=0)
+    pool_idle_seconds: float = Field(600.0, gt=0)
+    num_cpus: Optional[int] = Field(None, ge=1)
     memory_service: Optional[bool] = None
     slots_per_actor: int = Field(4, ge=1)
 
@@ -100,8 +99,8 @@ class WebSettings(Section):
 class ExploreSettings(Section):
     idle_window: str = "30m"
     idle_trigger: Optional[Path] = None
-    max_cycles_per_day: int = 4
-    max_spend_per_day: float = 1.0
+    max_cycles_per_day: int = Field(4, ge=0)
+    max_spend_per_day: float = Field(1.0, ge=0)
     candidates: int = Field(12, ge=1, le=100)
     batch_size: int = Field(4, ge=1, le=50)
     verify_timeout: float = Field(60.0, gt=0)
@@ -132,6 +131,14 @@ class TelemetrySettings(Section):
     service_name: str = "ga"
 
 
+class YamlSettings(Section):
+    """Bounds on every YAML file ga reads (settings files themselves are read with the shipped ones)."""
+
+    max_bytes: int = Field(YamlLimits.max_bytes, ge=1)
+    max_depth: int = Field(YamlLimits.max_depth, ge=2)
+    max_alias_nodes: int = Field(YamlLimits.max_alias_nodes, ge=0)
+
+
 class Settings(Section):
     home: Path = Path("~/.ga")
     memory: MemorySettings = MemorySettings()
@@ -143,6 +150,7 @@ class Settings(Section):
     planner: PlannerSettings = PlannerSettings()
     log: LogSettings = LogSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    yaml: YamlSettings = YamlSettings()
 
     @property
     def home_dir(self) -> Path:
@@ -172,7 +180,9 @@ def load_settings(
     _merge(merged, _env_layer(environ))
     _validate(merged, "environment", {})
     _merge(merged, _nest({k: v for k, v in (overrides or {}).items() if v is not None}))
-    return _validate(merged, "command-line flags", {})
+    settings = _validate(merged, "command-line flags", {})
+    configure(YamlLimits(**settings.yaml.model_dump()))
+    return settings
 
 
 def _read_layer(path: Path) -> tuple[dict, dict]:
@@ -196,8 +206,17 @@ def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
             keys = tuple(part.lower() for part in name[3:].split("__"))
         else:
             continue
-        _merge(layer, _nest({".".join(keys): yaml.safe_load(raw) if raw else None}))
+        _merge(layer, _nest({".".join(keys): _env_value(name, raw)}))
     return layer
+
+
+def _env_value(name: str, raw: str) -> Any:
+    if not raw:
+        return None
+    try:
+        return load_text(raw, f"environment variable {name}")[0]
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

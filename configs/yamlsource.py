@@ -1,43 +1,228 @@
-"""Read YAML and remember where every key stands, so errors can say file:line."""
+"""The one YAML loader: every YAML file ga reads goes through `load_yaml`.
+
+It remembers where every key stands (errors say file:line) and refuses hostile files before they
+cost anything: a file over `max_bytes`, bytes that are not UTF-8, nesting deeper than `max_depth`,
+aliases that would expand to more than `max_alias_nodes` extra nodes (a "billion laughs" bomb),
+and a key given twice in one mapping. Every problem is a YamlError whose str() is one line.
+
+The node tree is composed here from the parser's events, without recursion, so a deep file is
+counted before anything recursive (PyYAML's composer, pydantic) sees it.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser is ~10x faster
 
 
 class YamlError(ValueError):
-    """A YAML file that cannot be parsed; str() is one line with file:line."""
+    """A YAML file that cannot be read; str() is one line with file:line and the fix."""
 
 
-def load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
+@dataclass(frozen=True)
+class YamlLimits:
+    max_bytes: int = 20_000_000
+    max_depth: int = 100
+    max_alias_nodes: int = 100_000
+
+
+_limits = YamlLimits()
+
+
+def configure(limits: YamlLimits) -> None:
+    """Set the limits for every later read (settings call this once they are loaded)."""
+    global _limits
+    _limits = limits
+
+
+def current_limits() -> YamlLimits:
+    return _limits
+
+
+def load_yaml(path: Path, limits: Optional[YamlLimits] = None) -> tuple[Any, dict[tuple, int]]:
     """Return the parsed document and a map from key paths (tuples) to 1-based lines."""
-    text = Path(path).read_text(encoding="utf-8")
+    path = Path(path)
+    limits = limits or _limits
+    with path.open("rb") as handle:
+        raw = handle.read(limits.max_bytes + 1)
+    if len(raw) > limits.max_bytes:
+        raise YamlError(f"{path}: larger than {limits.max_bytes:,} bytes (yaml.max_bytes); split the file or raise "
+                        "yaml.max_bytes in ga.yaml")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise YamlError(f"{where}: YAML syntax error: {problem}; fix the syntax at that line") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save the file "
+                        "as UTF-8") from None
+    return load_text(text, str(path), limits)
+
+
+def load_text(text: str, where: str, limits: Optional[YamlLimits] = None) -> tuple[Any, dict[tuple, int]]:
+    """Parse YAML text (`where` names it in errors) under the same limits as a file."""
+    limits = limits or _limits
+    try:
+        node = _Composer(where, limits).compose(text)
+        data = _construct(node) if node is not None else None
+    except YamlError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"{where}:{mark.line + 1}" if mark else where
+        problem = exc.problem or exc.context or str(exc).splitlines()[0]
+        raise YamlError(f"{at}: YAML syntax error: {_one_line(problem)}; fix the syntax at that line") from None
+    except yaml.YAMLError as exc:  # ReaderError: a character YAML does not allow (NUL, other controls)
+        character = getattr(exc, "character", None)
+        code = ord(character) if isinstance(character, str) else character
+        what = f"character U+{code:04X} at offset {getattr(exc, 'position', '?')}" if character is not None else \
+            _one_line(str(exc))
+        raise YamlError(f"{where}: YAML cannot contain {what}; remove it") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date like 2024-13-45
+        raise YamlError(f"{where}: a value cannot be read ({_one_line(str(exc))}); quote it to keep it as text") from None
     lines: dict[tuple, int] = {}
     if node is not None:
-        _walk(node, (), lines)
+        _walk(node, lines)
     return data, lines
 
 
-def _walk(node: yaml.Node, prefix: tuple, lines: dict[tuple, int]) -> None:
-    lines.setdefault(prefix, node.start_mark.line + 1)
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:200]
+
+
+class _Composer:
+    """Nodes from parser events, iteratively, counting depth, alias expansion and duplicate keys."""
+
+    def __init__(self, where: str, limits: YamlLimits):
+        self.where, self.limits = where, limits
+        self.resolver = Resolver()
+        self.anchors: dict[str, yaml.Node] = {}
+        self.sizes: dict[int, int] = {}  # id(node) -> nodes it expands to
+        self.alias_nodes = 0
+
+    def compose(self, text: str) -> Optional[yaml.Node]:
+        events = yaml.parse(text, Loader=_Loader)
+        root: Optional[yaml.Node] = None
+        documents = 0
+        stack: list[list] = []  # [node, pending key or None, {key: line}]
+        for event in events:
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise YamlError(f"{self.where}:{event.start_mark.line + 1}: more than one YAML document; keep "
+                                    "one document per file (remove the '---')")
+                self.anchors = {}
+                continue
+            if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
+                continue
+            if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                done = stack.pop()[0]
+                self.sizes[id(done)] = 1 + sum(self._size(child) for child in _children(done))
+                continue
+            elif isinstance(event, yaml.AliasEvent):
+                node = self.alias(event)
+            elif isinstance(event, yaml.ScalarEvent):
+                tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(
+                    yaml.ScalarNode, event.value, event.implicit)
+                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+                self.anchor(event, node)
+            else:  # a collection starts
+                if len(stack) >= self.limits.max_depth:
+                    raise YamlError(f"{self.where}:{event.start_mark.line + 1}: nested deeper than "
+                                    f"{self.limits.max_depth} levels (yaml.max_depth); flatten the structure")
+                if isinstance(event, yaml.SequenceStartEvent):
+                    tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(
+                        yaml.SequenceNode, None, event.implicit)
+                    node = yaml.SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                else:
+                    tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(
+                        yaml.MappingNode, None, event.implicit)
+                    node = yaml.MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                self.anchor(event, node)
+                if stack:
+                    self.attach(stack, node)
+                else:
+                    root = node
+                stack.append([node, None, {}])
+                continue
+            if stack:
+                self.attach(stack, node)
+            else:
+                root = node
+        return root
+
+    def anchor(self, event: Any, node: yaml.Node) -> None:
+        if event.anchor is not None:
+            self.anchors[event.anchor] = node
+
+    def alias(self, event: yaml.AliasEvent) -> yaml.Node:
+        node = self.anchors.get(event.anchor)
+        line = event.start_mark.line + 1
+        if node is None:
+            raise YamlError(f"{self.where}:{line}: alias *{event.anchor} names no anchor defined above it; define "
+                            f"&{event.anchor} first")
+        if id(node) not in self.sizes and not isinstance(node, yaml.ScalarNode):
+            raise YamlError(f"{self.where}:{line}: alias *{event.anchor} refers to a node that contains it; "
+                            "remove the recursion")
+        self.alias_nodes += self._size(node)
+        if self.alias_nodes > self.limits.max_alias_nodes:
+            raise YamlError(f"{self.where}:{line}: aliases expand to more than {self.limits.max_alias_nodes:,} nodes "
+                            "(yaml.max_alias_nodes); write the values out or use fewer aliases")
+        return node
+
+    def _size(self, node: yaml.Node) -> int:
+        return self.sizes.get(id(node), 1)
+
+    def attach(self, stack: list[list], node: yaml.Node) -> None:
+        frame = stack[-1]
+        parent = frame[0]
+        if isinstance(parent, yaml.SequenceNode):
+            parent.value.append(node)
+        elif frame[1] is None:
+            frame[1] = node
+        else:
+            key = frame[1]
+            frame[1] = None
+            parent.value.append((key, node))
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                seen = frame[2]
+                ident = (key.tag, key.value)
+                line = key.start_mark.line + 1
+                if ident in seen:
+                    raise YamlError(f"{self.where}:{line}: duplicate key '{_one_line(key.value)[:60]}' (first at line "
+                                    f"{seen[ident]}); remove one of them (a second key would silently replace the first)")
+                seen[ident] = line
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = prefix + (key_node.value,)
-            lines[key] = key_node.start_mark.line + 1
-            _walk(value_node, key, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, prefix + (index,), lines)
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _construct(node: yaml.Node) -> Any:
+    return SafeConstructor().construct_document(node)
+
+
+def _walk(root: yaml.Node, lines: dict[tuple, int]) -> None:
+    """Key paths to lines; iterative (depth is already bounded, aliases already counted)."""
+    todo: list[tuple[yaml.Node, tuple]] = [(root, ())]
+    while todo:
+        node, prefix = todo.pop()
+        lines.setdefault(prefix, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = prefix + (key_node.value if isinstance(key_node, yaml.ScalarNode) else "?",)
+                lines[key] = key_node.start_mark.line + 1
+                todo.append((value_node, key))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                todo.append((item, prefix + (index,)))
 
 
 def line_of(lines: dict[tuple, int], loc: tuple) -> int | None:
