@@ -7,12 +7,32 @@ from pathlib import Path
 from typing import Any, NoReturn, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 
 from configs import ConfigError, Settings, load_settings
 from configs.logs import setup_logging
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run GenericAgent-style LLM workers in parallel.")
+
+class _UserErrors(typer.core.TyperGroup):
+    """The one place a user-caused error (configs/usererrors.py) becomes `error:` lines and exit 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        import os
+
+        from configs.usererrors import describe_user_error
+
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            text = None if os.environ.get("GA_TRACEBACK") else describe_user_error(exc)
+            if text is None:
+                raise
+            _fail_lines(text)
+
+
+app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
+                  help="Run GenericAgent-style LLM workers in parallel.")
 memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, diff, verify, gc, archive.")
 app.add_typer(memory_app, name="memory")
 console = Console()
@@ -518,6 +538,7 @@ def fanout(
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
     as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of each endpoint"),
 ) -> None:
     """Run every task of FILE on a pool of workers (Ray), then its reduce step."""
     from orchestrator import FanoutError
@@ -536,7 +557,8 @@ def fanout(
 
         with user_job(current.home_dir, "fanout"):  # `ga explore --when-idle` never starts while this runs
             result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
-                                out=out, settings=current, display="quiet" if as_json else None)
+                                out=out, settings=current, display="quiet" if as_json else None,
+                                preflight=not no_preflight)
     except FanoutError as exc:
         _fail_lines(str(exc))
     except KeyboardInterrupt:

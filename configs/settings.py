@@ -11,7 +11,14 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from configs.yamlsource import YamlError, YamlLimits, configure, line_of, load_text, load_yaml
+from configs.yamlsource import (
+    YamlError,
+    YamlLimits,
+    configure,
+    line_of,
+    load_text,
+    load_yaml,
+)
 
 DEFAULT_FILE = Path(__file__).with_name("default.yaml")
 USER_FILE = Path("~/.config/ga/config.yaml")

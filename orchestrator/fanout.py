@@ -63,11 +63,12 @@ class Run:
 
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
-           display: Optional[str] = None, **top: Any) -> Run:
+           display: Optional[str] = None, preflight: bool = True, **top: Any) -> Run:
     """Run every task of `spec` on the Ray pool, then the reduce step; see the module doc.
 
     `top` sets top-level spec keys when `spec` is a list of prompts (reduce=..., defaults=..., budget=...).
     display: "live", "log" or "quiet" (default: quiet when nested, else live on a terminal, log otherwise).
+    preflight: False skips the endpoint probe (the local checks always run; orchestrator/preflight.py).
     """
     settings = settings or load_settings()
     nest = Nesting.from_env()
@@ -78,18 +79,34 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
                           "of the work in the current task (or raise max_depth in the top-level tasks file)")
     runs_dir = Path(out) if out else (nest.runs_dir() or Path(settings.fanout.runs_dir))
     models = resolve_models(plan, settings)
+    check_prompts(plan, settings, models)
     from orchestrator.driver import Driver
     from orchestrator.pool import ClusterError, connect
+    from orchestrator.preflight import PreflightError
+    from orchestrator.preflight import preflight as check_before_start
 
+    try:
+        check_before_start(settings, models, runs_dir, probe_endpoints=preflight, check_memory=not nest.depth)
+    except PreflightError as exc:
+        raise FanoutError(str(exc)) from None
     try:
         cluster = connect(address or nest.address or settings.fanout.address, settings.fanout.num_cpus)
     except ClusterError as exc:
         raise FanoutError(str(exc)) from None
     run, todo, spent = open_run(plan, runs_dir, resume, retry_failed)
-    driver = Driver(plan, run, settings, models, nest, max_depth, cluster,
-                    workers=workers or plan.concurrency or settings.fanout.concurrency,
-                    display=display or ("quiet" if nest.depth else None))
-    return driver.execute(todo, spent, resumed=resume is not None)
+    try:
+        driver = Driver(plan, run, settings, models, nest, max_depth, cluster,
+                        workers=workers or plan.concurrency or settings.fanout.concurrency,
+                        display=display or ("quiet" if nest.depth else None))
+    except BaseException:
+        if not resume:
+            discard_run(run)  # nothing ran: no empty run directory is left behind
+        raise
+    try:
+        return driver.execute(todo, spent, resumed=resume is not None)
+    except OSError:
+        sweep_temp_files(run.path)  # a full disk mid-write: no half-written temp file stays (results.jsonl holds the truth)
+        raise
 
 
 def build_plan(spec: SpecInput, **top: Any) -> Plan:
@@ -124,9 +141,42 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
             LLMClient(config)  # fails now, not in every worker, when the key is missing
         except ModelConfigError as exc:
             raise FanoutError(str(exc)) from None
+        except Exception as exc:  # httpx.InvalidURL and friends: a base_url that is not a URL
+            if not (isinstance(exc, ValueError) or type(exc).__name__ == "InvalidURL"):
+                raise
+            raise FanoutError(f"model {name or '(default)'}: its URL cannot be used ({exc}); fix base_url in "
+                              "models.yaml or the scripted@URL") from None
         models[name] = config
         pending += [fallback for fallback in config.fallbacks if fallback not in models and fallback not in pending]
     return models
+
+
+def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Any]) -> None:
+    """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
+    from orchestrator.costs import prompt_limit
+
+    limits = {name: prompt_limit(settings, getattr(config, "context_window", None)) for name, config in models.items()}
+    try:
+        specs.check_prompt_sizes(plan, lambda name: limits.get(name, prompt_limit(settings, None)))
+    except SpecError as exc:
+        raise FanoutError(str(exc)) from None
+
+
+def discard_run(run: RunDir) -> None:
+    """Remove a run directory made by this process before any task started."""
+    import shutil
+
+    run.close()
+    shutil.rmtree(run.path, ignore_errors=True)
+
+
+def sweep_temp_files(path: Path) -> None:
+    """Remove the temp files of atomic writes (ledger.write_atomic: .NAME.PID.tmp) that a failure left."""
+    for temp in path.rglob(f".*.{os.getpid()}.tmp"):
+        try:
+            temp.unlink()
+        except OSError:
+            pass
 
 
 def _reduce_default_model(plan: Plan) -> Optional[str]:
@@ -138,7 +188,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     from orchestrator.scheduler import add_usage, zero_usage
 
     if not resume:
-        return RunDir.create(runs_dir, new_run_id(plan.name), plan.to_dict()), list(plan.tasks), zero_usage()
+        return _create_run(plan, runs_dir), list(plan.tasks), zero_usage()
     try:
         run = RunDir.existing(runs_dir, resume)
     except FileNotFoundError as exc:
@@ -164,6 +214,18 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     for record in done.values():
         add_usage(spent, record.get("usage_with_nested") or record.get("usage", {}))
     return run, [t for t in plan.tasks if t.id not in done], spent
+
+
+def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
+    """A new run directory, or none at all: a failure while making it (full disk) leaves nothing."""
+    import shutil
+
+    run_id = new_run_id(plan.name)
+    try:
+        return RunDir.create(runs_dir, run_id, plan.to_dict())
+    except BaseException:
+        shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)
+        raise
 
 
 @dataclass
@@ -204,13 +266,18 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
     """The expanded plan with an upper bound on cost per task and in total; starts nothing."""
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
-    from orchestrator.costs import upper_bound
+    from orchestrator.costs import ModelBook
 
+    book = ModelBook(settings)  # each model's prices and window looked up once, not once per task
+    try:
+        specs.check_prompt_sizes(plan, book.prompt_limit)
+    except SpecError as exc:
+        raise FanoutError(str(exc)) from None
     rows = []
     total: Optional[float] = 0.0
     for task in plan.tasks:
         turns = task.max_turns or settings.worker.max_turns
-        bound = upper_bound(task.model, turns, task.max_cost, settings)
+        bound = book.upper_bound(task.model, turns, task.max_cost)
         total = None if bound is None or total is None else total + bound
         rows.append({"id": task.id, "model": task.model or settings.worker.model or "(default)", "max_turns": turns,
                      "timeout": task.timeout or settings.fanout.timeout, "inputs": [Path(p).name for p in task.inputs],
@@ -218,7 +285,7 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
     if plan.reduce:  # one pass; a hierarchical reduce (results over its context budget) adds passes
         model = plan.reduce.get("model") or _reduce_default_model(plan)
         turns = plan.reduce.get("max_turns") or settings.worker.max_turns
-        bound = upper_bound(model, turns, None, settings)
+        bound = book.upper_bound(model, turns, None)
         total = None if bound is None or total is None else total + bound
         rows.append({"id": "(reduce)", "model": model or settings.worker.model or "(default)", "max_turns": turns,
                      "timeout": plan.reduce.get("timeout") or settings.fanout.timeout, "inputs": [],

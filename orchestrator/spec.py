@@ -12,9 +12,11 @@ max_depth: 2            # nested fan-outs from a task's code_run
 tasks:
   - id: intro           # optional; generated (stable) when missing
     prompt: "Summarize intro.md in three bullet points."
-    inputs: [docs/intro.md]   # copied into the worker's directory
+    inputs: [docs/intro.md]   # copied into the worker's directory; must lie inside this file's directory
     max_turns: 10             # any default can be overridden per task
     check: {pattern: "^- ", script: "test -s summary.md"}   # optional: decides success (see below)
+    truncate: true            # a prompt over the worker's context is cut instead of refused
+allow_paths: [/data/shared]  # inputs may also come from here (files or directories)
 matrix:                 # one task per item (a mapping, or a list of them)
   template: "Summarize {{title}} from {{url}}."
   items: [{title: A, url: "http://..."}]   # or  from: items.csv | items.jsonl
@@ -26,17 +28,20 @@ Relative paths (inputs, matrix `from`, `scripted:FILE` models) are relative to t
 (bash, or `type: python`; `timeout` s) runs in the task's directory through code_run with the answer
 in $GA_ANSWER and must exit 0. A task whose check fails is failed and retried per `retries`; one that
 passes is `succeeded` even if no tool run backs its answer (worker/taskcheck.py).
+An input must resolve (symlinks followed) to a file inside the tasks file's directory or an `allow_paths:`
+entry; it is copied under its own name (a symlink's name, not its target's).
 """
 from __future__ import annotations
 
 import csv
 import difflib
 import hashlib
+import io
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -64,7 +69,7 @@ class SpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Limits(_Strict):
@@ -81,6 +86,7 @@ class Options(_Strict):
     tools: Optional[list[str]] = None
     limits: Optional[Limits] = None
     check: Optional[TaskCheck] = None  # {script, type, timeout, pattern}: decides success (worker/taskcheck.py)
+    truncate: Optional[bool] = None  # a prompt over the worker's context is cut (not refused)
 
 
 class TaskEntry(Options):
@@ -127,6 +133,7 @@ class TasksFile(_Strict):
     reduce: Optional[Reduce] = None
     memory: MemoryOption = MemoryOption()
     max_depth: Optional[int] = Field(None, ge=0)
+    allow_paths: list[str] = []  # inputs may come from these files/directories besides the tasks file's
 
     @field_validator("version")
     @classmethod
@@ -152,10 +159,12 @@ class PlannedTask:
     max_cost: Optional[float] = None
     line: int = 0
     check: Optional[dict[str, Any]] = None
+    truncate: bool = False
 
     def fingerprint(self) -> str:
         """Changes when anything that shapes the task's work changes (inputs by content)."""
-        data = {k: v for k, v in asdict(self).items() if k != "line" and not (k == "check" and v is None)}
+        data = {k: v for k, v in asdict(self).items()
+                if k != "line" and not (k == "check" and v is None) and not (k == "truncate" and not v)}
         data["inputs"] = [(Path(p).name, _file_hash(Path(p))) for p in self.inputs]
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -225,6 +234,27 @@ def from_prompts(prompts: list[Union[str, dict[str, Any]]], **top: Any) -> Plan:
     """`fanout(["task a", "task b"])`: a list of prompts (or task mappings) with top-level options."""
     tasks = [{"prompt": p} if isinstance(p, str) else p for p in prompts]
     return from_data({**top, "tasks": tasks})
+
+
+def check_prompt_sizes(plan: Plan, limit_of: Callable[[Optional[str]], int]) -> None:
+    """SpecError naming every task whose prompt the worker's context cannot hold (unless `truncate: true`).
+
+    limit_of(model) is the largest prompt in JSON-serialized chars (orchestrator.costs.prompt_limit)."""
+    from orchestrator.costs import prompt_chars
+
+    where = str(plan.source) if plan.source else "<spec>"
+    problems = []
+    for task in plan.tasks:
+        limit = limit_of(task.model)
+        if task.truncate or len(task.prompt) * 6 < limit:  # JSON escaping at most sextuples a character
+            continue
+        size = prompt_chars(task.prompt)
+        if size > limit:
+            problems.append(f"{where}:{task.line or 1}: task '{task.id}': the prompt is {size:,} chars, more than the "
+                            f"{limit:,} the worker's context holds (context.context_tokens, the model's context_window); "
+                            "put the text in an input file, shorten it, or set 'truncate: true' to let it be cut")
+    if problems:
+        raise SpecError(problems)
 
 
 def _line_number(problem: str) -> int:
@@ -307,6 +337,8 @@ class _Expander:
         self.spec, self.where, self.lines, self.base, self.source = spec, where, lines, base, source
         self.problems: list[str] = []
         self.ids: dict[str, tuple] = {}
+        self.checked_models: dict[str, Optional[str]] = {}  # name -> problem (None: fine); 10,000 tasks share few
+        self.allowed = [self.resolve(p).resolve() for p in spec.allow_paths]
 
     def at(self, loc: tuple) -> str:
         return f"{self.where}:{line_of(self.lines, loc) or 1}"
@@ -357,26 +389,32 @@ class _Expander:
                 self.problem(loc + ("tools", index), f"unknown tool '{name}'; {hint}tools: {', '.join(KNOWN_TOOLS)}")
 
     def check_model(self, name: str, loc: tuple) -> None:
+        if name not in self.checked_models:
+            self.checked_models[name] = self.model_problem(name)
+        if self.checked_models[name]:
+            self.problem(loc, self.checked_models[name])
+
+    def model_problem(self, name: str) -> Optional[str]:
         if name.startswith("scripted:"):
             path = self.resolve(name[len("scripted:"):])
             if not path.is_file():
-                self.problem(loc, f"scripted model file {path} not found; fix the path (relative to the tasks file)")
-            return
+                return f"scripted model file {path} not found; fix the path (relative to the tasks file)"
+            return None
         if name.startswith("scripted@"):
-            return
+            return None
         from worker.models import ModelConfigError, load_model_entries
 
         try:
             entries = load_model_entries()
         except ModelConfigError as exc:
-            self.problem(loc, str(exc))
-            return
+            return str(exc)
         if name not in entries:
             close = difflib.get_close_matches(name, list(entries), n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             known = ", ".join(sorted(entries)) or "(none)"
-            self.problem(loc, f"unknown model '{name}'; {hint}known: {known}, scripted:FILE, scripted@URL "
-                              "(add models to ./models.yaml)")
+            return (f"unknown model '{name}'; {hint}known: {known}, scripted:FILE, scripted@URL "
+                    "(add models to ./models.yaml)")
+        return None
 
     def model_name(self, name: Optional[str]) -> Optional[str]:
         if name and name.startswith("scripted:"):
@@ -399,19 +437,26 @@ class _Expander:
             "max_tokens": limits.max_tokens,
             "max_cost": limits.max_cost,
             "check": _check_dict(options.check or d.check),
+            "truncate": bool(options.truncate if options.truncate is not None else d.truncate),
         }
 
     def inputs(self, names: list[str], loc: tuple) -> list[str]:
         found, seen = [], set()
         for index, rel in enumerate(names):
             path = self.resolve(rel)
+            here = loc + ("inputs", index)
             if not path.is_file():
-                self.problem(loc + ("inputs", index), f"input file {path} not found; fix the path (relative to the tasks file)")
+                self.problem(here, f"input file {path} not found; fix the path (relative to the tasks file)")
+                continue
+            real = path.resolve()
+            if not any(real == root or root in real.parents for root in [self.base, *self.allowed]):
+                self.problem(here, f"input {rel!r} is {real}, outside the tasks file's directory {self.base}; move it "
+                                   "there, or list it (or its directory) under 'allow_paths:'")
             elif path.name in seen:
-                self.problem(loc + ("inputs", index), f"two inputs named '{path.name}'; inputs are copied by base name, rename one")
+                self.problem(here, f"two inputs named '{path.name}'; inputs are copied by base name, rename one")
             else:
                 seen.add(path.name)
-                found.append(str(path.resolve()))
+                found.append(str(path.parent.resolve() / path.name))  # a symlink keeps its own name
         return found
 
     def claim(self, task_id: str, loc: tuple) -> None:
@@ -477,25 +522,47 @@ class _Expander:
         if not path.is_file():
             self.problem(floc, f"matrix file {path} not found; fix the path (relative to the tasks file)")
             return None
+        text = self.read_text(path, floc)
+        if text is None:
+            return None
         if path.suffix.lower() == ".csv":
-            with path.open(newline="", encoding="utf-8") as handle:
-                rows = list(csv.DictReader(handle))
+            try:
+                rows = list(csv.DictReader(io.StringIO(text, newline="")))
+            except csv.Error as exc:
+                self.problem(floc, f"{path}: not a readable CSV ({exc}); one header line, then one row per task")
+                return None
             if not rows:
                 self.problem(floc, f"{path} has no rows; a CSV needs a header line and one row per task")
             return rows
         if path.suffix.lower() in (".jsonl", ".ndjson"):
             rows = []
-            for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not text.strip():
+            for number, line in enumerate(text.splitlines(), 1):
+                if not line.strip():
                     continue
                 try:
-                    rows.append(json.loads(text))
+                    rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     self.problems.append(f"{path}:{number}: not valid JSON ({exc.msg}); one JSON object per line")
                     return None
             return rows
         self.problem(floc, f"matrix file {path.name}: use a .csv or .jsonl file")
         return None
+
+    def read_text(self, path: Path, loc: tuple) -> Optional[str]:
+        from configs.yamlsource import current_limits
+
+        limit = current_limits().max_bytes
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+        if len(raw) > limit:
+            self.problem(loc, f"matrix file {path} is larger than {limit:,} bytes (yaml.max_bytes); split it")
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.problem(loc, f"matrix file {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                              f"{exc.start}); save it as UTF-8")
+            return None
 
     def render(self, template: str, values: dict[str, Any], loc: tuple, index: int) -> Optional[str]:
         missing = [name for name in PLACEHOLDER.findall(template) if name not in values]

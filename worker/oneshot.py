@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -35,8 +36,14 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
             session = session.model_copy(update={"model": model_name})
     else:
         session = start_session(settings, task, model_name, workdir)
-    worker = sessions.prepare(settings, task, session, resume=continue_session is not None, interactive=interactive,
-                              ask=ask, on_turn=on_turn, store=open_store(settings), on_text=on_text)
+    try:
+        worker = sessions.prepare(settings, task, session, resume=continue_session is not None,
+                                  interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
+                                  on_text=on_text)
+    except BaseException:  # a bad model, home or store: nothing ran, so no empty run directory stays
+        if continue_session is None:
+            shutil.rmtree(session.history_path.parents[2], ignore_errors=True)
+        raise
     result = worker.run()
     sessions.record(settings, session, result)
     (session.history_path.parent / "answer.md").write_text(result.answer + "\n", encoding="utf-8")

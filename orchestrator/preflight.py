@@ -1,0 +1,96 @@
+"""Checks a fan-out passes before Ray starts, so a broken store, runs dir or endpoint is one line
+now instead of N failed tasks later: the memory store is healthy, the runs dir is writable, and every
+model endpoint answers one `GET /models` (any HTTP reply counts; `--no-preflight` skips this probe).
+Numbers (nan, inf, negatives) are already refused by the tasks and settings schemas.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+PROBE_SECONDS = 5.0
+
+
+class PreflightError(ValueError):
+    """One line: what is wrong, where, and the fix."""
+
+
+def preflight(settings: Any, models: dict[Optional[str], Any], runs_dir: Path, *, probe_endpoints: bool = True,
+              check_memory: bool = True) -> None:
+    if check_memory:
+        check_memory_store(settings)
+    if probe_endpoints:
+        check_endpoints(models.items())
+    check_runs_dir(runs_dir)
+
+
+def check_memory_store(settings: Any) -> None:
+    from memory_shared import MemoryStore, MemoryStoreError
+
+    root = settings.memory_root
+    try:
+        if not MemoryStore.exists(root):
+            return  # the run creates it
+        store = MemoryStore(root, l1_max_lines=settings.memory.l1_max_lines, l1_max_chars=settings.memory.l1_max_chars)
+        quick = "quick" in inspect.signature(store.verify).parameters
+        problems = store.verify(quick=True) if quick else store.verify()
+    except MemoryStoreError as exc:
+        problems = [str(exc)]
+    except OSError as exc:
+        problems = [f"{exc.filename or root}: {exc.strerror}"]
+    if problems:
+        raise PreflightError(f"memory store at {root} is not healthy: {problems[0]}; restore it from a "
+                             "backup, or move it aside and run `ga memory init` (nothing was started)")
+
+
+def check_runs_dir(runs_dir: Path) -> None:
+    """Create it if needed and write a probe file; on failure nothing created here is left behind."""
+    runs_dir = Path(runs_dir)
+    created = [p for p in [runs_dir, *runs_dir.parents] if not p.exists()]
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".ga-probe-", dir=runs_dir)
+        try:
+            os.write(handle, b"probe")
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        for path in created:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+        raise PreflightError(f"runs dir {runs_dir} is not writable ({exc.strerror or exc}); pass --out DIR or set "
+                             "fanout.runs_dir to a writable directory (nothing was started)") from None
+
+
+def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
+    import urllib.error
+    import urllib.request
+
+    seen: set[str] = set()
+    for name, config in models:
+        base = str(getattr(config, "base_url", "") or "")
+        if not base or base in seen:
+            continue
+        seen.add(base)
+        request = urllib.request.Request(base.rstrip("/") + "/models", method="GET")
+        try:
+            with urllib.request.urlopen(request, timeout=PROBE_SECONDS):  # noqa: S310 (the user's own endpoint)
+                pass
+        except urllib.error.HTTPError:
+            continue  # it answered (401, 404, ...): reachable; the key and the path are the run's business
+        except ValueError as exc:  # http.client.InvalidURL, unknown scheme
+            raise PreflightError(f"model {name or '(default)'}: base_url {base!r} is not a valid URL ({exc}); fix it "
+                                 "in models.yaml or the scripted@URL") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            text = " ".join(str(reason).split())[:160] or type(exc).__name__
+            raise PreflightError(f"model {name or '(default)'}: endpoint {base} does not answer ({text}); start it "
+                                 "or fix base_url, or pass --no-preflight to skip this check (nothing was "
+                                 "started)") from None
