@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 PROBE_SECONDS = 5.0
+MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
 
 class PreflightError(ValueError):
@@ -47,7 +48,7 @@ def check_memory_store(settings: Any) -> None:
 
 
 def check_runs_dir(runs_dir: Path) -> None:
-    """Create it if needed and write a probe file; on failure nothing created here is left behind."""
+    """Write a probe file there; directories made for the probe are removed again (the run makes its own)."""
     runs_dir = Path(runs_dir)
     created = [p for p in [runs_dir, *runs_dir.parents] if not p.exists()]
     try:
@@ -59,14 +60,18 @@ def check_runs_dir(runs_dir: Path) -> None:
         finally:
             os.close(handle)
             os.unlink(probe)
+        stat = os.statvfs(runs_dir)
+        if stat.f_bavail * stat.f_frsize < MIN_FREE_BYTES:
+            raise OSError(28, f"less than {MIN_FREE_BYTES:,} bytes free")
     except OSError as exc:
+        raise PreflightError(f"runs dir {runs_dir} is not writable ({exc.strerror or exc}); pass --out DIR or set "
+                             "fanout.runs_dir to a writable directory (nothing was started)") from None
+    finally:
         for path in created:  # deepest first
             try:
                 path.rmdir()
             except OSError:
                 pass
-        raise PreflightError(f"runs dir {runs_dir} is not writable ({exc.strerror or exc}); pass --out DIR or set "
-                             "fanout.runs_dir to a writable directory (nothing was started)") from None
 
 
 def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
