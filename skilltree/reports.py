@@ -27,6 +27,7 @@ import structlog
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from configs.yamlsource import load_text
 from skilltree.tree import utc
 from skilltree.vectors import ScoreVector
 
@@ -61,7 +62,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     parts = text.split("\n---", 1)
     if len(parts) != 2:
         raise ValueError("front matter is not closed by a line '---'")
-    data = yaml.safe_load(parts[0][3:]) or {}
+    data = load_text(parts[0][3:], "front matter")[0] or {}  # the one bounded loader: reports come from models
     if not isinstance(data, dict):
         raise ValueError("front matter must be a mapping of keys")
     return data, parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
