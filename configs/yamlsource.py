@@ -107,7 +107,7 @@ class _Composer:
         events = yaml.parse(text, Loader=_Loader)
         root: Optional[yaml.Node] = None
         documents = 0
-        stack: list[list] = []  # [node, pending key or None, {key: line}]
+        stack: list[list] = []  # [node, pending key or None, {key: line}, nodes it expands to so far]
         for event in events:
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
@@ -119,8 +119,10 @@ class _Composer:
             if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
                 continue
             if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                done = stack.pop()[0]
-                self.sizes[id(done)] = 1 + sum(self._size(child) for child in _children(done))
+                done, _, _, size = stack.pop()
+                self.sizes[id(done)] = size
+                if stack:
+                    stack[-1][3] += size
                 continue
             elif isinstance(event, yaml.AliasEvent):
                 node = self.alias(event)
@@ -146,10 +148,11 @@ class _Composer:
                     self.attach(stack, node)
                 else:
                     root = node
-                stack.append([node, None, {}])
+                stack.append([node, None, {}, 1])
                 continue
             if stack:
                 self.attach(stack, node)
+                stack[-1][3] += self._size(node)
             else:
                 root = node
         return root
@@ -195,14 +198,6 @@ class _Composer:
                     raise YamlError(f"{self.where}:{line}: duplicate key '{_one_line(key.value)[:60]}' (first at line "
                                     f"{seen[ident]}); remove one of them (a second key would silently replace the first)")
                 seen[ident] = line
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
 
 
 def _construct(node: yaml.Node) -> Any:

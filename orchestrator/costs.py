@@ -29,6 +29,7 @@ class ModelBook:
     def __init__(self, settings: Any):
         self.settings = settings
         self._facts: dict[Optional[str], Optional[ModelFacts]] = {}
+        self._limits: dict[Optional[str], int] = {}
 
     def facts(self, name: Optional[str]) -> Optional[ModelFacts]:
         if name not in self._facts:
@@ -45,8 +46,10 @@ class ModelBook:
         return min(bound, max_cost) if max_cost else bound
 
     def prompt_limit(self, name: Optional[str]) -> int:
-        facts = self.facts(name)
-        return prompt_limit(self.settings, facts.context_window if facts else None)
+        if name not in self._limits:
+            facts = self.facts(name)
+            self._limits[name] = prompt_limit(self.settings, facts.context_window if facts else None)
+        return self._limits[name]
 
 
 def prompt_limit(settings: Any, context_window: Optional[int]) -> int:

@@ -39,7 +39,7 @@ import hashlib
 import io
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -163,8 +163,12 @@ class PlannedTask:
 
     def fingerprint(self) -> str:
         """Changes when anything that shapes the task's work changes (inputs by content)."""
-        data = {k: v for k, v in asdict(self).items()
-                if k != "line" and not (k == "check" and v is None) and not (k == "truncate" and not v)}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: asdict deep-copies (slow at 10,000)
+        data.pop("line")
+        if data["check"] is None:
+            data.pop("check")
+        if not data["truncate"]:
+            data.pop("truncate")
         data["inputs"] = [(Path(p).name, _file_hash(Path(p))) for p in self.inputs]
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -338,6 +342,7 @@ class _Expander:
         self.problems: list[str] = []
         self.ids: dict[str, tuple] = {}
         self.checked_models: dict[str, Optional[str]] = {}  # name -> problem (None: fine); 10,000 tasks share few
+        self.model_names: dict[str, str] = {}
         self.allowed = [self.resolve(p).resolve() for p in spec.allow_paths]
 
     def at(self, loc: tuple) -> str:
@@ -374,8 +379,7 @@ class _Expander:
                     budget_tokens=spec.budget.tokens if spec.budget else None,
                     budget_cost=spec.budget.cost if spec.budget else None, reduce=reduce,
                     memory_commit=spec.memory.commit, max_depth=spec.max_depth)
-        plan.fingerprints = {t.id: t.fingerprint() for t in tasks}
-        return plan
+        return plan  # fingerprints are computed when the plan is stored (to_dict), not for a dry run
 
     # ---- options ----
 
@@ -418,7 +422,9 @@ class _Expander:
 
     def model_name(self, name: Optional[str]) -> Optional[str]:
         if name and name.startswith("scripted:"):
-            return "scripted:" + str(self.resolve(name[len("scripted:"):]))
+            if name not in self.model_names:
+                self.model_names[name] = "scripted:" + str(self.resolve(name[len("scripted:"):]))
+            return self.model_names[name]
         return name
 
     def resolve(self, rel: str) -> Path:
