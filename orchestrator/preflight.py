@@ -75,27 +75,48 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 
 def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
+    """Probe each distinct base_url once. A model whose endpoint is down is an error unless it can fail
+    over to a fallback that answers, or is itself only the backup of a model that answers."""
+    configs = dict(models)
+    down: dict[str, str] = {}
+    for base in dict.fromkeys(_base(config) for config in configs.values()):
+        if base:
+            reason = _probe(base, configs)
+            if reason:
+                down[base] = reason
+    for name, config in configs.items():
+        base = _base(config)
+        if base not in down:
+            continue
+        fallbacks = [configs[f] for f in getattr(config, "fallbacks", None) or () if f in configs]
+        if any(_base(f) not in down for f in fallbacks):
+            continue
+        if any(name in (getattr(other, "fallbacks", None) or ()) and _base(other) not in down
+               for other in configs.values()):
+            continue
+        raise PreflightError(f"model {name or '(default)'}: endpoint {base} does not answer ({down[base]}); start "
+                             "it or fix base_url, or pass --no-preflight to skip this check (nothing was started)")
+
+
+def _base(config: Any) -> str:
+    return str(getattr(config, "base_url", "") or "")
+
+
+def _probe(base: str, configs: dict[Optional[str], Any]) -> Optional[str]:
+    """None when `GET base/models` gets any HTTP reply; else why not."""
     import urllib.error
     import urllib.request
 
-    seen: set[str] = set()
-    for name, config in models:
-        base = str(getattr(config, "base_url", "") or "")
-        if not base or base in seen:
-            continue
-        seen.add(base)
-        request = urllib.request.Request(base.rstrip("/") + "/models", method="GET")
-        try:
-            with urllib.request.urlopen(request, timeout=PROBE_SECONDS):  # noqa: S310 (the user's own endpoint)
-                pass
-        except urllib.error.HTTPError:
-            continue  # it answered (401, 404, ...): reachable; the key and the path are the run's business
-        except ValueError as exc:  # http.client.InvalidURL, unknown scheme
-            raise PreflightError(f"model {name or '(default)'}: base_url {base!r} is not a valid URL ({exc}); fix it "
-                                 "in models.yaml or the scripted@URL") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            text = " ".join(str(reason).split())[:160] or type(exc).__name__
-            raise PreflightError(f"model {name or '(default)'}: endpoint {base} does not answer ({text}); start it "
-                                 "or fix base_url, or pass --no-preflight to skip this check (nothing was "
-                                 "started)") from None
+    request = urllib.request.Request(base.rstrip("/") + "/models", method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_SECONDS):  # noqa: S310 (the user's own endpoint)
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered (401, 404, ...): reachable; the key and the path are the run's business
+    except ValueError as exc:  # http.client.InvalidURL, unknown scheme
+        name = next((n for n, c in configs.items() if _base(c) == base), None)
+        raise PreflightError(f"model {name or '(default)'}: base_url {base!r} is not a valid URL ({exc}); fix it "
+                             "in models.yaml or the scripted@URL") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return " ".join(str(reason).split())[:160] or type(exc).__name__

@@ -292,3 +292,21 @@ def test_an_os_error_keeps_its_traceback_only_when_asked(tmp_path: Path) -> None
     tasks_file(tmp_path, SIMPLE)
     proc = ga(["fanout", "tasks.yaml", "--out", "runs"], tmp_path, env={"GA_HOME": "/dev/null", "GA_TRACEBACK": "1"})
     assert proc.returncode == 1 and "NotADirectoryError" in proc.stderr
+
+
+def test_a_dead_endpoint_with_a_live_fallback_passes_pre_flight(tmp_path: Path) -> None:
+    from orchestrator.preflight import PreflightError, check_endpoints
+    from worker.models import ModelConfig
+    from worker.scripted import ScriptedServer
+
+    server = ScriptedServer({"tasks": [{"match": "x", "turns": [{"content": "fine"}]}]})
+    server.start()
+    try:
+        dead = ModelConfig(name="primary", base_url="http://127.0.0.1:1/v1", model="m", fallbacks=["backup"])
+        live = ModelConfig(name="backup", base_url=server.base_url, model="m")
+        check_endpoints({"primary": dead, "backup": live}.items())  # the run can fail over
+        alone = ModelConfig(name="primary", base_url="http://127.0.0.1:1/v1", model="m")
+        with pytest.raises(PreflightError, match="model primary: endpoint http://127.0.0.1:1/v1 does not answer"):
+            check_endpoints({"primary": alone, "backup": live}.items())
+    finally:
+        server.stop()
