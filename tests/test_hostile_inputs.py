@@ -242,11 +242,12 @@ def test_enospc_while_the_run_directory_is_written_leaves_nothing(tmp_path: Path
 def test_a_bad_model_url_is_one_line_and_leaves_no_run_directory(tmp_path: Path) -> None:
     proc = ga(["run", "hello", "--model", "scripted@http://[::1"], tmp_path)
     line = one_line_error(proc.stderr)
-    assert proc.returncode == 2 and "invalid URL" in line
+    assert proc.returncode == 2 and "[::1" in line and "URL" in line
     assert not list(tmp_path.glob("runs/run-*"))
     path = tasks_file(tmp_path, "version: 1\ntasks: [{prompt: x, model: 'scripted@http://[::1'}]\n")
     proc = ga(["fanout", str(path), "--out", "runs"], tmp_path)
-    assert proc.returncode == 2 and "its URL cannot be used" in one_line_error(proc.stderr)
+    line = one_line_error(proc.stderr)
+    assert proc.returncode == 2 and "[::1" in line and "URL" in line
     assert not list(tmp_path.glob("runs/*"))
 
 
