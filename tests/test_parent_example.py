@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_parent_fans_out_from_code_run_and_answers_with_the_workers_results(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "configs" / "examples" / "data", tmp_path / "configs" / "examples" / "data")
-    env = {**os.environ, "GA_HOME": str(tmp_path / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    # PYTHONPATH: `python -m` puts the cwd first, and its configs/ (the copied data) would shadow the package
+    env = {**os.environ, "GA_HOME": str(tmp_path / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "PYTHONPATH": str(ROOT)}
     env.pop("GA_MODEL", None)
     done = subprocess.run(
         [sys.executable, "-m", "cli", "run", "Count the words in the example files, one worker each",
