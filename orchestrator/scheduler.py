@@ -212,18 +212,16 @@ class Scheduler:
             self.attempts[task.id] = item.attempt - 1
             self.run.ledger("paused", task.id, reason=record.get("reason", ""))
             self._stop("paused", "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
-        elif stop == "lease_lost" and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
-            # the actor took this (live) driver for dead: its renewals came late (a stalled machine); send it again
+        elif stop in ("lease_lost", "rate_limited") and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
+            # lease_lost: the actor took this (live) driver for dead, its renewals came late (a stalled machine):
+            # send it again first; rate_limited: to the back of the queue
             self._add_spent(record)
             self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
             self.attempts[task.id] = item.attempt - 1
-            pending.appendleft(task)
-            self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
-        elif stop == "rate_limited" and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
-            self._add_spent(record)
-            self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
-            self.attempts[task.id] = item.attempt - 1
-            pending.append(task)
+            if stop == "lease_lost":
+                pending.appendleft(task)
+            else:
+                pending.append(task)
             self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
         elif record.get("error") == "setup":
             self._retry_or_fail(task, item, record.get("reason", "worker setup failed"), pending)
