@@ -9,7 +9,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from configs.yamlsource import (
     YamlError,
@@ -127,6 +134,25 @@ class PlannerSettings(Section):
     weight_max: float = Field(0.5, gt=0.25, le=1)
 
 
+class SandboxSettings(Section):
+    """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
+
+    mode: Literal["bwrap", "off"] = "bwrap"
+    network: bool = True
+    writable: list[Path] = []
+    bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:  # `sandbox: off` (YAML reads off as false) / `sandbox: bwrap`
+        return {"mode": value} if isinstance(value, (bool, str)) else value
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return {False: "off", True: "bwrap"}.get(value, value) if isinstance(value, bool) else value
+
+
 class LogSettings(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     json_file: Optional[Path] = None
@@ -155,6 +181,7 @@ class Settings(Section):
     web: WebSettings = WebSettings()
     explore: ExploreSettings = ExploreSettings()
     planner: PlannerSettings = PlannerSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     log: LogSettings = LogSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     yaml: YamlSettings = YamlSettings()

@@ -140,7 +140,8 @@ class Worker:
             call, result = done[-1]
             if result.stop:
                 question = result.data.get("question")
-                return self._result(result.stop, question or "", turn, "waiting for the user", question)
+                reason = result.data.get("reason") or "waiting for the user"
+                return self._result(result.stop, question or "", turn, reason, question)
             if malformed >= MAX_MALFORMED_IN_A_ROW:
                 return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {result.output}")
             if limit := self._over_limit():

@@ -1,4 +1,9 @@
-"""code_run: a python or bash script in its own process group inside the worker's directory."""
+"""code_run: a python or bash script in its own process group inside the worker's directory, sandboxed.
+
+With `sandbox.mode: bwrap` (the default) the script runs under bubblewrap (worker/sandbox.py): only the
+workdir, a private /tmp and the nested-run directory are writable; the memory tier and GA_HOME are read-only.
+Its processes live in their own PID namespace, so they end with the script (or with this process).
+"""
 from __future__ import annotations
 
 import os
@@ -9,9 +14,10 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, Optional
 
+import structlog
 from pydantic import BaseModel, Field, field_validator
 
-from worker import telemetry
+from worker import sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
@@ -21,6 +27,8 @@ from worker.types import ToolResult
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 PGIDS_KEY = "code_run_pgids"  # ctx.extra: process groups started, for kill_leftovers at task end
+WARNED_KEY = "sandbox_off_warned"
+log = structlog.get_logger("worker.code")
 
 
 def _optional_str(schema: dict) -> None:
@@ -50,14 +58,25 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         cwd = _resolve_cwd(ctx, args.cwd) if args.cwd else workdir
     except PathError as exc:
         return ToolResult(str(exc), ok=False, evidence=False)
+    policy = ctx.settings.sandbox
+    problem = sandbox.support_problem(policy.bwrap, policy.network) if policy.mode == "bwrap" else None
+    if problem:  # fail closed: never run unsandboxed because the sandbox is missing
+        log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
+        return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
     limit = max(1, ctx.settings.worker.code_timeout_max)
     timeout = min(max(1, args.timeout), limit)
     script_path, out_path = _script_files(workdir, args.type, ctx)
     script_path.write_text(args.script, encoding="utf-8")
     command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
+    env = _child_env(ctx, cwd)
+    if policy.mode == "bwrap":
+        command = sandbox.wrap(command, task_policy(ctx, env), policy.bwrap, cwd,
+                               proc=sandbox.mounts_proc(policy.bwrap, policy.network))
+    else:
+        _warn_unsandboxed(ctx)
     with open(out_path, "wb") as out:
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
-        proc = subprocess.Popen(command, cwd=cwd, env=_child_env(ctx, cwd), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _track(ctx, proc.pid)
     killers = ctx.extra.setdefault("kill", [])  # the loop's cancel() calls these from another thread
@@ -82,6 +101,48 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         status += f"; full output in {out_path.relative_to(workdir).as_posix()}"
     return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
+
+
+def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
+    """The task's sandbox: its workdir (and configured paths) writable, the memory tier and GA_HOME not."""
+    settings = ctx.settings
+    writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write, *_nested_run_dirs(env)]
+    store = getattr(ctx.memory, "store", None)
+    readonly = [settings.home_dir, settings.memory_root, getattr(store, "root", None), getattr(ctx.memory, "root", None)]
+    return sandbox.Policy(network=settings.sandbox.network, writable=tuple(writable),
+                          readonly=tuple(Path(p) for p in readonly if p is not None))
+
+
+def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
+    """What a nested fan-out from this script writes: its runs under the parent task (the layout of
+    orchestrator.fanout.Nesting.runs_dir) and the Ray session directory it attaches through."""
+    dirs = []
+    if env.get("GA_RUN_DIR") and env.get("GA_PARENT_TASK"):
+        runs = Path(env["GA_RUN_DIR"]) / "tasks" / env["GA_PARENT_TASK"] / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        dirs.append(runs)
+    if env.get("GA_RAY_ADDRESS"):
+        session = _ray_session_dir()
+        if session is not None:
+            dirs.append(session)
+    return dirs
+
+
+def _ray_session_dir() -> Optional[Path]:
+    """This process's Ray session directory (sockets, logs) when it is a Ray worker or driver."""
+    ray = sys.modules.get("ray")
+    try:
+        node = ray._private.worker.global_worker.node if ray is not None else None  # type: ignore[attr-defined]
+        return Path(node.get_session_dir_path()) if node is not None else None
+    except AttributeError:
+        return None
+
+
+def _warn_unsandboxed(ctx: ToolContext) -> None:
+    if not ctx.extra.get(WARNED_KEY):  # once per task: every run that uses `sandbox: off` says so
+        ctx.extra[WARNED_KEY] = True
+        log.warning("sandbox_off", task=ctx.task_id,
+                    note="code_run runs unsandboxed (sandbox.mode: off): it can write wherever this user can")
 
 
 def kill_leftovers(ctx: ToolContext) -> int:
@@ -125,6 +186,7 @@ def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
     root = getattr(ctx.memory, "root", None)
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
+    env["GA_SANDBOX"] = ctx.settings.sandbox.mode
     env.update({k: str(v) for k, v in ctx.extra.get("env", {}).items()})
     env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
     return env

@@ -1,0 +1,105 @@
+"""Turn a command and a sandbox policy into a bubblewrap argv; check once (cached) that bubblewrap works here.
+
+The view inside: the whole filesystem read-only, a private /tmp, the writable roots writable, the
+read-only paths read-only again even inside a writable root (the most specific path wins), secret
+files of the home directory hidden. A new PID namespace whose processes all die with the sandbox, the
+sandbox dying with the process that started it; the network shared unless the policy turns it off.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scripts then run unsandboxed)"
+# Under the home directory: credentials and our own config; a directory gets an empty tmpfs, a file /dev/null.
+SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
+           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
+PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
+
+
+@dataclass(frozen=True)
+class Policy:
+    network: bool = True
+    writable: tuple[Path, ...] = ()  # besides a private /tmp
+    readonly: tuple[Path, ...] = ()  # read-only even where a writable root contains them
+    home: Optional[Path] = None  # whose SECRETS are hidden; default: the current home directory
+
+
+def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
+    """The argv that runs `command` in `cwd` inside the sandbox `policy` describes."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+    argv += ["--proc", "/proc"] if proc else []
+    argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session"]
+    if not policy.network:
+        argv.append("--unshare-net")
+    for path, kind in _mounts(policy):
+        if kind == "rw":
+            argv += ["--bind", str(path), str(path)]
+        elif kind == "ro":
+            argv += ["--ro-bind", str(path), str(path)]
+        elif path.is_dir():
+            argv += ["--tmpfs", str(path)]
+        else:
+            argv += ["--ro-bind", "/dev/null", str(path)]
+    return argv + ["--chdir", str(cwd), "--", *command]
+
+
+def _mounts(policy: Policy) -> list[tuple[Path, str]]:
+    """(path, rw | ro | hide) in mount order: parents before children, so the most specific path wins."""
+    home = policy.home or Path.home()
+    writable = _existing(policy.writable)
+    protected = [root / name for root in writable for name in PROTECTED_NAMES]
+    entries = {p: "rw" for p in writable}
+    entries.update({p: "ro" for p in _existing([*policy.readonly, *protected])})
+    entries.update({p: "hide" for p in _existing(home / name for name in SECRETS)})
+    rank = {"rw": 0, "ro": 1, "hide": 2}
+    return sorted(entries.items(), key=lambda item: (len(item[0].parts), rank[item[1]], str(item[0])))
+
+
+def _existing(paths: Iterable[Path]) -> list[Path]:
+    """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
+    found = []
+    for path in paths:
+        path = Path(os.path.expanduser(str(path)))
+        if path.exists() or path.is_symlink():
+            real = path.resolve()
+            if real.exists() and real not in found:
+                found.append(real)
+    return found
+
+
+def support_problem(bwrap: str, network: bool = True) -> Optional[str]:
+    """None when bubblewrap can build this sandbox here, else one line saying why not and what to do."""
+    return probe(bwrap, network)[0]
+
+
+def mounts_proc(bwrap: str, network: bool = True) -> bool:
+    """Whether a fresh /proc can be mounted (some containers refuse it: the host's /proc then stays)."""
+    return probe(bwrap, network)[1]
+
+
+@functools.lru_cache(maxsize=16)
+def probe(bwrap: str, network: bool) -> tuple[Optional[str], bool]:
+    """(problem or None, mounts /proc); run once per binary and network choice for the process's life."""
+    binary = shutil.which(bwrap)
+    if binary is None:
+        return f"code_run refused: no sandbox: bubblewrap not found ({bwrap!r}); install it (apt-get install bubblewrap) or {OPT_OUT}", False
+    true = shutil.which("true") or "/bin/true"
+    error = ""
+    for proc in (True, False):
+        argv = wrap([true], Policy(network=network), binary, Path("/"), proc=proc)
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            error = str(exc)
+            continue
+        if done.returncode == 0:
+            return None, proc
+        error = error or (done.stderr.decode(errors="replace").strip().splitlines() or [f"exit {done.returncode}"])[0]
+    return (f"code_run refused: no sandbox: bubblewrap cannot create its namespaces here ({error[:160]}); allow "
+            f"user namespaces (sysctl kernel.unprivileged_userns_clone=1) or {OPT_OUT}"), False
