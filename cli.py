@@ -553,9 +553,14 @@ def fanout(
             plan = plan_only(file, current)
             emit_json(plan) if as_json else _print_plan(plan)
             return
+        import os
+        from contextlib import nullcontext
+
         from orchestrator.activity import user_job
 
-        with user_job(current.home_dir, "fanout"):  # `ga explore --when-idle` never starts while this runs
+        # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
+        nested = bool(int(os.environ.get("GA_DEPTH") or 0))
+        with nullcontext() if nested else user_job(current.home_dir, "fanout"):  # explore --when-idle waits
             result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
                                 out=out, settings=current, display="quiet" if as_json else None,
                                 preflight=not no_preflight)

@@ -126,6 +126,10 @@ class Driver:
             worker.max_tokens = task.max_tokens
         if task.max_cost:
             worker.max_cost = task.max_cost
+        if task.sandbox:  # the tasks file's sandbox block over the config's; its writable paths are added
+            extra = task.sandbox.get("writable", [])
+            settings.sandbox = settings.sandbox.model_validate({
+                **settings.sandbox.model_dump(), **task.sandbox, "writable": [*settings.sandbox.writable, *extra]})
         config = self.models[task.model]
         task_dir = (base or self.run.path / "tasks") / task.id
         shipped = self.memory["mode"] == "service"  # no shared filesystem: inputs and outputs travel with the job

@@ -41,7 +41,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -77,6 +77,19 @@ class Limits(_Strict):
     max_cost: Optional[float] = Field(None, gt=0)
 
 
+class SandboxOption(_Strict):
+    """code_run's sandbox for these tasks, over the config's `sandbox:` (writable paths are added to it)."""
+
+    mode: Optional[Literal["bwrap", "off"]] = None
+    network: Optional[bool] = None
+    writable: Optional[list[str]] = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:  # YAML reads `off` as false
+        return ("bwrap" if value else "off") if isinstance(value, bool) else value
+
+
 class Options(_Strict):
     """What `defaults` sets and each task (or matrix) may override."""
 
@@ -87,6 +100,12 @@ class Options(_Strict):
     limits: Optional[Limits] = None
     check: Optional[TaskCheck] = None  # {script, type, timeout, pattern}: decides success (worker/taskcheck.py)
     truncate: Optional[bool] = None  # a prompt over the worker's context is cut (not refused)
+    sandbox: Optional[SandboxOption] = None
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_shorthand(cls, value: Any) -> Any:  # `sandbox: off`
+        return {"mode": value} if isinstance(value, (bool, str)) else value
 
 
 class TaskEntry(Options):
@@ -160,6 +179,7 @@ class PlannedTask:
     line: int = 0
     check: Optional[dict[str, Any]] = None
     truncate: bool = False
+    sandbox: Optional[dict[str, Any]] = None  # the keys a tasks file set: mode, network, writable (absolute)
 
     def fingerprint(self) -> str:
         """Changes when anything that shapes the task's work changes (inputs by content)."""
@@ -169,6 +189,8 @@ class PlannedTask:
             data.pop("check")
         if not data["truncate"]:
             data.pop("truncate")
+        if data["sandbox"] is None:
+            data.pop("sandbox")
         data["inputs"] = [(Path(p).name, _file_hash(Path(p))) for p in self.inputs]
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -444,7 +466,15 @@ class _Expander:
             "max_cost": limits.max_cost,
             "check": _check_dict(options.check or d.check),
             "truncate": bool(options.truncate if options.truncate is not None else d.truncate),
+            "sandbox": self.sandbox(options.sandbox, d.sandbox),
         }
+
+    def sandbox(self, own: Optional[SandboxOption], default: Optional[SandboxOption]) -> Optional[dict[str, Any]]:
+        merged = {**(default.model_dump(exclude_none=True) if default else {}),
+                  **(own.model_dump(exclude_none=True) if own else {})}
+        if "writable" in merged:
+            merged["writable"] = [str(self.resolve(p)) for p in merged["writable"]]
+        return merged or None
 
     def inputs(self, names: list[str], loc: tuple) -> list[str]:
         found, seen = [], set()

@@ -44,14 +44,15 @@ def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limit
             {"content": "beta done"}]},
         {"match": "parent", "turns": [
             {"content": "fanning out", "tool_calls": [{"name": "code_run", "arguments": {
-                "type": "bash", "script": f"ga fanout {sub} --json", "timeout": 300}}]},
+                "type": "bash", "script": "ga fanout sub.yaml --json", "timeout": 300}}]},
             {"content": "Children:", "echo_last_tool_result": True}]},
     ]}
     server = start_server(script, tmp_path / "requests.jsonl")
     sub.write_text(f'version: 1\nname: children\ndefaults: {{model: "scripted@{server.base_url}"}}\n'
                    'tasks:\n  - {id: alpha, prompt: "child alpha"}\n  - {id: beta, prompt: "child beta"}\n')
     try:
-        run = fanout({"tasks": [{"id": "parent", "prompt": "parent"}], "max_depth": 1,
+        # the sub tasks file reaches the parent as an input: its sandboxed code_run sees its workdir, not /tmp
+        run = fanout({"tasks": [{"id": "parent", "prompt": "parent", "inputs": [str(sub)]}], "max_depth": 1,
                       "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300}},
                      out=tmp_path / "runs", display="quiet")
     finally:

@@ -33,8 +33,11 @@ class Policy:
 def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
     """The argv that runs `command` in `cwd` inside the sandbox `policy` describes."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
-    argv += ["--proc", "/proc"] if proc else []
-    argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session"]
+    # Never the host's /proc: its /proc/<pid>/root would lead out of the sandbox. Where a fresh one
+    # cannot be mounted (some containers), scripts get an empty one.
+    argv += ["--proc", "/proc"] if proc else ["--tmpfs", "/proc"]
+    # --cap-drop ALL: run by root, bubblewrap would keep every capability (and remount / read-write).
+    argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if not policy.network:
         argv.append("--unshare-net")
     for path, kind in _mounts(policy):
@@ -79,7 +82,7 @@ def support_problem(bwrap: str, network: bool = True) -> Optional[str]:
 
 
 def mounts_proc(bwrap: str, network: bool = True) -> bool:
-    """Whether a fresh /proc can be mounted (some containers refuse it: the host's /proc then stays)."""
+    """Whether a fresh /proc can be mounted (some containers refuse it)."""
     return probe(bwrap, network)[1]
 
 
@@ -88,7 +91,8 @@ def probe(bwrap: str, network: bool) -> tuple[Optional[str], bool]:
     """(problem or None, mounts /proc); run once per binary and network choice for the process's life."""
     binary = shutil.which(bwrap)
     if binary is None:
-        return f"code_run refused: no sandbox: bubblewrap not found ({bwrap!r}); install it (apt-get install bubblewrap) or {OPT_OUT}", False
+        return (f"code_run refused: no sandbox: bubblewrap not found ({bwrap!r}); install it "
+                f"(apt-get install bubblewrap) or {OPT_OUT}"), False
     true = shutil.which("true") or "/bin/true"
     error = ""
     for proc in (True, False):

@@ -115,25 +115,26 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
 
 def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
     """What a nested fan-out from this script writes: its runs under the parent task (the layout of
-    orchestrator.fanout.Nesting.runs_dir) and the Ray session directory it attaches through."""
+    orchestrator.fanout.Nesting.runs_dir) and the Ray session directory it attaches through. Inside the
+    sandbox's PID namespace Ray cannot find its local raylet by listing processes: GA_RAY_NODE_ID names it."""
     dirs = []
     if env.get("GA_RUN_DIR") and env.get("GA_PARENT_TASK"):
         runs = Path(env["GA_RUN_DIR"]) / "tasks" / env["GA_PARENT_TASK"] / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         dirs.append(runs)
-    if env.get("GA_RAY_ADDRESS"):
-        session = _ray_session_dir()
-        if session is not None:
-            dirs.append(session)
+    node = _ray_node() if env.get("GA_RAY_ADDRESS") else None
+    if node is not None:
+        dirs.append(node[0])
+        env["GA_RAY_NODE_ID"] = node[1]
     return dirs
 
 
-def _ray_session_dir() -> Optional[Path]:
-    """This process's Ray session directory (sockets, logs) when it is a Ray worker or driver."""
+def _ray_node() -> Optional[tuple[Path, str]]:
+    """(session directory, node id) of the Ray node this process belongs to, if it is a Ray worker or driver."""
     ray = sys.modules.get("ray")
     try:
         node = ray._private.worker.global_worker.node if ray is not None else None  # type: ignore[attr-defined]
-        return Path(node.get_session_dir_path()) if node is not None else None
+        return (Path(node.get_session_dir_path()), node.node_id) if node is not None else None
     except AttributeError:
         return None
 
