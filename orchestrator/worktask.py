@@ -26,6 +26,8 @@ def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[s
 
     clock = now or local_now
     started = clock()
+    if settings.sandbox.mode == "off":  # reflect and scheduled tasks run model-written code unattended
+        log.warning("sandbox_off", kind=kind, note="code_run runs unsandboxed (sandbox.mode: off)")
     try:
         with user_job(settings.home_dir, kind, now=clock):
             result = run_one(task, settings, model_name=model_name, workdir=workdir)

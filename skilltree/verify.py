@@ -14,8 +14,9 @@ Outcomes:
    file inside the workdir (no symlink, no `..`, at most MAX_ARTIFACT_BYTES);
 5. every script artifact (.py, .sh) exits 0 when re-run with no arguments, within the timeout, in a
    fresh temporary directory holding only the named artifacts and a minimal environment (no secrets,
-   HOME inside it). So the files that get stored are enough on their own, and a script that
-   only passed with extra arguments or leftovers of the task's session is caught.
+   HOME inside it), inside code_run's sandbox with the network off (worker/sandbox.py). So the files
+   that get stored are enough on their own, and a script that only passed with extra arguments or
+   leftovers of the task's session is caught.
 Check 5 needs a script among the artifacts: a task that names only data or notes is unverified, since
 nothing it left can be run to show the skill works.
 """
@@ -32,10 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+import structlog
 import yaml
 from pydantic import ValidationError
 
+from configs.settings import SandboxSettings
 from skilltree.reports import ExplorationReport, split_front_matter
+from worker import sandbox as bwrap
 
 REPORT_FILE = "report.md"
 REQUIRED = ("title", "category", "skill", "verified", "artifacts")
@@ -47,6 +51,7 @@ OUTPUT_TAIL = 1500
 SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 Outcome = Literal["failed", "unverified", "verified"]
+log = structlog.get_logger("skilltree.verify")
 
 
 @dataclass
@@ -135,9 +140,14 @@ def _artifact(workdir: Path, rel: str) -> Artifact:
     return Artifact("/".join(parts), text, Path(rel).suffix in SCRIPT_RUNNERS)
 
 
-def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOUT) -> tuple[int, str]:
+def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOUT,
+          sandbox: Optional[SandboxSettings] = None) -> tuple[int, str]:
     """Run `script` with no arguments in a fresh directory holding only `files`; (exit code, output tail).
-    A timeout kills the script's whole process group and counts as exit code -9."""
+    A timeout kills the script's whole process group and counts as exit code -9. Sandboxed with the
+    network off (default policy: the loaded settings'); no sandbox where one is required: exit 126."""
+    policy = sandbox or _settings_sandbox()
+    if policy.mode == "bwrap" and (problem := bwrap.support_problem(policy.bwrap, network=False)):
+        return 126, problem
     with tempfile.TemporaryDirectory(prefix="ga-verify-") as tmp:
         root = Path(tmp) / "work"
         for item in files:
@@ -147,6 +157,11 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
         command = SCRIPT_RUNNERS[Path(script.rel).suffix] + [str(root / script.rel)]
+        if policy.mode == "bwrap":
+            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), home=Path(tmp)),
+                                 policy.bwrap, root, proc=bwrap.mounts_proc(policy.bwrap, network=False))
+        else:
+            log.warning("sandbox_off", script=script.rel, note="exploration re-run unsandboxed (sandbox.mode: off)")
         out_path = Path(tmp) / "output.txt"
         with open(out_path, "wb") as out:  # a file, not a pipe: a background child cannot block us
             proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -167,8 +182,14 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
         return code, output[-OUTPUT_TAIL:]
 
 
+def _settings_sandbox() -> SandboxSettings:
+    from configs import load_settings
+
+    return load_settings().sandbox
+
+
 def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Path], *, reason: str = "",
-            timeout: float = RERUN_TIMEOUT) -> Collected:
+            timeout: float = RERUN_TIMEOUT, sandbox: Optional[SandboxSettings] = None) -> Collected:
     """Read the task's report and run every check of the module doc."""
     workdir = Path(workdir)
     try:
@@ -206,7 +227,7 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
         problems.append("no script among the artifacts: nothing can be re-run to show the skill works")
     if not problems:  # re-run only what could still be verified: a failed task's scripts are not run
         for script in scripts:
-            script.exit_code, script.output = rerun(script, found.artifacts, timeout)
+            script.exit_code, script.output = rerun(script, found.artifacts, timeout, sandbox)
             if script.exit_code == 0:
                 checks.append(f"re-ran {script.rel}: exit 0")
             else:
