@@ -1,0 +1,197 @@
+"""code_run under real bubblewrap, driven by the scripted model over HTTP: what a script can and cannot touch.
+
+Probes a careless or hostile script would try: chmod + append on files of its pinned memory snapshot,
+a write into GA_HOME, reading ~/.ssh, rewriting the store's HEAD. Sandboxed, all fail and the store is
+unchanged; with `sandbox: off` they succeed (the store's own `verify` is what catches that).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from configs import load_settings
+from memory_shared import MemoryStore
+from skilltree.verify import Artifact, rerun
+from worker import Worker
+from worker.llm import LLMClient
+from worker.models import resolve_model
+from worker.scripted import ScriptedServer
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "FAKE-PRIVATE-KEY-do-not-leak"
+PROBES = """set +e
+facts="$GA_MEMORY/L2/facts.md"
+chmod u+w "$facts"; echo "chmod=$?"
+echo TAMPERED >> "$facts"; echo "append=$?"
+echo planted > "$GA_HOME/planted.txt"; echo "gahome=$?"
+cat "$HOME/.ssh/id_ed25519"; echo "ssh=$?"
+echo 7 > "$GA_MEMORY/../../HEAD"; echo "head=$?"
+echo done > in_workdir.txt; echo "workdir=$?"
+echo private > /tmp/ga-sandbox-probe.txt; echo "tmp=$?"
+exit 0
+"""
+
+
+@pytest.fixture
+def fake_home(monkeypatch):
+    """A home directory outside /tmp (so the private /tmp cannot be what hides it) with a fake ~/.ssh key."""
+    home = Path(tempfile.mkdtemp(prefix="ga-home-", dir="/var/tmp"))
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def settings_for(tmp_path: Path, **overrides):
+    return load_settings(overrides, user_file=tmp_path / "none", project_file=tmp_path / "none")
+
+
+def run_worker(tmp_path: Path, settings, turns: list[dict], store=None):
+    script = {"tasks": [{"match": ".*", "turns": turns}]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
+        worker = Worker("probe the sandbox", task_id="t1", workdir=tmp_path / "work", settings=settings,
+                        history_path=tmp_path / "t1" / "history.jsonl", model=model, store=store)
+        return worker.run()
+
+
+def code_run_then_echo(script: str, kind: str = "bash") -> list[dict]:
+    return [{"content": "probing", "tool_calls": [{"name": "code_run", "arguments": {"type": kind, "script": script}}]},
+            {"content": "Probe:", "echo_last_tool_result": True}]
+
+
+def store_state(root: Path) -> dict[str, tuple[str, int]]:
+    """path -> (sha256, mode) of every published file: the generations, HEAD and the log."""
+    state = {}
+    for path in sorted([*(root / "generations").rglob("*"), root / "HEAD", root / "log.jsonl"]):
+        if path.is_file():
+            state[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
+    return state
+
+
+def probe_results(answer: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split("=", 1) for line in answer.splitlines()
+                                   if "=" in line and line.split("=", 1)[1].isdigit())}
+
+
+def test_sandboxed_probes_all_fail_and_the_store_is_unchanged(tmp_path, ga_home, fake_home):
+    settings = settings_for(tmp_path)
+    assert settings.sandbox.mode == "bwrap" and settings.home_dir == ga_home
+    store = MemoryStore(settings.memory_root, create=True)
+    before = store_state(settings.memory_root)
+    result = run_worker(tmp_path, settings, code_run_then_echo(PROBES), store=store)
+    assert result.status == "succeeded", result.reason
+    codes = probe_results(result.answer)
+    assert codes["chmod"] != 0 and codes["append"] != 0, result.answer
+    assert codes["gahome"] != 0 and codes["ssh"] != 0 and codes["head"] != 0, result.answer
+    assert codes["workdir"] == 0 and codes["tmp"] == 0, result.answer  # what it may write still works
+    assert "Read-only file system" in result.answer
+    assert SECRET not in result.answer
+    assert SECRET not in (tmp_path / "t1" / "history.jsonl").read_text()
+    assert store_state(settings.memory_root) == before
+    assert not (ga_home / "planted.txt").exists()
+    assert (tmp_path / "work" / "in_workdir.txt").read_text() == "done\n"
+    assert not Path("/tmp/ga-sandbox-probe.txt").exists()  # the script's /tmp was its own
+
+
+def test_the_same_probes_with_sandbox_off_change_the_store(tmp_path, ga_home, fake_home):
+    settings = settings_for(tmp_path, **{"sandbox.mode": "off"})
+    store = MemoryStore(settings.memory_root, create=True)
+    before = store_state(settings.memory_root)
+    try:
+        result = run_worker(tmp_path, settings, code_run_then_echo(PROBES), store=store)
+    finally:
+        Path("/tmp/ga-sandbox-probe.txt").unlink(missing_ok=True)
+    codes = probe_results(result.answer)
+    assert codes == {"chmod": 0, "append": 0, "gahome": 0, "ssh": 0, "head": 0, "workdir": 0, "tmp": 0}, result.answer
+    assert SECRET in result.answer
+    after = store_state(settings.memory_root)
+    changed = {path for path in before if before[path] != after.get(path)}
+    assert "HEAD" in changed and any(path.endswith("L2/facts.md") for path in changed), changed
+    assert (settings.memory_root / "HEAD").read_text().strip() == "7"
+    assert (ga_home / "planted.txt").read_text() == "planted\n"
+
+
+def test_protected_paths_inside_the_workdir_stay_read_only(tmp_path, fake_home):
+    extra = tmp_path / "shared-out"
+    extra.mkdir()
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    (fake_home / ".aws").mkdir()
+    (fake_home / ".aws" / "credentials").write_text(SECRET)
+    script = (f'set +e\necho hook >> .git/config; echo "git=$?"\necho x > {extra}/out.txt; echo "extra=$?"\n'
+              'ls "$HOME/.aws"; cat "$HOME/.aws/credentials"; echo "aws=$?"\nexit 0\n')
+    settings = settings_for(tmp_path, **{"sandbox.writable": [str(extra)]})
+    result = run_worker(tmp_path, settings, code_run_then_echo(script))
+    codes = probe_results(result.answer)
+    assert codes["git"] != 0 and codes["extra"] == 0 and codes["aws"] != 0, result.answer
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+    assert (extra / "out.txt").read_text() == "x\n"
+    assert SECRET not in result.answer
+
+
+@pytest.mark.parametrize("network, reachable", [(True, True), (False, False)])
+def test_network_is_shared_unless_the_policy_turns_it_off(tmp_path, network, reachable):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    script = ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5).close()\n"
+              "    print('net=0')\nexcept OSError as exc:\n    print(exc)\n    print('net=1')\n" % port)
+    try:
+        result = run_worker(tmp_path, settings_for(tmp_path, **{"sandbox.network": network}),
+                            code_run_then_echo(script, "python"))
+    finally:
+        listener.close()
+    assert (probe_results(result.answer)["net"] == 0) is reachable, result.answer
+
+
+def test_missing_bubblewrap_fails_the_task_with_one_line(tmp_path):
+    """`ga run` with the bwrap path pointing nowhere: the task fails and the script never runs."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = {"tasks": [{"match": ".*", "turns": [
+        {"content": "try", "tool_calls": [{"name": "code_run", "arguments": {"type": "bash", "script": "touch ran.txt"}}]},
+        {"content": "it ran anyway"}]}]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        env = {**os.environ, "GA_SANDBOX__BWRAP": "/nonexistent/bwrap", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "probe", "--model",
+                               f"scripted@{server.base_url}", "--json"], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "failed" and result["turns"] == 1
+    reason = result["reason"]
+    assert "\n" not in reason and "bubblewrap not found ('/nonexistent/bwrap')" in reason
+    assert "apt-get install bubblewrap" in reason and "sandbox: {mode: off}" in reason
+    assert not (work / "ran.txt").exists() and not list(work.glob(".ga/code_*"))
+
+
+def test_sandbox_off_is_logged_as_a_warning(tmp_path, capsys):
+    result = run_worker(tmp_path, settings_for(tmp_path, **{"sandbox.mode": "off"}), code_run_then_echo("echo hi"))
+    assert result.status == "succeeded"
+    captured = capsys.readouterr()
+    assert "sandbox_off" in captured.out + captured.err
+
+
+def test_exploration_reruns_have_no_network(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    text = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).close()\nprint('reached')\n"
+    script = Artifact("check.py", text, True)
+    try:
+        sandboxed = rerun(script, [script], timeout=30)
+        unsandboxed = rerun(script, [script], timeout=30, sandbox=load_settings({"sandbox.mode": "off"}).sandbox)
+    finally:
+        listener.close()
+    assert sandboxed[0] != 0 and "reached" not in sandboxed[1]
+    assert unsandboxed == (0, "reached\n")
