@@ -20,6 +20,7 @@ OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scr
 SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
            ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
 PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
+ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,18 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
             if real.exists() and real not in found:
                 found.append(real)
     return found
+
+
+def inside() -> bool:
+    """Whether this process already runs in a code_run sandbox (a nested fan-out's workers started Ray in it):
+    its PID 1 is bubblewrap's init and code_run marked the environment. Bubblewrap cannot nest there (no
+    capabilities, no user namespace), and needs not: everything started here is confined by the outer one."""
+    if os.environ.get(ENV_MARK) != "bwrap":
+        return False
+    try:
+        return Path(Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")).name == "bwrap"
+    except OSError:
+        return False
 
 
 def support_problem(bwrap: str, network: bool = True) -> Optional[str]:

@@ -28,6 +28,7 @@ SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and log
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 PGIDS_KEY = "code_run_pgids"  # ctx.extra: process groups started, for kill_leftovers at task end
 WARNED_KEY = "sandbox_off_warned"
+GENERATIONS = "generations"  # memory_shared/store.py: the published trees, immutable
 log = structlog.get_logger("worker.code")
 
 
@@ -59,7 +60,8 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     except PathError as exc:
         return ToolResult(str(exc), ok=False, evidence=False)
     policy = ctx.settings.sandbox
-    problem = sandbox.support_problem(policy.bwrap, policy.network) if policy.mode == "bwrap" else None
+    wrap = policy.mode == "bwrap" and not sandbox.inside()
+    problem = sandbox.support_problem(policy.bwrap, policy.network) if wrap else None
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
@@ -69,10 +71,10 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     script_path.write_text(args.script, encoding="utf-8")
     command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
     env = _child_env(ctx, cwd)
-    if policy.mode == "bwrap":
+    if wrap:
         command = sandbox.wrap(command, task_policy(ctx, env), policy.bwrap, cwd,
                                proc=sandbox.mounts_proc(policy.bwrap, policy.network))
-    else:
+    elif policy.mode == "off":
         _warn_unsandboxed(ctx)
     with open(out_path, "wb") as out:
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
@@ -107,8 +109,15 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
     """The task's sandbox: its workdir (and configured paths) writable, the memory tier and GA_HOME not."""
     settings = ctx.settings
     writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write, *_nested_run_dirs(env)]
-    store = getattr(ctx.memory, "store", None)
-    readonly = [settings.home_dir, settings.memory_root, getattr(store, "root", None), getattr(ctx.memory, "root", None)]
+    store = getattr(getattr(ctx.memory, "store", None), "root", None)
+    stores = {Path(p).resolve() for p in (settings.memory_root, store) if p is not None}
+    readonly = [settings.home_dir, *stores, getattr(ctx.memory, "root", None)]
+    if not env.get("GA_RAY_ADDRESS"):
+        # No parent cluster (ga run, chat, reflect, schedule): a fan-out from this script starts Ray inside the
+        # sandbox, and its workers open the store (recovery, pins, commits). The store's bookkeeping opens up;
+        # the generations (everything ever published) stay read-only, and HEAD and the log are checked by it.
+        writable += sorted(stores)
+        readonly = [p for p in readonly if p not in stores] + [root / GENERATIONS for root in sorted(stores)]
     return sandbox.Policy(network=settings.sandbox.network, writable=tuple(writable),
                           readonly=tuple(Path(p) for p in readonly if p is not None))
 
@@ -187,7 +196,7 @@ def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
     root = getattr(ctx.memory, "root", None)
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
-    env["GA_SANDBOX"] = ctx.settings.sandbox.mode
+    env[sandbox.ENV_MARK] = ctx.settings.sandbox.mode
     env.update({k: str(v) for k, v in ctx.extra.get("env", {}).items()})
     env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
     return env
