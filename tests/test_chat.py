@@ -65,12 +65,13 @@ def test_a_conversation_goes_on_survives_ctrl_c_and_resumes(tmp_path: Path, serv
         if pid_file.is_file() and pid_file.read_text().strip():
             break
         child.expect([pexpect.TIMEOUT], timeout=0.1)
-    sleeper = int(pid_file.read_text())
+    sleepers = _sleepers(tmp_path)  # host pids: the script's $$ is its pid inside code_run's PID namespace
+    assert sleepers, "the turn's script is not running"
     child.sendintr()
     child.expect_exact("stopping this turn")
     child.expect_exact("stopped")
     child.expect_exact("you> ")
-    assert not _alive(sleeper), "Ctrl-C left the turn's script running"
+    assert not any(_alive(pid) for pid in sleepers), "Ctrl-C left the turn's script running"
     child.sendline("/cost")
     child.expect(r"[\d,]+ tokens \(")
     child.sendline("/quit")
@@ -110,6 +111,19 @@ def test_ga_run_continue_follows_up_in_the_same_history(tmp_path: Path, server) 
     missing = pexpect.run(f"{sys.executable} -m cli run --continue nope 'hi'", cwd=str(tmp_path),
                           env=_env(tmp_path), encoding="utf-8", withexitstatus=True)
     assert missing[1] == 2 and "no session named 'nope'" in missing[0]
+
+
+def _sleepers(cwd: Path) -> list[int]:
+    """Host pids of `sleep 60` processes running in `cwd`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"sleep\x0060")
+                    and (entry / "cwd").resolve() == cwd.resolve()):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:

@@ -66,7 +66,7 @@ def _nested_run(tmp_path: Path, receiver: Receiver, capture: bool) -> Any:
         {"match": "child", "turns": [{"content": "child done"}]},
         {"match": "parent", "turns": [
             {"content": "fanning out", "tool_calls": [{"name": "code_run", "arguments": {
-                "type": "bash", "script": f"echo {SECRET} >/dev/null; ga fanout {sub} --json", "timeout": 300}}]},
+                "type": "bash", "script": f"echo {SECRET} >/dev/null; ga fanout sub.yaml --json", "timeout": 300}}]},
             {"content": "Children:", "echo_last_tool_result": True}]},
     ]}
     server = start_server(script, tmp_path / "requests.jsonl")
@@ -76,7 +76,8 @@ def _nested_run(tmp_path: Path, receiver: Receiver, capture: bool) -> Any:
     settings = load_settings({"telemetry.otlp_endpoint": receiver.url, "telemetry.capture_content": capture},
                              user_file=tmp_path / "none", project_file=tmp_path / "none")
     try:
-        return fanout({"name": "traced", "tasks": [{"id": "parent", "prompt": "parent"}],
+        # sub.yaml reaches the parent as an input: its sandboxed code_run sees its workdir, not the host's /tmp
+        return fanout({"name": "traced", "tasks": [{"id": "parent", "prompt": "parent", "inputs": [str(sub)]}],
                        "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300}},
                       out=tmp_path / "runs", display="quiet", settings=settings)
     finally:

@@ -146,6 +146,9 @@ def test_background_child_does_not_block_and_is_killed_at_end(ctx):
     result = call(with_mode(ctx, "off"), type="bash", script=f"sleep {marker} &\necho done\n")
     assert time.monotonic() - started < 10  # output goes to a file: an open pipe cannot hold us
     assert result.ok and "done" in result.output
+    deadline = time.monotonic() + 10
+    while not processes_with(marker) and time.monotonic() < deadline:  # the fork may not have exec'd sleep yet
+        time.sleep(0.05)
     assert processes_with(marker)
     assert kill_leftovers(ctx) >= 1
     assert wait_none_with(marker)
