@@ -95,8 +95,7 @@ def test_a_killed_process_running_several_slots_has_each_of_its_tasks_retried_on
 
 
 def test_task_past_its_timeout_is_stopped_and_its_processes_killed(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
-    script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)"
+    script = "import time\nopen('started', 'w').write('yes')\ntime.sleep(120)"  # in its sandbox: its workdir
     hang = {"match": "hang", "turns": [
         {"content": "hanging", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script, "timeout": 300}}]},
         {"content": "never"}]}
@@ -112,12 +111,25 @@ def test_task_past_its_timeout_is_stopped_and_its_processes_killed(tmp_path: Pat
     assert by_id["quick"]["status"] == "succeeded"
     assert by_id["hang"]["status"] == "failed" and "timeout after 3s" in by_id["hang"]["reason"]
     assert time.monotonic() - started < 60
-    child = int(pid_file.read_text())
+    assert list((tmp_path / "runs").glob("*/tasks/hang/workdir/started")), "the script never ran"
     for _ in range(50):  # the killed process may take a moment to be reaped
-        if not _alive(child):
+        if not _scripts_of(tmp_path):
             break
         time.sleep(0.1)
-    assert not _alive(child), "the task's code_run process outlived its timeout"
+    assert not _scripts_of(tmp_path), "the task's code_run process outlived its timeout"
+
+
+def _scripts_of(tmp_path: Path) -> list[int]:
+    """Host pids of live processes running a script of this test's runs (a sandboxed script's own pid is not
+    its host pid)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(tmp_path / "runs").encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return [pid for pid in found if _alive(pid)]
 
 
 def _alive(pid: int) -> bool:
