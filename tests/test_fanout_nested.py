@@ -53,6 +53,7 @@ def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limit
     try:
         # the sub tasks file reaches the parent as an input: its sandboxed code_run sees its workdir, not /tmp
         run = fanout({"tasks": [{"id": "parent", "prompt": "parent", "inputs": [str(sub)]}], "max_depth": 1,
+                      "allow_paths": [str(sub)],
                       "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300}},
                      out=tmp_path / "runs", display="quiet")
     finally:

@@ -78,6 +78,7 @@ def _nested_run(tmp_path: Path, receiver: Receiver, capture: bool) -> Any:
     try:
         # sub.yaml reaches the parent as an input: its sandboxed code_run sees its workdir, not the host's /tmp
         return fanout({"name": "traced", "tasks": [{"id": "parent", "prompt": "parent", "inputs": [str(sub)]}],
+                       "allow_paths": [str(sub)],
                        "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300}},
                       out=tmp_path / "runs", display="quiet", settings=settings)
     finally:
