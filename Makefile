@@ -1,8 +1,13 @@
-# `make test`: install what the tests need (Chromium and bubblewrap from the package manager when
-# missing, the package with its dev extra) and run the whole suite.
+# `make quickstart`: install ga (and bubblewrap, which code_run needs, when it is missing) and run the
+# main job offline. `make test`: install what the tests need (Chromium and bubblewrap from the
+# package manager when missing, the package with its dev extra) and run the whole suite.
 PYTHON ?= python3
 
-.PHONY: test browser sandbox install
+.PHONY: quickstart test browser sandbox install
+quickstart: sandbox
+	$(PYTHON) -m pip install -q .
+	ga fanout configs/examples/quickstart.yaml
+
 test: browser sandbox install
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PYTHON) -m pytest
 
