@@ -33,7 +33,7 @@ class _UserErrors(typer.core.TyperGroup):
 
 app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
-memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, diff, verify, gc, archive.")
+memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, diff, verify, repair, gc, archive.")
 app.add_typer(memory_app, name="memory")
 console = Console()
 err_console = Console(stderr=True)
@@ -123,8 +123,8 @@ def _memory_verify_or_fail(store: Any, as_json: bool = False) -> None:
     if problems:
         more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
         if not as_json:
-            fail(f"memory store at {store.root} is corrupt: {problems[0]}{more}; restore it from a backup, "
-                 "or move it aside and run `ga memory init`")
+            fail(f"memory store at {store.root} is corrupt: {problems[0]}{more}; run `ga memory repair "
+                 "--dry-run` to see the fix, then `ga memory repair`")
         raise typer.Exit(2)
 
 
@@ -238,23 +238,49 @@ def memory_diff(
 
 
 @memory_app.command("verify")
-def memory_verify(as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
-    """Check the store (HEAD, log, generations, read-only files); exit 2 if anything is wrong."""
-    from memory_shared import MemoryStore, MemoryStoreError, StoreMissing
-
-    current = settings()
-    try:
-        store = MemoryStore(current.memory_root, l1_max_lines=current.memory.l1_max_lines,
-                            l1_max_chars=current.memory.l1_max_chars)
-    except StoreMissing as exc:
-        fail(str(exc))
-    except MemoryStoreError as exc:  # unreadable even to open: say so, and how to get going again
-        fail(f"{exc.args[0].split('; run `ga memory verify`')[0]}; restore it from a backup, "
-             "or move it aside and run `ga memory init`")
-    _memory_verify_or_fail(store, as_json)
+def memory_verify(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    quick: bool = typer.Option(False, "--quick", help="Check only HEAD's contents against its manifest"),
+) -> None:
+    """Check the store (HEAD, log, generations, contents against manifests); exit 2 if anything is wrong."""
+    store = _memory_store()
+    for line in store.recovered:  # what opening the store fixed by itself (also in events.jsonl)
+        console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
+    with _memory_errors():
+        problems = store.verify(quick=quick)
+    if as_json:
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered})
+    if problems:
+        more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
+        if not as_json:
+            fail(f"memory store at {store.root}: {problems[0]}{more}; run `ga memory repair --dry-run` to see the "
+                 "fix, then `ga memory repair`")
+        raise typer.Exit(2)
     if not as_json:
-        console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits",
-                      highlight=False)
+        console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits"
+                      f"{' (HEAD only)' if quick else ''}", highlight=False)
+
+
+@memory_app.command("repair")
+def memory_repair(dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing")) -> None:
+    """Settle what recovery would not decide alone; whatever is removed goes to quarantine/, never deleted."""
+    store = _memory_store()
+    for line in store.recovered:
+        console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
+    with _memory_errors():
+        done, unsolved = store.repair(dry_run=dry_run)
+    for line in done:
+        console.print(f"{'would' if dry_run else 'done'}: {line}", highlight=False, soft_wrap=True)
+    if unsolved:
+        more = f" (+{len(unsolved) - 1} more)" if len(unsolved) > 1 else ""
+        fail(f"memory store at {store.root}: cannot repair: {unsolved[0]}{more}")
+    if not dry_run:
+        with _memory_errors():
+            problems = store.verify()
+        if problems:
+            fail(f"memory store at {store.root}: still wrong after repair: {problems[0]}")
+    console.print(f"[green]{'nothing to repair' if not done else 'repaired' if not dry_run else 'dry run'}[/]: "
+                  f"{store.root}", highlight=False)
 
 
 @memory_app.command("gc")

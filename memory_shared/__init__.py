@@ -8,7 +8,16 @@
     txn.generation                                  # the new generation, or None if nothing changed
 """
 from .commitlog import Commit
-from .errors import CommitConflict, GenerationMissing, L1TooLarge, MemoryStoreError, PathRefused, StoreMissing
+from .errors import (
+    CommitConflict,
+    GenerationDamaged,
+    GenerationMissing,
+    L1TooLarge,
+    MemoryStoreError,
+    PathRefused,
+    StoreMissing,
+    StoreNeedsRepair,
+)
 from .layers import (
     L1_INDEX,
     L2_FACTS,
@@ -29,6 +38,7 @@ __all__ = [
     "Change",
     "Commit",
     "CommitConflict",
+    "GenerationDamaged",
     "GenerationMissing",
     "L1TooLarge",
     "L1_INDEX",
@@ -40,6 +50,7 @@ __all__ = [
     "SOP_FIELDS",
     "Snapshot",
     "StoreMissing",
+    "StoreNeedsRepair",
     "Transaction",
     "check_l1",
     "check_rel",

@@ -1,6 +1,7 @@
 """log.jsonl: one JSON line per published generation, appended under the commit lock."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -23,13 +24,17 @@ class Commit:
     paths: list[str]
     time: float  # unix seconds
     deleted: list[str] = field(default_factory=list)  # the subset of `paths` that the commit removed
+    manifest: Optional[str] = None     # sha256 of the generation's MANIFEST (None: written before manifests)
+    parent_hash: Optional[str] = None  # sha256 of the parent's log line, chaining the records
+    key: Optional[str] = None          # idempotency key: a second commit with it is a no-op
 
     @property
     def when(self) -> datetime:
         return datetime.fromtimestamp(self.time, tz=timezone.utc)
 
     def to_line(self) -> bytes:
-        return (json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        data = {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
+        return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
     @classmethod
     def from_line(cls, line: bytes | str) -> "Commit":
@@ -42,7 +47,69 @@ class Commit:
             paths=list(data["paths"]),
             time=float(data["time"]),
             deleted=list(data.get("deleted", [])),
+            manifest=data.get("manifest"),
+            parent_hash=data.get("parent_hash"),
+            key=data.get("key"),
         )
+
+
+_OPTIONAL = ("manifest", "parent_hash", "key")
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+
+
+@dataclass
+class LogState:
+    """The log as read for recovery: whole records in order, unreadable whole lines, and a torn tail."""
+    commits: list[Commit]
+    hashes: list[str]                 # line_hash of each commit's line
+    numbers: list[int]                # line number of each commit
+    bad: list[str]                    # one problem per unreadable whole line
+    torn: bytes                       # bytes after the last newline (a line cut short)
+
+
+def read_state(path: Path) -> LogState:
+    state = LogState([], [], [], [], b"")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return state
+    body, _, state.torn = data.rpartition(b"\n")
+    if not _:
+        body, state.torn = b"", data
+    for number, line in enumerate(body.split(b"\n") if body else [], 1):
+        if not line.strip():
+            continue
+        try:
+            commit = Commit.from_line(line)
+        except (ValueError, KeyError, TypeError) as exc:
+            state.bad.append(f"{path}:{number}: unreadable log line ({exc.__class__.__name__})")
+            continue
+        state.commits.append(commit)
+        state.hashes.append(line_hash(line))
+        state.numbers.append(number)
+    return state
+
+
+def last_line(path: Path) -> Optional[bytes]:
+    """The newest whole line, read from the end of the file."""
+    if not path.exists():
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        buf = b""
+        while pos > 0:
+            step = min(_CHUNK, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+            lines = [line for line in buf.split(b"\n")[:-1] if line.strip()]
+            if len(lines) >= 2 or (pos == 0 and lines):
+                return lines[-1]
+    return None
 
 
 def append(path: Path, commit: Commit, midway: Optional[Callable[[], None]] = None) -> None:

@@ -37,3 +37,17 @@ class PathRefused(MemoryStoreError, ValueError):
 
 class L1TooLarge(MemoryStoreError, ValueError):
     """A commit would make the always-injected L1 index exceed its bound."""
+
+
+class StoreNeedsRepair(MemoryStoreError):
+    """The log and the generations disagree beyond what a crash leaves: commits and pins refuse."""
+
+    def __init__(self, root: object, problem: str) -> None:
+        super().__init__(f"memory store at {root} needs repair: {problem}; run `ga memory repair --dry-run` "
+                         "to see the fix, then `ga memory repair`")
+        self.root = root
+        self.problem = problem
+
+
+class GenerationDamaged(MemoryStoreError):
+    """A generation's files no longer match what was recorded when it was published."""

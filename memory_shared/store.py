@@ -1,30 +1,35 @@
-"""The versioned memory store: immutable generations, an atomic HEAD, snapshots, gc and checks.
+"""The versioned memory store: immutable generations, a derived HEAD, snapshots, gc and checks.
 
-Publication order of a commit (all under the flock on `lock`; the tree is built before, in staging):
+Publication order of a commit (all under the flock on `lock`; the tree and its MANIFEST are built before,
+in staging):
   1. rename staging/<id> -> generations/<n>   (the tree is complete and fsynced before the rename)
-  2. append the log line for n                  (one write; fsync)
+  2. append the record of n to log.jsonl       (one write; fsync): n is now published
   3. replace HEAD with n                        (temp file, fsync, rename, fsync dir)
-Recovery (`_recover_locked`, run at open and at the start of every commit, under the same lock):
-  - cut a torn last log line;
-  - if the last log line is HEAD+1 and generations/HEAD+1 exists, the commit died between 2 and 3:
-    finish it by publishing HEAD = HEAD+1;
-  - any log line above HEAD is dropped, any generation dir above HEAD is garbage (died between 1 and 2)
-    and is removed; abandoned staging dirs and HEAD temp files are removed at open.
-So a crash at any point leaves HEAD on a generation whose tree was complete before it became visible,
-and the log holds exactly generations 0..HEAD.
+Recovery (recovery.py) runs at open and under the lock before every commit: HEAD is recomputed from the
+log and the generations, a torn last line and a generation directory without a record are undone, and
+anything else is left for `ga memory repair` (repair.py), with commits and pins refusing meanwhile.
 """
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, faults, layers
+from . import commitlog, events, faults, layers, manifest, recovery
 from .commitlog import Commit
-from .errors import CommitConflict, L1TooLarge, PathRefused  # noqa: F401  (re-exported for importers of .store)
-from .errors import GenerationMissing, MemoryStoreError, StoreMissing
-from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree
+from .errors import (  # noqa: F401  (re-exported for importers of .store)
+    CommitConflict,
+    GenerationDamaged,
+    GenerationMissing,
+    L1TooLarge,
+    MemoryStoreError,
+    PathRefused,
+    StoreMissing,
+    StoreNeedsRepair,
+)
+from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree, unique
 from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
 from .paths import resolve
 from .transaction import Transaction
@@ -83,9 +88,11 @@ class MemoryStore:
         self.root = Path(root).expanduser().absolute()
         self.l1_max_lines = l1_max_lines
         self.l1_max_chars = l1_max_chars
+        self.recovered: list[str] = []  # what recovery fixed through this handle, one line each
+        self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
         if self.exists(self.root):
             self._recover()  # may finish an interrupted init, or undo one that never published
-        if self._read_head() < 0:
+        if self._read_head() < 0 and not self._assess().problems:
             if not create:
                 raise StoreMissing(self.root)
             self._init()
@@ -135,20 +142,27 @@ class MemoryStore:
     # ---- HEAD ---------------------------------------------------------------------------------
 
     def head(self) -> int:
-        head = self._read_head()
-        if head < 0:
+        """The newest published generation (derived from the log and the generations, not read from HEAD)."""
+        found = self._assess()
+        if found.problems:  # read without the lock, a commit may have moved on mid-read: look again under it
+            with flocked(self._lock):
+                self._assessed = None
+                found = self._assess()
+        if found.problems:
+            raise StoreNeedsRepair(self.root, found.problems[0])
+        if found.head < 0:
             raise StoreMissing(self.root)
-        return head
+        return found.head
 
     def _read_head(self) -> int:
-        """HEAD, or -1 before generation 0 is published."""
-        try:
-            text = (self.root / "HEAD").read_text()
-        except FileNotFoundError:
-            return -1
-        if not text.strip().isdigit():
-            raise MemoryStoreError(f"{self.root / 'HEAD'} is corrupt ({text[:20]!r}); run `ga memory verify`")
-        return int(text)
+        """The derived HEAD, or -1 before generation 0 is published."""
+        return self._assess().head
+
+    def _assess(self) -> recovery.Assessment:
+        key = recovery.fingerprint(self.root)
+        if self._assessed is None or self._assessed[0] != key:
+            self._assessed = (key, recovery.assess(self.root))
+        return self._assessed[1]
 
     def _write_head(self, generation: int, with_faults: bool = False) -> None:
         before = (lambda: faults.point("head")) if with_faults else None
@@ -180,27 +194,78 @@ class MemoryStore:
             self._recover_locked(full=True)
 
     def _recover_locked(self, full: bool) -> None:
-        """Bring the store to a clean state after a crashed committer. Caller holds `lock` (and
-        `pins.lock` exclusively when `full`)."""
-        commitlog.repair_tail(self._log)
-        head = self._read_head()
-        last = commitlog.last_entry(self._log)
-        if last is not None and last.generation == head + 1 and self._gen_path(head + 1).is_dir():
-            self._write_head(head + 1)
-            head += 1
-        if last is not None and last.generation > head:
-            commitlog.truncate_after(self._log, head)
-        garbage = [g for g in self._generation_numbers() if g > head] if full else (
-            [head + 1] if self._gen_path(head + 1).exists() else [])
-        for generation in garbage:  # renamed first, so a crash mid-removal leaves no partial generation
-            target = self._staging / f"garbage-{generation}-{os.getpid()}"
-            os.rename(self._gen_path(generation), target)
-            remove_tree(target)
+        """Apply the fixes recovery is sure of. Caller holds `lock` (and `pins.lock` exclusively when `full`).
+        When the store needs repair, a commit (`full` False) refuses; opening it does not, so that verify
+        and repair can run."""
+        found = self._assess()
+        if found.problems:
+            if not full:
+                raise StoreNeedsRepair(self.root, found.problems[0])
+        else:
+            self.apply_fixes(found.fixes)
         if full:
             for entry in abandoned_entries(self._staging):
                 remove_tree(entry)
             for tmp in self.root.glob(".HEAD.tmp-*"):
                 tmp.unlink(missing_ok=True)
+            if not found.problems:
+                self._upgrade(self._assess())
+
+    def apply_fixes(self, fixes: list[recovery.Fix]) -> None:
+        """Carry out recovery fixes (caller holds `lock`), logging each in events.jsonl."""
+        for fix in fixes:
+            if fix.kind == "cut_tail":
+                self.cut_torn_tail()
+            elif fix.kind in ("discard", "finish_gc"):
+                target = self._staging / f"garbage-{fix.generation}-{unique()}"
+                os.rename(self._gen_path(fix.generation), target)
+                remove_tree(target)
+            elif fix.kind == "head":
+                self._write_head(fix.generation)
+            events.append(self.root, "recovered", fix=fix.kind, generation=fix.generation, message=fix.message)
+            self.recovered.append(fix.message)
+
+    def cut_torn_tail(self) -> None:
+        """Cut a torn last log line, keeping its bytes in quarantine/."""
+        data = self._log.read_bytes()
+        torn = data[data.rfind(b"\n") + 1:]
+        if not torn:
+            return
+        (self.quarantine() / "log.jsonl-torn-tail").write_bytes(torn)
+        with open(self._log, "rb+") as fh:
+            fh.truncate(len(data) - len(torn))
+            os.fsync(fh.fileno())
+
+    def quarantine(self) -> Path:
+        """A new folder under quarantine/ for what recovery or repair moves aside (never deleted)."""
+        folder = self.root / "quarantine" / f"{time.strftime('%Y%m%dT%H%M%S')}-{unique()}"
+        folder.mkdir(parents=True)
+        return folder
+
+    def _upgrade(self, found: recovery.Assessment) -> None:
+        """A store written before manifests: compute each published generation's MANIFEST once, from the
+        files as they are now, and record the hashes in events.jsonl (the anchor of those manifests)."""
+        hashes: dict[str, str] = {}
+        cache: dict[tuple[int, int], list] = {}
+        for commit in found.log.commits:
+            tree = self._gen_path(commit.generation)
+            if commit.manifest is None and commit.generation not in found.upgraded and tree.is_dir() \
+                    and not (tree / manifest.NAME).exists():
+                entries, stats = manifest.scan(tree, cache)
+                hashes[str(commit.generation)] = manifest.write(tree, entries, stats)
+                self.link_manifest(commit.generation)
+        if hashes:
+            events.append(self.root, "upgrade", manifests=hashes,
+                          message=f"manifests computed for {len(hashes)} generation(s) written before manifests")
+            self.recovered.append(f"upgraded: manifests computed for {len(hashes)} generation(s)")
+
+    def link_manifest(self, generation: int) -> None:
+        """Keep a second link to a generation's MANIFEST in manifests/, so repair can rebuild the generation."""
+        (self.root / "manifests").mkdir(exist_ok=True)
+        target = self.root / "manifests" / str(generation)
+        if os.path.lexists(target):
+            os.unlink(target)
+        os.link(self._gen_path(generation) / manifest.NAME, target)
 
     # ---- snapshots and transactions -----------------------------------------------------------
 
@@ -210,9 +275,11 @@ class MemoryStore:
         pin = self._pin(target)
         return Snapshot(target, self._gen_path(target), pin)
 
-    def _pin(self, generation: int) -> Hold:
+    def _pin(self, generation: int, check: bool = True) -> Hold:
+        """Pin a published generation; with `check`, refuse it if its files changed since publication.
+        Never called with `lock` held (head() may take it), and takes it before `pins.lock`, as gc does."""
+        head = self.head()
         with flocked(self._pins_lock, shared=True):
-            head = self._read_head()
             if generation > head or generation < 0:
                 raise GenerationMissing(f"generation {generation} is not published (HEAD is {head})")
             pin = create_pin(self._pins, generation)
@@ -220,15 +287,34 @@ class MemoryStore:
                 pin.release()
                 raise GenerationMissing(
                     f"generation {generation} was removed by gc; open a new snapshot (HEAD is {head})")
-            return pin
+        if check:  # after the lock: the pin already keeps gc away
+            damage = self.stat_check(generation)
+            if damage:
+                pin.release()
+                more = f" (+{len(damage) - 1} more)" if len(damage) > 1 else ""
+                raise GenerationDamaged(
+                    f"generation {generation} of {self.root} is damaged: {damage[0]}{more} changed since it "
+                    "was published; run `ga memory verify`, then `ga memory repair`")
+        return pin
+
+    def stat_check(self, generation: int) -> list[str]:
+        """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""
+        tree = self._gen_path(generation)
+        recorded = manifest.load_stats(tree)
+        if recorded is None:
+            return [f"{manifest.STAT} (missing)"]
+        return manifest.stat_changes(tree, recorded)
 
     def _new_staging(self) -> Hold:
         with flocked(self._pins_lock, shared=True):
             return create_dir(self._staging)
 
-    def transaction(self, message: str, author: str, base: Optional[int] = None) -> Transaction:
-        """A context manager: stage write/patch/delete, commit on normal exit, drop on an exception."""
-        return Transaction(self, message, author, base)
+    def transaction(self, message: str, author: str, base: Optional[int] = None,
+                    key: Optional[str] = None) -> Transaction:
+        """A context manager: stage write/patch/delete, commit on normal exit, drop on an exception.
+        With `key` (e.g. "run/task/attempt"), a commit whose key is already in the log is a no-op that
+        returns the earlier generation."""
+        return Transaction(self, message, author, base, key=key)
 
     # ---- history ------------------------------------------------------------------------------
 
@@ -238,17 +324,26 @@ class MemoryStore:
 
     def diff(self, a: int, b: int) -> list[Change]:
         """What changed from generation a to generation b, by path."""
-        with self.snapshot(a) as left, self.snapshot(b) as right:
-            before, after = _tree_inodes(left.path), _tree_inodes(right.path)
+        left_pin, right_pin = self._pin(a, check=False), self._pin(b, check=False)
+        try:
+            left, right = self._gen_path(a), self._gen_path(b)
+            old, new = manifest.load(left), manifest.load(right)
+            if old is not None and new is not None:  # by recorded content: right even if a file was tampered with
+                return [Change(rel, "deleted" if rel not in new else "added" if rel not in old else "modified")
+                        for rel in sorted(old.keys() | new.keys()) if old.get(rel) != new.get(rel)]
+            before, after = _tree_inodes(left), _tree_inodes(right)
             changes = []
             for rel in sorted(before.keys() | after.keys()):
                 if rel not in after:
                     changes.append(Change(rel, "deleted"))
                 elif rel not in before:
                     changes.append(Change(rel, "added"))
-                elif before[rel] != after[rel] and _differs(left.path / rel, right.path / rel):
+                elif before[rel] != after[rel] and _differs(left / rel, right / rel):
                     changes.append(Change(rel, "modified"))
             return changes
+        finally:
+            left_pin.release()
+            right_pin.release()
 
     # ---- maintenance --------------------------------------------------------------------------
 
@@ -258,87 +353,38 @@ class MemoryStore:
             raise ValueError(f"gc keep must be at least 1, got {keep}")
         trash: Optional[Hold] = None
         with flocked(self._lock), flocked(self._pins_lock):
-            head = self._read_head()
+            self._recover_locked(full=False)
+            head = self.head()
             published = [g for g in self._generation_numbers() if g <= head]
             kept = set(published[-keep:]) | {head} | live_pins(self._pins, remove_stale=True)
             doomed = [g for g in published if g not in kept]
             if doomed:
+                events.append(self.root, "gc", generations=doomed)
                 trash = create_dir(self._staging, "gc-")
                 for generation in doomed:
                     os.rename(self._gen_path(generation), trash.path / str(generation))
+                    kept_manifest = self.root / "manifests" / str(generation)
+                    if os.path.lexists(kept_manifest):
+                        os.rename(kept_manifest, trash.path / f"{generation}.{manifest.NAME}")
                 fsync_dir(self._gens)
                 faults.point("gc")
         if trash is not None:
             trash.release()
         return doomed
 
-    def verify(self) -> list[str]:
-        """Check the store; return one line per problem found (empty when healthy)."""
-        problems: list[str] = []
-        with flocked(self._lock):
-            try:
-                head = self._read_head()
-            except MemoryStoreError as exc:
-                return [str(exc)]
-            if head < 0:
-                problems.append(f"{self.root / 'HEAD'} is missing")
-            generations = self._generation_numbers()
-            if self._gens.is_dir():
-                problems += [f"{self._gens / e.name} is not a generation" for e in os.scandir(self._gens)
-                             if not e.name.isdigit()]
-            if head >= 0 and head not in generations:
-                problems.append(f"HEAD points to generation {head}, which does not exist")
-            problems += [f"generation {g} is above HEAD {head}: leftover of a crashed commit (reopen the store)"
-                         for g in generations if g > head]
-            problems += self._verify_log(head)
-            problems += self._verify_trees([g for g in generations if g <= head])
-            with flocked(self._pins_lock):  # briefly: it holds back snapshots and new staging dirs
-                problems += [f"leftover staging {p} (reopen the store to remove it)"
-                             for p in abandoned_entries(self._staging)]
-            problems += [f"leftover HEAD temp file {p}" for p in self.root.glob(".HEAD.tmp-*")]
-        return problems
+    def verify(self, quick: bool = False) -> list[str]:
+        """Check the store, every generation's contents against its manifest included (HEAD only when
+        `quick`); return one line per problem found (empty when healthy)."""
+        from .verify import verify
 
-    def _verify_log(self, head: int) -> list[str]:
-        problems: list[str] = []
-        if self._log.exists() and self._log.stat().st_size and not _ends_with_newline(self._log):
-            problems.append(f"{self._log} ends with a torn line")
-        commits, bad = commitlog.read_all(self._log)
-        problems += bad
-        for index, commit in enumerate(commits):
-            parent = index - 1 if index else None
-            if commit.generation != index or commit.parent != parent:
-                problems.append(f"{self._log}: line {index + 1} is generation {commit.generation} "
-                                f"(parent {commit.parent}), expected {index} (parent {parent})")
-                break
-        last = commits[-1].generation if commits else -1
-        if last != head:
-            problems.append(f"log/HEAD mismatch: {self._log} ends at generation {last} but HEAD is {head}")
-        return problems
+        return verify(self, quick)
 
-    def _verify_trees(self, generations: list[int]) -> list[str]:
-        problems: list[str] = []
-        by_generation = {c.generation: c for c in self.log()}
-        previous: Optional[tuple[int, dict[str, int]]] = None
-        for generation in generations:
-            tree = self._gen_path(generation)
-            inodes = _tree_inodes(tree, problems)
-            commit = by_generation.get(generation)
-            if commit is None:
-                problems.append(f"generation {generation} has no log line")
-            else:
-                for rel in commit.paths:
-                    deleted, present = rel in commit.deleted, rel in inodes
-                    if deleted and present:
-                        problems.append(f"generation {generation} still has {rel}, which its log line says was deleted")
-                    elif not deleted and not present:
-                        problems.append(f"generation {generation} lacks {rel}, which its log line says was written")
-                if previous is not None and previous[0] == generation - 1:
-                    changed = {rel for rel in previous[1].keys() | inodes.keys()
-                               if previous[1].get(rel) != inodes.get(rel)}
-                    for rel in sorted(changed - set(commit.paths)):
-                        problems.append(f"generation {generation} changes {rel} but its log line does not say so")
-            previous = (generation, inodes)
-        return problems
+    def repair(self, dry_run: bool = False) -> tuple[list[str], list[str]]:
+        """Settle what recovery would not decide alone: (what was done or would be, what is left unsolved).
+        Whatever it removes goes to quarantine/."""
+        from .repair import repair
+
+        return repair(self, dry_run)
 
 
 def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, int]:
@@ -353,6 +399,8 @@ def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, 
                 rel = prefix + entry.name
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
+                    continue
+                if not prefix and entry.name in manifest.RESERVED:
                     continue
                 found[rel] = entry.inode()
                 if problems is None:
@@ -370,7 +418,3 @@ def _differs(a: Path, b: Path) -> bool:
     return a.read_bytes() != b.read_bytes()
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"

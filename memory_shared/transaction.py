@@ -19,9 +19,9 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import commitlog, faults, layers
+from . import commitlog, faults, layers, manifest
 from .commitlog import Commit
-from .errors import CommitConflict, MemoryStoreError
+from .errors import CommitConflict, MemoryStoreError, PathRefused
 from .fsutil import READ_ONLY, flocked, fsync_dir, link_tree, write_new
 from .paths import check_rel, resolve
 
@@ -43,13 +43,17 @@ def occurrences(text: str, old: str, limit: int = 2) -> int:
 
 
 class Transaction:
-    def __init__(self, store: "MemoryStore", message: str, author: str, base: Optional[int]) -> None:
+    def __init__(self, store: "MemoryStore", message: str, author: str, base: Optional[int],
+                 key: Optional[str] = None) -> None:
         if not isinstance(message, str) or not message.strip():
             raise ValueError("a memory commit needs a message saying what changed and its evidence")
         if not isinstance(author, str) or not author.strip():
             raise ValueError("a memory commit needs an author (e.g. the task id)")
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise ValueError("a memory commit key must be a non-empty string like run/task/attempt")
         self.message = message
         self.author = author
+        self.key = key
         self.generation: Optional[int] = None
         self._store = store
         self.base = store.head() if base is None else base
@@ -108,8 +112,10 @@ class Transaction:
         return dict(self._final)
 
     def _resolve(self, rel: str) -> str:
+        if check_rel(rel) in manifest.RESERVED:
+            raise PathRefused(f"memory path {rel!r} is reserved for the generation's manifest; use another name")
         if self._base_tree is None:
-            return check_rel(rel)
+            return rel
         return resolve(self._base_tree, rel, self._plain)
 
     def _current(self, rel: str) -> Optional[str]:
@@ -155,6 +161,9 @@ class Transaction:
             return self.generation
         self._done = True
         try:
+            if self.key is not None and self.key in self._store._assess().keys:
+                self.generation = self._store._assess().keys[self.key]
+                return self.generation
             changes = {p: t for p, t in self._final.items() if t is not None or self._base_text(p) is not None}
             if not changes:
                 return None
@@ -174,7 +183,7 @@ class Transaction:
         published commit changed since the base. Best effort, without the lock; the locked check decides."""
         store = self._store
         head = store._read_head()
-        if head == self.base:
+        if head == self.base or store._assess().problems:
             return
         try:
             newer = [c for c in commitlog.entries_after(store._log, self.base) if c.generation <= head]
@@ -193,12 +202,14 @@ class Transaction:
             tree = staging.path
             if self._base_tree is not None:
                 link_tree(str(self._base_tree), str(tree), midway=_midway("linking"))
+            entries, stats = self._base_manifest(tree)
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
             touched: set[str] = set()
             plain: set[str] = set()
             for rel, text in sorted(changes.items()):
                 touched |= _apply(tree, rel, text, midway, sync=not bulk, plain=plain)
+                _record(tree, rel, text, entries, stats)
                 midway = None if text is not None else midway
             if bulk:
                 os.sync()  # one flush instead of an fsync per file
@@ -209,15 +220,21 @@ class Transaction:
                 faults.point("locked")
                 store._recover_locked(full=False)
                 head = store._read_head()
+                if self.key is not None and self.key in store._assess().keys:
+                    return store._assess().keys[self.key]
                 if head != self.base:
-                    for folder in self._rebase(tree, changes, head):
+                    for folder in self._rebase(tree, changes, head, entries, stats):
                         fsync_dir(folder)
                     self._check_l1(changes)
+                digest = manifest.write(tree, entries, stats)
+                fsync_dir(tree)
                 faults.point("rebased")
                 generation = head + 1
                 os.rename(tree, store._gen_path(generation))
                 fsync_dir(store._gens)
+                store.link_manifest(generation)
                 faults.point("published")
+                parent_line = commitlog.last_line(store._log) if head >= 0 else None
                 commit = Commit(
                     generation=generation,
                     parent=head if head >= 0 else None,
@@ -226,6 +243,9 @@ class Transaction:
                     paths=sorted(changes),
                     time=time.time(),
                     deleted=sorted(p for p, t in changes.items() if t is None),
+                    manifest=digest,
+                    parent_hash=commitlog.line_hash(parent_line) if parent_line is not None else None,
+                    key=self.key,
                 )
                 commitlog.append(store._log, commit, midway=_midway("logging"))
                 faults.point("logged")
@@ -235,7 +255,20 @@ class Transaction:
         finally:
             staging.release()
 
-    def _rebase(self, tree: Path, changes: dict[str, Optional[str]], head: int) -> set[str]:
+    def _base_manifest(self, tree: Path) -> tuple[manifest.Manifest, manifest.Stats]:
+        """The base's manifest and stat record (the staging tree's hard links to them removed)."""
+        for name in manifest.RESERVED:
+            if os.path.lexists(tree / name):
+                os.unlink(tree / name)
+        if self._base_tree is None:
+            return {}, {}
+        entries, stats = manifest.load(self._base_tree), manifest.load_stats(self._base_tree)
+        if entries is None or stats is None:  # a base written before manifests, not yet upgraded
+            return manifest.scan(tree)
+        return _present(entries, stats), stats
+
+    def _rebase(self, tree: Path, changes: dict[str, Optional[str]], head: int,
+                entries: manifest.Manifest, stats: manifest.Stats) -> set[str]:
         """Bring staging from the base to `head`; return the folders touched. Caller holds the lock."""
         store = self._store
         newer = commitlog.entries_after(store._log, self.base)
@@ -247,13 +280,20 @@ class Transaction:
             for rel in commit.paths:
                 latest[rel] = commit
         head_tree = store._gen_path(head)
+        head_stats = manifest.load_stats(head_tree) or {}
+        head_entries = _present(manifest.load(head_tree) or {}, head_stats)
         touched: set[str] = set()
         for rel, theirs in sorted(latest.items()):
             if rel in changes:
                 changes[rel] = self._replay(rel, theirs, head_tree)
                 touched |= _apply(tree, rel, changes[rel], None)
+                _record(tree, rel, changes[rel], entries, stats)
             else:
                 touched |= _sync(tree, head_tree, rel)
+                entries.pop(rel, None)
+                stats.pop(rel, None)
+                if rel in head_entries:
+                    entries[rel], stats[rel] = head_entries[rel], head_stats.get(rel)
         return touched
 
     def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
@@ -289,6 +329,22 @@ def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[
     created = _make_parents(tree, target.parent)
     write_new(target, text.encode("utf-8"), READ_ONLY, midway, sync=sync)
     return created | {str(target.parent)}
+
+
+def _present(entries: manifest.Manifest, stats: manifest.Stats) -> manifest.Manifest:
+    """Manifest entries of files still in the tree: repair takes an unrestorable damaged file out of its
+    generations and out of their stat records, so a commit on top must not list it."""
+    return entries if len(entries) == len(stats) else {rel: e for rel, e in entries.items() if rel in stats}
+
+
+def _record(tree: Path, rel: str, text: Optional[str], entries: manifest.Manifest, stats: manifest.Stats) -> None:
+    """Update the staged manifest and stat record for a path just written (or deleted)."""
+    if text is None:
+        entries.pop(rel, None)
+        stats.pop(rel, None)
+        return
+    entries[rel] = manifest.entry_of(text.encode("utf-8"))
+    stats[rel] = manifest.stat_entry(os.lstat(tree / rel))
 
 
 def _sync(tree: Path, head_tree: Path, rel: str) -> set[str]:

@@ -94,17 +94,39 @@ def test_diff_by_path_and_patch(store):
     assert ga("diff", "0", "x").exit_code == 2  # not a number: Typer's usage error
 
 
-def test_verify_healthy_then_corrupted(store, ga_home):
+def test_verify_healthy_then_head_damaged_is_recomputed(store, ga_home):
     healthy = ga("verify")
     assert healthy.exit_code == 0 and "ok" in healthy.stdout
     assert json.loads(ga("verify", "--json").stdout)["ok"] is True
-    (ga_home / "memory/HEAD").write_text("7\n")  # HEAD pointing at a generation that does not exist
-    one_line_error(ga("verify"), "corrupt", "generation 7", "ga memory init")
-    report = ga("verify", "--json")
-    assert report.exit_code == 2 and "HEAD points to generation 7, which does not exist" in json.loads(report.stdout)["problems"]
-    one_line_error(ga("show"), "corrupt", "ga memory verify")
-    (ga_home / "memory/HEAD").write_text("garbage\n")
-    one_line_error(ga("verify"), "HEAD is corrupt", "ga memory init")
+    commit(store, "L3/kept.md", "kept\n")
+    for damage in ("7\n", "garbage\n", "0\n"):  # ahead, garbage, behind: HEAD is derived, never obeyed
+        (ga_home / "memory/HEAD").write_text(damage)
+        result = ga("verify")
+        assert result.exit_code == 0, result.output
+        assert f"HEAD was {damage.strip()!r}" in result.stdout and "HEAD recomputed" in result.stdout
+        assert (ga_home / "memory/HEAD").read_text() == "1\n"
+        assert ga("show", "L3/kept.md").stdout == "kept\n"
+    (ga_home / "memory/HEAD").unlink()
+    assert "HEAD was missing" in ga("verify").stdout and (ga_home / "memory/HEAD").read_text() == "1\n"
+    assert ga("verify").stdout.startswith("ok")
+
+
+def test_verify_names_a_changed_file_and_repair_restores_it(store, ga_home):
+    commit(store, "L3/a.md", "original\n")
+    commit(store, "L3/b.md", "b\n")
+    victim = ga_home / "memory/generations/2/L3/a.md"
+    os.chmod(victim, 0o644)
+    with open(victim, "a") as fh:
+        fh.write("injected\n")
+    error = one_line_error(ga("verify"), "L3/a.md changed in place", "generations 1, 2 share it", "ga memory repair")
+    assert "--quick" not in error and ga("verify", "--quick").exit_code == 2
+    one_line_error(ga("show", "L3/a.md"), "generation 2", "damaged", "ga memory repair")
+    assert "would: restored L3/a.md" in ga("repair", "--dry-run").stdout
+    assert ga("verify").exit_code == 2  # the dry run changed nothing
+    repaired = ga("repair")
+    assert repaired.exit_code == 0 and "done: restored L3/a.md in generations 1, 2" in repaired.stdout
+    assert ga("verify").exit_code == 0 and ga("show", "L3/a.md").stdout == "original\n"
+    assert any(p.name.endswith("L3__a.md") for p in (ga_home / "memory/quarantine").rglob("*"))
 
 
 def test_gc_keeps_the_newest(store):

@@ -1,0 +1,147 @@
+"""Recovery: derive HEAD from the log and the generations, finish or undo what a crash left, name the rest.
+
+A generation is published when its record is a whole line of log.jsonl and its directory exists (gc and
+repair record in events.jsonl the generations they took away). HEAD is only a pointer to the newest one:
+missing, garbage, behind or ahead, it is recomputed and rewritten, never obeyed. A crashed commit can leave
+at most one generation directory above the log (it died between renaming staging into place and appending
+its record) and a torn last line; those are undone. Anything else where the log and the generations
+disagree is a problem: commits and pins refuse until `ga memory repair` settles it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import commitlog, events
+from .commitlog import LogState
+
+REPAIR_HINT = "run `ga memory repair --dry-run` to see the fix, then `ga memory repair`"
+
+
+@dataclass(frozen=True)
+class Fix:
+    kind: str          # "head", "cut_tail", "discard" or "finish_gc"
+    generation: int
+    message: str
+
+
+@dataclass
+class Assessment:
+    head: int                                   # newest published generation, -1 before generation 0
+    log: LogState
+    dirs: set[int]
+    gone: set[int]                              # removed by gc, or given up as lost by repair
+    upgraded: dict[int, str]                    # manifest hashes recorded when an old store was upgraded
+    dropped: set[tuple[int, str]]               # (generation, path) repair moved to quarantine: damaged, unrestorable
+    head_text: Optional[bytes]
+    fixes: list[Fix] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    strays: list[str] = field(default_factory=list)
+    beyond: list[int] = field(default_factory=list)  # generation dirs above the log that are not a crash leftover
+
+    @property
+    def keys(self) -> dict[str, int]:
+        return {c.key: c.generation for c in self.log.commits if c.key is not None}
+
+
+def fingerprint(root: Path) -> tuple:
+    """Changes whenever the log, the events, HEAD or the set of generation directories change."""
+    def sig(path: Path) -> Optional[tuple]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+    try:
+        head = (root / "HEAD").read_bytes()
+    except FileNotFoundError:
+        head = None
+    return sig(root / "log.jsonl"), sig(root / events.NAME), head, sig(root / "generations")
+
+
+def assess(root: Path) -> Assessment:
+    log_path, gens = root / "log.jsonl", root / "generations"
+    log = commitlog.read_state(log_path)
+    gone: set[int] = set()
+    upgraded: dict[int, str] = {}
+    dropped: set[tuple[int, str]] = set()
+    for event in events.read(root):
+        if event.get("event") == "gc":
+            gone.update(int(g) for g in event.get("generations", []))
+        elif event.get("event") == "lost":
+            gone.add(int(event["generation"]))
+        elif event.get("event") == "dropped":
+            dropped.update((int(g), str(event["path"])) for g in event.get("generations", []))
+        elif event.get("event") == "upgrade":
+            upgraded.update({int(g): h for g, h in event.get("manifests", {}).items()})
+    dirs: set[int] = set()
+    strays: list[str] = []
+    if gens.is_dir():
+        for entry in os.scandir(gens):
+            (dirs.add(int(entry.name)) if entry.name.isdigit() else strays.append(entry.name))
+    try:
+        head_text: Optional[bytes] = (root / "HEAD").read_bytes()
+    except FileNotFoundError:
+        head_text = None
+    found = Assessment(-1, log, dirs, gone, upgraded, dropped, head_text, strays=sorted(strays))
+    problems = found.problems
+    problems += log.bad
+    problems += [f"{gens / name} is not a generation" for name in found.strays]
+
+    last, previous_hash = -1, None
+    for index, (commit, line_hash) in enumerate(zip(log.commits, log.hashes, strict=True)):
+        expected_parent = index - 1 if index else None
+        if commit.generation != index or commit.parent != expected_parent:
+            problems.append(f"{log_path}:{log.numbers[index]}: record of generation {commit.generation} "
+                            f"(parent {commit.parent}) where generation {index} (parent {expected_parent}) belongs")
+            break
+        if commit.parent_hash is not None and commit.parent_hash != previous_hash:
+            problems.append(f"{log_path}:{log.numbers[index]}: the record of generation {index} does not chain "
+                            f"to the record of generation {index - 1} (the log was edited)")
+        last, previous_hash = index, line_hash
+
+    head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
+    above = sorted(g for g in dirs if g > last)
+    # HEAD is replaced only after the record is whole, so HEAD naming an existing generation above the log
+    # proves records were lost from it: not a crash leftover.
+    evidence = head_number is not None and head_number > last and head_number in dirs
+    if log.torn or above:
+        if above in ([], [last + 1]) and not evidence:
+            if log.torn:
+                found.fixes.append(Fix("cut_tail", last, f"{log_path} ends with a torn line (a commit died "
+                                                          "while appending it); it is cut, the bytes kept in quarantine/"))
+            if above:
+                found.fixes.append(Fix("discard", last + 1, f"generation {last + 1} is above HEAD {last} and has "
+                                                              "no record: leftover of a crashed commit, discarded"))
+        else:
+            found.beyond = above
+            torn = " and ends with a torn line" if log.torn else ""
+            said = f", HEAD says {head_number}" if evidence else ""
+            problems.append(f"generation{'s' if len(above) > 1 else ''} {_span(above)} "
+                            f"{'are' if len(above) > 1 else 'is'} above HEAD {last} without a record: "
+                            f"{log_path} ends at generation {last}{torn}{said}; records were lost from the log")
+    for generation in range(last + 1):
+        if generation not in dirs and generation not in gone:
+            what = (f"HEAD points to generation {generation}, which does not exist" if generation == last
+                    else f"generation {generation} does not exist")
+            problems.append(f"{what}: its record is in {log_path} and gc did not remove it")
+    for generation in sorted(gone & dirs):
+        if generation <= last:
+            found.fixes.append(Fix("finish_gc", generation, f"generation {generation} was collected by a gc that "
+                                                            "died before removing it; removed"))
+    found.head = last
+    if last >= 0 and head_text != f"{last}\n".encode():
+        was = "missing" if head_text is None else repr(head_text.decode(errors="replace").strip()[:20])
+        found.fixes.append(Fix("head", last, f"log/HEAD mismatch: HEAD was {was} but generation {last} is the "
+                                             "newest published; HEAD recomputed"))
+    return found
+
+
+def _span(generations: list[int]) -> str:
+    if len(generations) == 1:
+        return str(generations[0])
+    if generations == list(range(generations[0], generations[-1] + 1)):
+        return f"{generations[0]}..{generations[-1]}"
+    return ", ".join(map(str, generations))

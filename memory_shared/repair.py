@@ -1,0 +1,282 @@
+"""`ga memory repair [--dry-run]`: settle what recovery would not decide alone, losing nothing.
+
+In order, under both locks:
+  - entries of generations/ that are not generations go to quarantine/;
+  - a torn last log line is cut (its bytes kept in quarantine/);
+  - generation directories above the log: each next one with a complete tree (MANIFEST and contents agree)
+    gets its lost record rebuilt from the MANIFEST (author `ga memory repair`); the rest go to quarantine/;
+  - a generation directory that vanished is rebuilt from manifests/<n> with hard links to the same content
+    found elsewhere in the store; if some content exists nowhere, an older one is recorded as lost (its
+    record stays), HEAD's is left unsolved (restore it from a backup);
+  - a file changed in place is restored when its recorded content can be found (a file only appended to
+    still starts with it; or another copy with the same sha256), the damaged inode kept in quarantine/;
+  - stat records that no longer match unchanged content are refreshed; then HEAD is recomputed.
+Every action is logged in events.jsonl. `dry_run` lists the same actions without doing them.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from . import commitlog, events, manifest
+from .commitlog import Commit
+from .fsutil import READ_ONLY, flocked, fsync_dir, unique, write_new
+from .verify import Damage, content_damage
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+REPAIR_AUTHOR = "ga memory repair"
+
+
+class _Plan:
+    def __init__(self, store: "MemoryStore", dry_run: bool) -> None:
+        self.store = store
+        self.dry_run = dry_run
+        self.done: list[str] = []
+        self.unsolved: list[str] = []
+        self._quarantine: Optional[Path] = None
+
+    def act(self, line: str, action: Callable[[], None], event: str, **fields: object) -> None:
+        self.done.append(line)
+        if not self.dry_run:
+            action()
+            events.append(self.store.root, event, message=line, **fields)
+
+    def quarantine(self) -> Path:
+        if self._quarantine is None:
+            self._quarantine = self.store.quarantine()
+        return self._quarantine
+
+    def move_aside(self, path: Path, line: str, **fields: object) -> None:
+        self.act(line, lambda: os.rename(path, self.quarantine() / path.name), "quarantined", path=str(path),
+                 **fields)
+
+
+def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list[str]]:
+    plan = _Plan(store, dry_run)
+    with flocked(store._lock), flocked(store._pins_lock):
+        found = store._assess()
+        for name in found.strays:
+            plan.move_aside(store._gens / name, f"moved generations/{name} (not a generation) to quarantine/")
+        if found.log.torn:
+            plan.act(f"cut the torn last line of {store._log} (its bytes kept in quarantine/)",
+                     store.cut_torn_tail, "cut_tail")
+        last = found.head
+        cache: dict[tuple[int, int], list] = {}
+        intact = True
+        for generation in found.beyond or [g for g in sorted(found.dirs) if g > found.head]:
+            tree = store._gen_path(generation)
+            if intact and generation == last + 1 and _complete(store, generation, cache):
+                plan.act(f"rebuilt the lost log record of generation {generation} from its MANIFEST",
+                         lambda g=generation: _append_record(store, g), "record_rebuilt", generation=generation)
+                last = generation
+            else:
+                intact = False
+                plan.move_aside(tree, f"moved generation {generation} (no record, not next to the log, or "
+                                      "incomplete) to quarantine/", generation=generation)
+        present = {g for g in found.dirs if g <= last}
+        for generation in range(last + 1):
+            if generation not in present and generation not in found.gone:
+                _rebuild_or_give_up(plan, generation, last, found, cache)
+        published = sorted(g for g in present if g not in found.gone)
+        commits = {c.generation: c for c in found.log.commits}
+        damage = content_damage(store, published, commits, found.upgraded, cache, dropped=found.dropped)
+        for line, item in damage:
+            if item is None:
+                plan.unsolved.append(f"{line}: restore it from a backup")
+            else:
+                _restore(plan, item, published, cache)
+        damaged = {g for _, item in damage if item is not None for g in item.generations}
+        for generation in published:
+            if generation not in damaged and not [ln for ln, _ in damage if f"generation {generation} " in ln] \
+                    and store.stat_check(generation):
+                plan.act(f"refreshed the stat record of generation {generation} (its contents match its manifest)",
+                         lambda g=generation: _refresh_stats(store, g), "stats_refreshed", generation=generation)
+        if not dry_run and not plan.unsolved:
+            after = store._assess()
+            if after.problems:
+                plan.unsolved += after.problems
+            else:
+                store.apply_fixes(after.fixes)
+                plan.done += [f.message for f in after.fixes]
+        elif dry_run and last >= 0 and found.head_text != f"{last}\n".encode():
+            plan.done.append(f"set HEAD to generation {last}")
+    return plan.done, plan.unsolved
+
+
+def _complete(store: "MemoryStore", generation: int, cache: dict) -> bool:
+    tree = store._gen_path(generation)
+    if not (tree / manifest.NAME).is_file():
+        return False
+    try:
+        return not content_damage(store, [generation], {}, {}, cache)
+    except ValueError:  # an unreadable MANIFEST
+        return False
+
+
+def _append_record(store: "MemoryStore", generation: int) -> None:
+    tree = store._gen_path(generation)
+    data = (tree / manifest.NAME).read_bytes()
+    new = manifest.loads(data)
+    old = _manifest_of(store, generation - 1) or {}
+    parent_line = commitlog.last_line(store._log)
+    commit = Commit(
+        generation=generation, parent=generation - 1 if generation else None, author=REPAIR_AUTHOR,
+        message="record rebuilt by `ga memory repair`: the original line was lost from log.jsonl",
+        paths=sorted(rel for rel in old.keys() | new.keys() if old.get(rel) != new.get(rel)),
+        time=os.stat(tree).st_mtime, deleted=sorted(old.keys() - new.keys()), manifest=manifest.digest(data),
+        parent_hash=commitlog.line_hash(parent_line) if parent_line is not None else None)
+    commitlog.append(store._log, commit)
+    store.link_manifest(generation)
+
+
+def _manifest_of(store: "MemoryStore", generation: int) -> Optional[manifest.Manifest]:
+    for path in (store._gen_path(generation) / manifest.NAME, store.root / "manifests" / str(generation)):
+        try:
+            return manifest.loads(path.read_bytes())
+        except (FileNotFoundError, ValueError):
+            continue
+    return None
+
+
+def _sources(store: "MemoryStore", generations: list[int], cache: dict) -> dict[str, Path]:
+    """sha256 -> a file holding that content now (checked), over the given generations' manifests."""
+    found: dict[str, Path] = {}
+    for generation in generations:
+        tree = store._gen_path(generation)
+        for rel, expected in (manifest.load(tree) or {}).items():
+            if expected[0] in found:
+                continue
+            path = tree / rel
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key not in cache:
+                cache[key] = manifest.hash_file(str(path))
+            if cache[key] == expected:
+                found[expected[0]] = path
+    return found
+
+
+def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: dict) -> None:
+    store = plan.store
+    kept = store.root / "manifests" / str(generation)
+    commit = found.log.commits[generation] if generation < len(found.log.commits) else None
+    recorded = (commit.manifest if commit is not None else None) or found.upgraded.get(generation)
+    try:
+        data = kept.read_bytes()
+    except FileNotFoundError:
+        data = None
+    if data is not None and (recorded is None or manifest.digest(data) == recorded):
+        entries = manifest.loads(data)
+        near = sorted((g for g in found.dirs if g <= last), key=lambda g: abs(g - generation))
+        sources = _sources(store, near, cache)
+        missing = sorted(rel for rel, (sha, _) in entries.items() if sha not in sources)
+        if not missing:
+            plan.act(f"rebuilt generation {generation} from manifests/{generation} with the same content found "
+                     "in other generations", lambda: _rebuild(store, generation, entries, sources),
+                     "generation_rebuilt", generation=generation)
+            return
+        why = f"{len(missing)} of its files ({missing[0]}{', ...' if len(missing) > 1 else ''}) exist nowhere else"
+    else:
+        why = f"manifests/{generation} is missing or does not match its record"
+    if generation < last:
+        plan.act(f"generation {generation} cannot be rebuilt ({why}): recorded as lost; its log record stays",
+                 lambda: None, "lost", generation=generation)
+    else:
+        plan.unsolved.append(f"generation {generation} (HEAD) cannot be rebuilt ({why}); restore "
+                             f"{store._gen_path(generation)} from a backup")
+
+
+def _rebuild(store: "MemoryStore", generation: int, entries: manifest.Manifest, sources: dict[str, Path]) -> None:
+    staging = store._staging / unique("rebuild-")
+    staging.mkdir()
+    for rel, (sha, _) in entries.items():
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(sources[sha], target, follow_symlinks=False)
+    os.link(store.root / "manifests" / str(generation), staging / manifest.NAME)
+    stats = {rel: manifest.stat_entry(os.lstat(staging / rel)) for rel in entries}
+    write_new(staging / manifest.STAT, manifest.dumps(stats), READ_ONLY)
+    os.sync()
+    os.rename(staging, store._gen_path(generation))
+    fsync_dir(store._gens)
+
+
+def _restore(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> None:
+    store = plan.store
+    generation, rel = damage.places[0]
+    current = store._gen_path(generation) / rel
+    sha, size = damage.expected
+    text: Optional[bytes] = None
+    how = ""
+    try:
+        data = current.read_bytes()
+        if len(data) >= size and manifest.digest(data[:size]) == sha:
+            text, how = data[:size], "it had been appended to: cut back to its recorded size"
+    except OSError:
+        pass
+    if text is None:
+        source = _sources(store, published, cache).get(sha)
+        if source is not None:
+            text, how = source.read_bytes(), f"copied from {source.relative_to(store.root)}"
+    places = ", ".join(f"{g}/{r}" for g, r in damage.places)
+    if text is None:
+        gens = ", ".join(map(str, damage.generations))
+        plan.act(f"moved {rel} out of generations {gens} to quarantine/: it changed in place and its recorded "
+                 "content exists nowhere in the store (restore it from a backup if you have one)",
+                 lambda: _drop(plan, damage), "dropped", path=rel, generations=damage.generations)
+        return
+    plan.act(f"restored {rel} in generations {', '.join(map(str, damage.generations))} ({how}); the changed "
+             "file kept in quarantine/", lambda: _replace(plan, damage, text), "restored", path=rel, places=places)
+
+
+def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
+    store = plan.store
+    first_generation, first_rel = damage.places[0]
+    evidence = plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}"
+    os.link(store._gen_path(first_generation) / first_rel, evidence)
+    fresh = store._staging / unique("restore-")
+    write_new(fresh, text, READ_ONLY)
+    touched: dict[int, list[str]] = {}
+    for generation, rel in damage.places:
+        target = store._gen_path(generation) / rel
+        tmp = target.with_name(f".{target.name}.{unique()}")
+        os.link(fresh, tmp)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+        touched.setdefault(generation, []).append(rel)
+    os.unlink(fresh)
+    for generation, rels in touched.items():
+        tree = store._gen_path(generation)
+        stats = manifest.load_stats(tree) or {}
+        for rel in rels:
+            stats[rel] = manifest.stat_entry(os.lstat(tree / rel))
+        manifest.rewrite_stats(tree, stats)
+
+
+def _drop(plan: _Plan, damage: Damage) -> None:
+    """Take an unrestorable changed file out of every generation sharing it (readers must not see it)."""
+    store = plan.store
+    first_generation, first_rel = damage.places[0]
+    os.link(store._gen_path(first_generation) / first_rel,
+            plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}")
+    for generation, rel in damage.places:
+        tree = store._gen_path(generation)
+        os.unlink(tree / rel)
+        fsync_dir((tree / rel).parent)
+        stats = manifest.load_stats(tree) or {}
+        stats.pop(rel, None)
+        manifest.rewrite_stats(tree, stats)
+
+
+def _refresh_stats(store: "MemoryStore", generation: int) -> None:
+    tree = store._gen_path(generation)
+    entries = manifest.load(tree) or {}
+    manifest.rewrite_stats(tree, {rel: manifest.stat_entry(os.lstat(tree / rel)) for rel in entries
+                                  if os.path.lexists(tree / rel)})
+

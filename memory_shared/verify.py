@@ -1,0 +1,140 @@
+"""`MemoryStore.verify()`: the log, HEAD and every generation checked, contents against their manifests.
+
+Each problem is one line. A file changed in place is named once per inode, with every generation that
+shares it through hard links (they all changed with it).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from . import manifest
+from .commitlog import Commit
+from .fsutil import flocked
+from .holds import abandoned_entries
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+
+def verify(store: "MemoryStore", quick: bool = False) -> list[str]:
+    with flocked(store._lock):
+        found = store._assess()
+        problems = list(found.problems)
+        problems += [f"{fix.message.split('; ')[0]} (fixed on the next open or commit)" for fix in found.fixes]
+        problems += _verify_log_end(store)
+        commits = {c.generation: c for c in found.log.commits}
+        published = sorted(g for g in found.dirs if g <= found.head and g not in found.gone)
+        if quick:
+            published = published[-1:]
+        damage = content_damage(store, published, commits, found.upgraded, dropped=found.dropped)
+        problems += [line for line, _ in damage]
+        problems += _verify_trees(store, published, commits, found.dropped)
+        for generation in published:
+            if not any(f"generation {generation} " in line or f"generations {generation}," in line
+                       for line, _ in damage):
+                stale = store.stat_check(generation)
+                if stale:
+                    problems.append(f"generation {generation}: {stale[0]} no longer has the inode, size or mtime "
+                                    "recorded at publication, so pins refuse it (`ga memory repair` refreshes it)")
+        with flocked(store._pins_lock):  # briefly: it holds back snapshots and new staging dirs
+            problems += [f"leftover staging {p} (reopen the store to remove it)"
+                         for p in abandoned_entries(store._staging)]
+        problems += [f"leftover HEAD temp file {p}" for p in store.root.glob(".HEAD.tmp-*")]
+    return problems
+
+
+def _verify_log_end(store: "MemoryStore") -> list[str]:
+    log = store._log
+    if log.exists() and log.stat().st_size:
+        with open(log, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                return [f"{log} ends with a torn line"]
+    return []
+
+
+class Damage:
+    """One changed inode: where it appears, what it should hold, and whether repair can restore it."""
+
+    def __init__(self, key: tuple[int, int], expected: list) -> None:
+        self.key = key
+        self.expected = expected               # [sha256, size] from the manifest
+        self.places: list[tuple[int, str]] = []  # (generation, path) sharing the inode
+
+    @property
+    def generations(self) -> list[int]:
+        return sorted({g for g, _ in self.places})
+
+
+def content_damage(store: "MemoryStore", generations: list[int], commits: dict[int, Commit],
+                   upgraded: dict[int, str], cache: Optional[dict] = None,
+                   dropped: frozenset | set = frozenset()) -> list[tuple[str, Optional[Damage]]]:
+    """Every mismatch between generations and their manifests: (one line, the Damage to restore or None)."""
+    cache = {} if cache is None else cache
+    lines: list[tuple[str, Optional[Damage]]] = []
+    damaged: dict[tuple[int, int], Damage] = {}
+    for generation in generations:
+        tree = store._gen_path(generation)
+        try:
+            data = (tree / manifest.NAME).read_bytes()
+        except FileNotFoundError:
+            lines.append((f"generation {generation} has no {manifest.NAME}", None))
+            continue
+        commit = commits.get(generation)
+        recorded = commit.manifest if commit is not None and commit.manifest else upgraded.get(generation)
+        if recorded is not None and manifest.digest(data) != recorded:
+            lines.append((f"{tree / manifest.NAME} does not match the hash in its record (it was edited)", None))
+            continue
+        entries = manifest.loads(data)
+        present = manifest.walk(tree)
+        for rel in sorted(entries.keys() - present.keys()):
+            if (generation, rel) not in dropped:
+                lines.append((f"generation {generation} lacks {rel}, which its manifest lists", None))
+        for rel in sorted(present.keys() - entries.keys()):
+            lines.append((f"generation {generation} has {rel}, which its manifest does not list", None))
+        for rel in sorted(entries.keys() & present.keys()):
+            st = present[rel]
+            key = (st.st_dev, st.st_ino)
+            if key not in cache:
+                cache[key] = manifest.hash_file(os.path.join(tree, rel))
+            if cache[key] != entries[rel]:
+                damage = damaged.setdefault(key, Damage(key, entries[rel]))
+                damage.places.append((generation, rel))
+    for damage in damaged.values():
+        paths = sorted({rel for _, rel in damage.places})
+        shared = damage.generations
+        lines.append((f"{' and '.join(paths)} changed in place (its sha256 no longer matches the manifest); "
+                      f"generation{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} "
+                      f"share{'' if len(shared) > 1 else 's'} it", damage))
+    return lines
+
+
+def _verify_trees(store: "MemoryStore", generations: list[int], commits: dict[int, Commit],
+                  dropped: set[tuple[int, str]]) -> list[str]:
+    """Modes, symlinks, and the log's paths against what actually changed between neighbours."""
+    from .store import _tree_inodes
+
+    problems: list[str] = []
+    previous: Optional[tuple[int, dict[str, int]]] = None
+    for generation in generations:
+        tree: Path = store._gen_path(generation)
+        inodes = _tree_inodes(tree, problems)
+        commit = commits.get(generation)
+        if commit is None:
+            problems.append(f"generation {generation} has no log line")
+        else:
+            for rel in commit.paths:
+                deleted, present = rel in commit.deleted, rel in inodes
+                if deleted and present:
+                    problems.append(f"generation {generation} still has {rel}, which its log line says was deleted")
+                elif not deleted and not present and (generation, rel) not in dropped:
+                    problems.append(f"generation {generation} lacks {rel}, which its log line says was written")
+            if previous is not None and previous[0] == generation - 1:
+                changed = {rel for rel in previous[1].keys() | inodes.keys()
+                           if previous[1].get(rel) != inodes.get(rel)}
+                for rel in sorted(changed - set(commit.paths)):
+                    problems.append(f"generation {generation} changes {rel} but its log line does not say so")
+        previous = (generation, inodes)
+    return problems
