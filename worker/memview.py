@@ -7,6 +7,7 @@ from typing import Any, Literal, Optional
 import structlog
 
 from memory_shared.gate import StagedChange
+from memory_shared.manifest import RESERVED
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
@@ -71,6 +72,7 @@ class MemoryView:
             base = (root / prefix) if prefix else root
             if base.is_dir():
                 names.update(p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file())
+                names -= RESERVED  # the generation's MANIFEST files are not memory
         for rel, text in self._staged.items():
             if _under(rel, prefix):
                 (names.add if text is not None else names.discard)(rel)
