@@ -1,14 +1,17 @@
 """Per-generation manifests: what every file of a generation must contain, and a cheap stat record.
 
-generations/<n>/MANIFEST       {"path": [sha256, size], ...} (sorted JSON); its sha256 is in the commit record
-generations/<n>/MANIFEST.stat  {"path": [inode, size, mtime_ns], ...}: a cache for the pin check, not hashed
+generations/<n>/MANIFEST       one line per file, `"path"<TAB>sha256<TAB>size`, sorted; its sha256 is in
+                               the commit record
+generations/<n>/MANIFEST.stat  `"path"<TAB>inode<TAB>size<TAB>mtime_ns`: a cache for the pin check, not hashed
 manifests/<n>                  a hard link to the MANIFEST, so a generation removed by hand can be rebuilt
 
-Both are written in staging before the generation is published. A new generation's manifest is its base's
-with the changed paths replaced, so a commit hashes only what it wrote.
+Both are written in staging before the generation is published. A new generation's tables are its base's
+with the changed paths spliced in (sorted lines, found by bisection), so a commit hashes only what it
+wrote and does no per-file work for the files it did not touch.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -25,20 +28,87 @@ Manifest = dict[str, list]  # path -> [sha256, size]
 Stats = dict[str, list]     # path -> [inode, size, mtime_ns]
 
 
+class Table:
+    """Sorted lines `"path"<TAB>field<TAB>...`; get/set/pop of one path cost O(log n), no per-line work."""
+
+    def __init__(self, lines: Optional[list[bytes]] = None) -> None:
+        self.lines = lines or []
+
+    @classmethod
+    def parse(cls, data: bytes) -> "Table":
+        return cls(data.split(b"\n")[:-1] if data else [])
+
+    @classmethod
+    def of(cls, entries: dict[str, list]) -> "Table":
+        return cls(sorted(_key(rel) + b"\t".join(str(f).encode() for f in fields) for rel, fields in entries.items()))
+
+    def _find(self, rel: str) -> tuple[int, bytes, bool]:
+        key = _key(rel)
+        i = bisect.bisect_left(self.lines, key)
+        return i, key, i < len(self.lines) and self.lines[i].startswith(key)
+
+    def get(self, rel: str) -> Optional[bytes]:
+        i, key, found = self._find(rel)
+        return self.lines[i][len(key):] if found else None
+
+    def set(self, rel: str, fields: list) -> None:
+        self.set_raw(rel, b"\t".join(str(f).encode() for f in fields))
+
+    def set_raw(self, rel: str, value: bytes) -> None:
+        i, key, found = self._find(rel)
+        if found:
+            self.lines[i] = key + value
+        else:
+            self.lines.insert(i, key + value)
+
+    def pop(self, rel: str) -> None:
+        i, _, found = self._find(rel)
+        if found:
+            del self.lines[i]
+
+    def to_bytes(self) -> bytes:
+        return b"\n".join(self.lines) + b"\n" if self.lines else b""
+
+    def rows(self):
+        """(path, [fields as bytes]) of every line."""
+        for line in self.lines:
+            end = line.index(b'"\t', 1) + 1 if b"\\" not in line else _quoted_end(line)
+            quoted = line[:end]
+            rel = quoted[1:-1].decode() if b"\\" not in quoted else json.loads(quoted)
+            yield rel, line[end + 1:].split(b"\t")
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
+def _key(rel: str) -> bytes:
+    return json.dumps(rel, ensure_ascii=False).encode() + b"\t"
+
+
+def _quoted_end(line: bytes) -> int:
+    i = 1
+    while line[i:i + 1] != b'"':
+        i += 2 if line[i:i + 1] == b"\\" else 1
+    return i + 1
+
+
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def dumps(entries: dict[str, list]) -> bytes:
-    return json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
+def entry_of(data: bytes) -> list:
+    return [digest(data), len(data)]
 
 
 def loads(data: bytes) -> Manifest:
-    return json.loads(data)
+    return {rel: [f[0].decode(), int(f[1])] for rel, f in Table.parse(data).rows()}
 
 
-def entry_of(data: bytes) -> list:
-    return [digest(data), len(data)]
+def load_table(tree: Path, name: str = NAME) -> Optional[Table]:
+    try:
+        return Table.parse((tree / name).read_bytes())
+    except FileNotFoundError:
+        return None
 
 
 def load(tree: Path) -> Optional[Manifest]:
@@ -49,10 +119,8 @@ def load(tree: Path) -> Optional[Manifest]:
 
 
 def load_stats(tree: Path) -> Optional[Stats]:
-    try:
-        return json.loads((tree / STAT).read_bytes())
-    except (FileNotFoundError, ValueError):
-        return None
+    table = load_table(tree, STAT)
+    return None if table is None else {rel: [int(x) for x in f] for rel, f in table.rows()}
 
 
 def hash_file(path: str) -> list:
@@ -101,10 +169,11 @@ def stat_entry(st: os.stat_result) -> list:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def write(tree: Path, entries: Manifest, stats: Stats, sync: bool = True) -> str:
+def write(tree: Path, entries: Manifest | Table, stats: Stats | Table, sync: bool = True) -> str:
     """Write MANIFEST and MANIFEST.stat into a tree (replacing any); return the manifest's sha256."""
-    data = dumps(entries)
-    for name, payload in ((NAME, data), (STAT, dumps(stats))):
+    data = (entries if isinstance(entries, Table) else Table.of(entries)).to_bytes()
+    stat_data = (stats if isinstance(stats, Table) else Table.of(stats)).to_bytes()
+    for name, payload in ((NAME, data), (STAT, stat_data)):
         path = tree / name
         if os.path.lexists(path):
             os.unlink(path)
@@ -116,37 +185,31 @@ def rewrite_stats(tree: Path, stats: Stats) -> None:
     tmp = tree / f".{STAT}.tmp"
     if os.path.lexists(tmp):
         os.unlink(tmp)
-    write_new(tmp, dumps(stats), READ_ONLY)
+    write_new(tmp, Table.of(stats).to_bytes(), READ_ONLY)
     os.replace(tmp, tree / STAT)
 
 
-def stat_changes(tree: Path, recorded: Stats) -> list[str]:
+def stat_changes(tree: Path, recorded: Table) -> list[str]:
     """Paths whose inode, size or mtime differ from the record, or that are missing: the cheap check
-    run when a generation is pinned (one lstat per file, no reading)."""
+    run when a generation is pinned (one stat per file, no reading)."""
     changed = []
     fds: dict[str, int] = {}
     root = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    fds[""] = root
     try:
-        for rel, expected in recorded.items():
+        for rel, fields in recorded.rows():
             folder, _, name = rel.rpartition("/")
             fd = fds.get(folder)
-            if fd is None:
-                try:
-                    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=root) if folder else root
-                except OSError:
-                    changed.append(rel)
-                    continue
-                fds[folder] = fd
             try:
+                if fd is None:
+                    fd = fds[folder] = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except OSError:
                 changed.append(rel)
                 continue
-            if st.st_ino != expected[0] or st.st_size != expected[1] or st.st_mtime_ns != expected[2]:
+            if st.st_ino != int(fields[0]) or st.st_size != int(fields[1]) or st.st_mtime_ns != int(fields[2]):
                 changed.append(rel)
     finally:
-        for folder, fd in fds.items():
-            if folder:
-                os.close(fd)
-        os.close(root)
+        for fd in fds.values():
+            os.close(fd)
     return changed

@@ -201,7 +201,7 @@ def _rebuild(store: "MemoryStore", generation: int, entries: manifest.Manifest, 
         os.link(sources[sha], target, follow_symlinks=False)
     os.link(store.root / "manifests" / str(generation), staging / manifest.NAME)
     stats = {rel: manifest.stat_entry(os.lstat(staging / rel)) for rel in entries}
-    write_new(staging / manifest.STAT, manifest.dumps(stats), READ_ONLY)
+    write_new(staging / manifest.STAT, manifest.Table.of(stats).to_bytes(), READ_ONLY)
     os.sync()
     os.rename(staging, store._gen_path(generation))
     fsync_dir(store._gens)

@@ -34,6 +34,11 @@ from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
 from .paths import resolve
 from .transaction import Transaction
 
+# A pin check that passed (or a generation this handle just published) is trusted this long by the same
+# handle, so back-to-back commits do not stat every file of their base each time; a task that pins, works
+# for minutes and then commits is checked again at the commit.
+CHECK_TRUST_S = 1.0
+
 
 class Change(NamedTuple):
     path: str
@@ -89,6 +94,7 @@ class MemoryStore:
         self.l1_max_lines = l1_max_lines
         self.l1_max_chars = l1_max_chars
         self.recovered: list[str] = []  # what recovery fixed through this handle, one line each
+        self._checked: dict[int, float] = {}  # generation -> when this handle last found its files intact
         self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
         if self.exists(self.root):
             self._recover()  # may finish an interrupted init, or undo one that never published
@@ -287,9 +293,11 @@ class MemoryStore:
                 pin.release()
                 raise GenerationMissing(
                     f"generation {generation} was removed by gc; open a new snapshot (HEAD is {head})")
-        if check:  # after the lock: the pin already keeps gc away
-            damage = self.stat_check(generation)
-            if damage:
+        if check and time.monotonic() - self._checked.get(generation, -CHECK_TRUST_S) >= CHECK_TRUST_S:
+            damage = self.stat_check(generation)  # after the lock: the pin already keeps gc away
+            if not damage:
+                self._checked[generation] = time.monotonic()
+            else:
                 pin.release()
                 more = f" (+{len(damage) - 1} more)" if len(damage) > 1 else ""
                 raise GenerationDamaged(
@@ -300,7 +308,7 @@ class MemoryStore:
     def stat_check(self, generation: int) -> list[str]:
         """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""
         tree = self._gen_path(generation)
-        recorded = manifest.load_stats(tree)
+        recorded = manifest.load_table(tree, manifest.STAT)
         if recorded is None:
             return [f"{manifest.STAT} (missing)"]
         return manifest.stat_changes(tree, recorded)

@@ -251,24 +251,27 @@ class Transaction:
                 faults.point("logged")
                 store._write_head(generation, with_faults=True)
                 faults.point("committed")
+                store._checked[generation] = time.monotonic()  # its stat record was just taken from its files
                 return generation
         finally:
             staging.release()
 
-    def _base_manifest(self, tree: Path) -> tuple[manifest.Manifest, manifest.Stats]:
-        """The base's manifest and stat record (the staging tree's hard links to them removed)."""
+    def _base_manifest(self, tree: Path) -> tuple[manifest.Table, manifest.Table]:
+        """The base's manifest and stat tables (the staging tree's hard links to them removed)."""
         for name in manifest.RESERVED:
             if os.path.lexists(tree / name):
                 os.unlink(tree / name)
         if self._base_tree is None:
-            return {}, {}
-        entries, stats = manifest.load(self._base_tree), manifest.load_stats(self._base_tree)
+            return manifest.Table(), manifest.Table()
+        entries = manifest.load_table(self._base_tree)
+        stats = manifest.load_table(self._base_tree, manifest.STAT)
         if entries is None or stats is None:  # a base written before manifests, not yet upgraded
-            return manifest.scan(tree)
+            scanned = manifest.scan(tree)
+            return manifest.Table.of(scanned[0]), manifest.Table.of(scanned[1])
         return _present(entries, stats), stats
 
     def _rebase(self, tree: Path, changes: dict[str, Optional[str]], head: int,
-                entries: manifest.Manifest, stats: manifest.Stats) -> set[str]:
+                entries: manifest.Table, stats: manifest.Table) -> set[str]:
         """Bring staging from the base to `head`; return the folders touched. Caller holds the lock."""
         store = self._store
         newer = commitlog.entries_after(store._log, self.base)
@@ -280,8 +283,8 @@ class Transaction:
             for rel in commit.paths:
                 latest[rel] = commit
         head_tree = store._gen_path(head)
-        head_stats = manifest.load_stats(head_tree) or {}
-        head_entries = _present(manifest.load(head_tree) or {}, head_stats)
+        head_stats = manifest.load_table(head_tree, manifest.STAT) or manifest.Table()
+        head_entries = _present(manifest.load_table(head_tree) or manifest.Table(), head_stats)
         touched: set[str] = set()
         for rel, theirs in sorted(latest.items()):
             if rel in changes:
@@ -290,10 +293,13 @@ class Transaction:
                 _record(tree, rel, changes[rel], entries, stats)
             else:
                 touched |= _sync(tree, head_tree, rel)
-                entries.pop(rel, None)
-                stats.pop(rel, None)
-                if rel in head_entries:
-                    entries[rel], stats[rel] = head_entries[rel], head_stats.get(rel)
+                entry, stat = head_entries.get(rel), head_stats.get(rel)
+                if entry is None or stat is None:
+                    entries.pop(rel)
+                    stats.pop(rel)
+                else:
+                    entries.set_raw(rel, entry)
+                    stats.set_raw(rel, stat)
         return touched
 
     def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
@@ -331,20 +337,23 @@ def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[
     return created | {str(target.parent)}
 
 
-def _present(entries: manifest.Manifest, stats: manifest.Stats) -> manifest.Manifest:
-    """Manifest entries of files still in the tree: repair takes an unrestorable damaged file out of its
+def _present(entries: manifest.Table, stats: manifest.Table) -> manifest.Table:
+    """Manifest lines of files still in the tree: repair takes an unrestorable damaged file out of its
     generations and out of their stat records, so a commit on top must not list it."""
-    return entries if len(entries) == len(stats) else {rel: e for rel, e in entries.items() if rel in stats}
+    if len(entries) == len(stats):
+        return entries
+    kept = {rel for rel, _ in stats.rows()}
+    return manifest.Table([line for (rel, _), line in zip(entries.rows(), entries.lines, strict=True) if rel in kept])
 
 
-def _record(tree: Path, rel: str, text: Optional[str], entries: manifest.Manifest, stats: manifest.Stats) -> None:
-    """Update the staged manifest and stat record for a path just written (or deleted)."""
+def _record(tree: Path, rel: str, text: Optional[str], entries: manifest.Table, stats: manifest.Table) -> None:
+    """Update the staged manifest and stat tables for a path just written (or deleted)."""
     if text is None:
-        entries.pop(rel, None)
-        stats.pop(rel, None)
+        entries.pop(rel)
+        stats.pop(rel)
         return
-    entries[rel] = manifest.entry_of(text.encode("utf-8"))
-    stats[rel] = manifest.stat_entry(os.lstat(tree / rel))
+    entries.set(rel, manifest.entry_of(text.encode("utf-8")))
+    stats.set(rel, manifest.stat_entry(os.lstat(tree / rel)))
 
 
 def _sync(tree: Path, head_tree: Path, rel: str) -> set[str]:
