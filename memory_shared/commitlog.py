@@ -62,24 +62,49 @@ def line_hash(line: bytes) -> str:
 
 @dataclass
 class LogState:
-    """The log as read for recovery: whole records in order, unreadable whole lines, and a torn tail."""
-    commits: list[Commit]
-    hashes: list[str]                 # line_hash of each commit's line
-    numbers: list[int]                # line number of each commit
-    bad: list[str]                    # one problem per unreadable whole line
-    torn: bytes                       # bytes after the last newline (a line cut short)
+    """The log as read for recovery: whole records in order, unreadable whole lines, and a torn tail.
+    Read again with `previous`, only the bytes appended since are parsed (the last line read is compared
+    first, so a log cut or replaced is read whole)."""
+    commits: list[Commit] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)    # line_hash of each commit's line
+    numbers: list[int] = field(default_factory=list)   # line number of each commit
+    bad: list[str] = field(default_factory=list)       # one problem per unreadable whole line
+    torn: bytes = b""                                  # bytes after the last newline (a line cut short)
+    keys: dict[str, int] = field(default_factory=dict)  # idempotency key -> generation
+    ino: int = -1
+    size: int = 0                                      # bytes of whole lines read
+    lines: int = 0                                     # whole lines read
+    last_line: bytes = b""
+    chained: int = 0                                   # records found contiguous and chained (by recovery)
+    chain_problems: list[str] = field(default_factory=list)
+    broken: bool = False                               # a record out of sequence: nothing after it counts
+
+    def extended(self) -> "LogState":
+        return LogState(list(self.commits), list(self.hashes), list(self.numbers), list(self.bad), b"",
+                        dict(self.keys), self.ino, self.size, self.lines, self.last_line, self.chained,
+                        list(self.chain_problems), self.broken)
 
 
-def read_state(path: Path) -> LogState:
-    state = LogState([], [], [], [], b"")
+def read_state(path: Path, previous: Optional[LogState] = None) -> LogState:
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")
     except FileNotFoundError:
+        return LogState()
+    with fh:
+        st = os.fstat(fh.fileno())
+        state, start = LogState(ino=st.st_ino), 0
+        if previous is not None and previous.ino == st.st_ino and previous.size and st.st_size >= previous.size:
+            tail = previous.last_line + b"\n"
+            fh.seek(previous.size - len(tail))
+            if fh.read(len(tail)) == tail:
+                state, start = previous.extended(), previous.size
+        fh.seek(start)
+        data = fh.read()
+    body, newline, state.torn = data.rpartition(b"\n")
+    if not newline:
         return state
-    body, _, state.torn = data.rpartition(b"\n")
-    if not _:
-        body, state.torn = b"", data
-    for number, line in enumerate(body.split(b"\n") if body else [], 1):
+    lines = body.split(b"\n")
+    for number, line in enumerate(lines, state.lines + 1):
         if not line.strip():
             continue
         try:
@@ -90,6 +115,9 @@ def read_state(path: Path) -> LogState:
         state.commits.append(commit)
         state.hashes.append(line_hash(line))
         state.numbers.append(number)
+        if commit.key is not None:
+            state.keys.setdefault(commit.key, commit.generation)
+    state.size, state.lines, state.last_line = start + len(body) + 1, state.lines + len(lines), lines[-1]
     return state
 
 

@@ -43,7 +43,7 @@ class Assessment:
 
     @property
     def keys(self) -> dict[str, int]:
-        return {c.key: c.generation for c in self.log.commits if c.key is not None}
+        return self.log.keys
 
 
 def fingerprint(root: Path) -> tuple:
@@ -61,9 +61,11 @@ def fingerprint(root: Path) -> tuple:
     return sig(root / "log.jsonl"), sig(root / events.NAME), head, sig(root / "generations")
 
 
-def assess(root: Path) -> Assessment:
+def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
+    """What the store holds and what to do about it; `previous` (an earlier assessment's log) lets only the
+    log's new lines be parsed and chained."""
     log_path, gens = root / "log.jsonl", root / "generations"
-    log = commitlog.read_state(log_path)
+    log = commitlog.read_state(log_path, previous)
     gone: set[int] = set()
     upgraded: dict[int, str] = {}
     dropped: set[tuple[int, str]] = set()
@@ -90,17 +92,22 @@ def assess(root: Path) -> Assessment:
     problems += log.bad
     problems += [f"{gens / name} is not a generation" for name in found.strays]
 
-    last, previous_hash = -1, None
-    for index, (commit, line_hash) in enumerate(zip(log.commits, log.hashes, strict=True)):
+    for index in range(log.chained, len(log.commits)):
+        if log.broken:
+            break
+        commit, number = log.commits[index], log.numbers[index]
         expected_parent = index - 1 if index else None
         if commit.generation != index or commit.parent != expected_parent:
-            problems.append(f"{log_path}:{log.numbers[index]}: record of generation {commit.generation} "
-                            f"(parent {commit.parent}) where generation {index} (parent {expected_parent}) belongs")
+            log.chain_problems.append(f"{log_path}:{number}: record of generation {commit.generation} (parent "
+                                      f"{commit.parent}) where generation {index} (parent {expected_parent}) belongs")
+            log.broken = True
             break
-        if commit.parent_hash is not None and commit.parent_hash != previous_hash:
-            problems.append(f"{log_path}:{log.numbers[index]}: the record of generation {index} does not chain "
-                            f"to the record of generation {index - 1} (the log was edited)")
-        last, previous_hash = index, line_hash
+        if commit.parent_hash is not None and commit.parent_hash != (log.hashes[index - 1] if index else None):
+            log.chain_problems.append(f"{log_path}:{number}: the record of generation {index} does not chain "
+                                      f"to the record of generation {index - 1} (the log was edited)")
+        log.chained = index + 1
+    problems += log.chain_problems
+    last = log.chained - 1
 
     head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
     above = sorted(g for g in dirs if g > last)

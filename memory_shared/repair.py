@@ -57,7 +57,11 @@ class _Plan:
 def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list[str]]:
     plan = _Plan(store, dry_run)
     with flocked(store._lock), flocked(store._pins_lock):
-        found = store._assess()
+        found = store._assess(full=True)
+        if found.log.bad or found.log.chain_problems:  # repair never rewrites records
+            plan.unsolved += [f"{line}; restore log.jsonl from a backup" for line in
+                              found.log.bad + found.log.chain_problems]
+            return plan.done, plan.unsolved
         for name in found.strays:
             plan.move_aside(store._gens / name, f"moved generations/{name} (not a generation) to quarantine/")
         if found.log.torn:
@@ -95,7 +99,7 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
                 plan.act(f"refreshed the stat record of generation {generation} (its contents match its manifest)",
                          lambda g=generation: _refresh_stats(store, g), "stats_refreshed", generation=generation)
         if not dry_run and not plan.unsolved:
-            after = store._assess()
+            after = store._assess(full=True)
             if after.problems:
                 plan.unsolved += after.problems
             else:

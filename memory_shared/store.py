@@ -164,10 +164,13 @@ class MemoryStore:
         """The derived HEAD, or -1 before generation 0 is published."""
         return self._assess().head
 
-    def _assess(self) -> recovery.Assessment:
+    def _assess(self, full: bool = False) -> recovery.Assessment:
+        """The store's state, cached while nothing changed; between changes only new log lines are read,
+        unless `full` (verify reads the whole log again)."""
         key = recovery.fingerprint(self.root)
-        if self._assessed is None or self._assessed[0] != key:
-            self._assessed = (key, recovery.assess(self.root))
+        if full or self._assessed is None or self._assessed[0] != key:
+            previous = None if full or self._assessed is None else self._assessed[1].log
+            self._assessed = (key, recovery.assess(self.root, previous))
         return self._assessed[1]
 
     def _write_head(self, generation: int, with_faults: bool = False) -> None:
@@ -226,6 +229,8 @@ class MemoryStore:
                 target = self._staging / f"garbage-{fix.generation}-{unique()}"
                 os.rename(self._gen_path(fix.generation), target)
                 remove_tree(target)
+                if fix.kind == "discard":  # its manifests/ link, if the crash came after it
+                    (self.root / "manifests" / str(fix.generation)).unlink(missing_ok=True)
             elif fix.kind == "head":
                 self._write_head(fix.generation)
             events.append(self.root, "recovered", fix=fix.kind, generation=fix.generation, message=fix.message)

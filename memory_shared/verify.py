@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def verify(store: "MemoryStore", quick: bool = False) -> list[str]:
     with flocked(store._lock):
-        found = store._assess()
+        found = store._assess(full=True)
         problems = list(found.problems)
         problems += [f"{fix.message.split('; ')[0]} (fixed on the next open or commit)" for fix in found.fixes]
         problems += _verify_log_end(store)

@@ -216,3 +216,11 @@ def test_an_unrestorable_change_is_taken_out_to_quarantine(store: MemoryStore) -
     assert commit(store) == 4 and store.verify() == []
     with store.snapshot() as snap:
         assert snap.read("L3/b.md") is None and snap.read("L3/a.md") == "alpha\nmore\n"
+
+
+def test_an_edited_log_is_left_for_a_backup_not_rewritten(store: MemoryStore) -> None:
+    sh("sed -i 's/\"message\":\"b\"/\"message\":\"B\"/' log.jsonl", store.root)
+    log_before = (store.root / "log.jsonl").read_bytes()
+    result = ga("repair")
+    assert result.returncode == 2 and "restore log.jsonl from a backup" in result.stderr
+    assert (store.root / "log.jsonl").read_bytes() == log_before and published(store.root)[3]
