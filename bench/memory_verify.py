@@ -127,11 +127,13 @@ def main() -> None:
         print(f"\none-file commit latency (median ms of {args.commits} x {args.rounds} rounds)")
         print(f"{'files':>7} {'without':>10} {'manifests':>10} {'ratio':>7}")
         for files in sizes:
-            before: list[float] = []
-            after: list[float] = []
-            for _ in range(args.rounds):
-                for label, source, into in (("without", baseline, before), ("with", REPO, after)):
+            variants = [("without", baseline, []), ("with", REPO, [])]
+            for label, source, _ in variants:  # build both stores first, untimed
+                commit_times(source, workdir / f"{label}-{files}", files, 1)
+            for round_ in range(args.rounds):
+                for label, source, into in variants[::-1] if round_ % 2 else variants:
                     into += commit_times(source, workdir / f"{label}-{files}", files, args.commits)
+            before, after = variants[0][2], variants[1][2]
             old, new = median_ms(before), median_ms(after)
             print(f"{files:>7} {old:>10.1f} {new:>10.1f} {new / old:>7.2f}")
         startup = sandbox_startup()

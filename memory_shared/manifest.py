@@ -169,11 +169,13 @@ def stat_entry(st: os.stat_result) -> list:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def write(tree: Path, entries: Manifest | Table, stats: Stats | Table, sync: bool = True) -> str:
-    """Write MANIFEST and MANIFEST.stat into a tree (replacing any); return the manifest's sha256."""
+def write(tree: Path, entries: Manifest | Table, stats: Stats | Table) -> str:
+    """Write MANIFEST (fsynced: it must be on disk before the record naming its hash) and MANIFEST.stat
+    (not fsynced: a cache; lost to a power cut, pins refuse until `ga memory repair` refreshes it) into a
+    tree, replacing any; return the manifest's sha256."""
     data = (entries if isinstance(entries, Table) else Table.of(entries)).to_bytes()
     stat_data = (stats if isinstance(stats, Table) else Table.of(stats)).to_bytes()
-    for name, payload in ((NAME, data), (STAT, stat_data)):
+    for name, payload, sync in ((NAME, data, True), (STAT, stat_data, False)):
         path = tree / name
         if os.path.lexists(path):
             os.unlink(path)

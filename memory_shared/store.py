@@ -316,7 +316,10 @@ class MemoryStore:
         recorded = manifest.load_table(tree, manifest.STAT)
         if recorded is None:
             return [f"{manifest.STAT} (missing)"]
-        return manifest.stat_changes(tree, recorded)
+        try:
+            return manifest.stat_changes(tree, recorded)
+        except (ValueError, IndexError):
+            return [f"{manifest.STAT} (unreadable)"]
 
     def _new_staging(self) -> Hold:
         with flocked(self._pins_lock, shared=True):

@@ -9,7 +9,9 @@ is still unique in HEAD's text, otherwise CommitConflict. Then the store publish
 Durability: new files and the folders whose entries changed are fsynced before publication; folders that
 only received hard links are not fsynced one by one (that would cost an fsync per folder of the whole
 tree): journaling file systems (ext4, xfs) commit metadata in order, so once the fsynced rename of HEAD
-is on disk, the links made before it are too. A SIGKILL needs none of this (the page cache survives).
+is on disk, the links made before it are too. The same holds for the folder entries of MANIFEST and
+MANIFEST.stat; MANIFEST's contents are fsynced (MANIFEST.stat is a cache, see manifest.py). A SIGKILL
+needs none of this (the page cache survives).
 """
 from __future__ import annotations
 
@@ -226,8 +228,7 @@ class Transaction:
                     for folder in self._rebase(tree, changes, head, entries, stats):
                         fsync_dir(folder)
                     self._check_l1(changes)
-                digest = manifest.write(tree, entries, stats)
-                fsync_dir(tree)
+                digest = manifest.write(tree, entries, stats)  # its folder entry: see "Durability" above
                 faults.point("rebased")
                 generation = head + 1
                 os.rename(tree, store._gen_path(generation))
