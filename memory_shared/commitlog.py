@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import MemoryStoreError
-from .fsutil import fsync_dir
 
 _CHUNK = 16384
 
@@ -194,64 +193,6 @@ def entries_after(path: Path, generation: int) -> list[Commit]:
                     return newer[::-1]
                 newer.append(commit)
     return newer[::-1]
-
-
-def last_entry(path: Path) -> Optional[Commit]:
-    """The newest commit, read from the end of the file."""
-    if not path.exists():
-        return None
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        pos = fh.tell()
-        buf = b""
-        while pos > 0:
-            step = min(_CHUNK, pos)
-            pos -= step
-            fh.seek(pos)
-            buf = fh.read(step) + buf
-            lines = [line for line in buf.split(b"\n") if line.strip()]
-            if len(lines) >= 2 or (pos == 0 and lines):
-                return _parse(path, lines[-1])
-    return None
-
-
-def repair_tail(path: Path) -> None:
-    """Cut a torn last line (a writer died mid-append) so the next append starts on a fresh line."""
-    if not path.exists():
-        return
-    with open(path, "rb+") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        if size == 0:
-            return
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return
-        pos = size
-        while pos > 0:
-            step = min(_CHUNK, pos)
-            pos -= step
-            fh.seek(pos)
-            idx = fh.read(step).rfind(b"\n")
-            if idx >= 0:
-                fh.truncate(pos + idx + 1)
-                break
-        else:
-            fh.truncate(0)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def truncate_after(path: Path, generation: int) -> None:
-    """Drop log lines above `generation` (lines of a generation that was never published)."""
-    commits, _ = read_all(path)
-    keep = b"".join(c.to_line() for c in commits if c.generation <= generation)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(keep)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def _parse(path: Path, line: bytes) -> Commit:
