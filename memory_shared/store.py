@@ -369,8 +369,8 @@ class MemoryStore:
             raise ValueError(f"gc keep must be at least 1, got {keep}")
         trash: Optional[Hold] = None
         with flocked(self._lock), flocked(self._pins_lock):
-            self._recover_locked(full=False)
-            head = self.head()
+            self._recover_locked(full=False)  # raises when the store needs repair
+            head = self._read_head()  # (head() may take `lock`, which this process holds here)
             published = [g for g in self._generation_numbers() if g <= head]
             kept = set(published[-keep:]) | {head} | live_pins(self._pins, remove_stale=True)
             doomed = [g for g in published if g not in kept]
