@@ -1,6 +1,6 @@
 """Benchmark of the memory store: P processes x K commits, side by side with the reference's naive writes.
 
-    python bench/memory_commits.py [-P 8] [-K 45] [--sizes 10,1000,10000] [--size-commits 10]
+    python bench/memory_commits.py [-P 8] [-K 45] [--sizes 10,1000,10000,100000] [--size-commits 10]
 
 Each process cycles through three kinds of commit: a new file of its own (disjoint paths), an
 append-style patch of one shared file (every process patches the same unique anchor), and a
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import shutil
 import statistics
 import sys
@@ -166,12 +167,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-P", "--procs", type=int, default=8, help="processes committing at once")
     parser.add_argument("-K", "--commits", type=int, default=45, help="commits per process")
-    parser.add_argument("--sizes", default="10,1000,10000", help="store sizes (files) for the latency curve")
+    parser.add_argument("--sizes", default="10,1000,10000,100000",
+                        help="store sizes (files) for the latency curve")
     parser.add_argument("--size-commits", type=int, default=10, help="commits timed per store size")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ga-bench-", dir=args.dir))
     P, K = args.procs, args.commits
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cpus)")
     try:
         store = MemoryStore(workdir / "store", create=True)
         with store.transaction("bench seed", "bench") as txn:
@@ -230,6 +233,7 @@ def main() -> None:
                 print(f"note: past 50 ms at {f1:,} files because hard-linking every file of the tree is O(files); "
                       "proposal: share unchanged folders between generations (per-folder copy-on-write) so a "
                       "commit costs O(depth x folder size)")
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if ours_lost:
             sys.exit(f"error: the store lost {ours_lost} updates")
     finally:
