@@ -170,24 +170,36 @@ def stat_entry(st: os.stat_result) -> list:
 
 
 def write(tree: Path, entries: Manifest | Table, stats: Stats | Table) -> str:
-    """Write MANIFEST (fsynced: it must be on disk before the record naming its hash) and MANIFEST.stat
-    (not fsynced: a cache; lost to a power cut, pins refuse until `ga memory repair` refreshes it) into a
-    tree, replacing any; return the manifest's sha256."""
+    """Write MANIFEST and MANIFEST.stat into a tree, replacing any; return the manifest's sha256.
+
+    Neither is fsynced (an fsync under the commit lock costs every committer): the files they describe
+    are, and the record holds MANIFEST's hash, so a MANIFEST lost to a power cut is rebuilt from the files
+    by `ga memory repair` and proven by that hash; MANIFEST.stat is a cache (pins refuse until repair
+    refreshes it)."""
     data = (entries if isinstance(entries, Table) else Table.of(entries)).to_bytes()
-    stat_data = (stats if isinstance(stats, Table) else Table.of(stats)).to_bytes()
-    for name, payload, sync in ((NAME, data, True), (STAT, stat_data, False)):
-        path = tree / name
-        if os.path.lexists(path):
-            os.unlink(path)
-        write_new(path, payload, READ_ONLY, sync=sync)
+    path = tree / NAME
+    if os.path.lexists(path):
+        os.unlink(path)
+    write_new(path, data, READ_ONLY, sync=False)
+    if os.path.lexists(tree / STAT):
+        os.unlink(tree / STAT)
+    write_new(tree / STAT, stat_bytes(tree, stats), READ_ONLY, sync=False)
     return digest(data)
+
+
+def stat_bytes(tree: Path, stats: Stats | Table) -> bytes:
+    """The stat table with a row for MANIFEST itself, so the pin check sees MANIFEST replaced or removed
+    (and a stat table without that row, e.g. emptied, is refused rather than checking nothing)."""
+    table = stats if isinstance(stats, Table) else Table.of(stats)
+    table.set(NAME, stat_entry(os.lstat(tree / NAME)))
+    return table.to_bytes()
 
 
 def rewrite_stats(tree: Path, stats: Stats) -> None:
     tmp = tree / f".{STAT}.tmp"
     if os.path.lexists(tmp):
         os.unlink(tmp)
-    write_new(tmp, Table.of(stats).to_bytes(), READ_ONLY)
+    write_new(tmp, stat_bytes(tree, stats), READ_ONLY)
     os.replace(tmp, tree / STAT)
 
 

@@ -86,6 +86,9 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
                 _rebuild_or_give_up(plan, generation, last, found, cache)
         published = sorted(g for g in present if g not in found.gone)
         commits = {c.generation: c for c in found.log.commits}
+        regenerated = {g for g in published
+                       if _regenerate_manifest(plan, g, commits.get(g), found.upgraded, cache)}
+        published = [g for g in published if g not in regenerated]  # their files hash to the record
         damage = content_damage(store, published, commits, found.upgraded, cache, dropped=found.dropped)
         for line, item in damage:
             if item is None:
@@ -108,6 +111,30 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         elif dry_run and last >= 0 and found.head_text != f"{last}\n".encode():
             plan.done.append(f"set HEAD to generation {last}")
     return plan.done, plan.unsolved
+
+
+def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit], upgraded: dict[int, str],
+                         cache: dict) -> bool:
+    """A MANIFEST lost or torn (it is not fsynced: a power cut can take it) or edited is rebuilt from the
+    files when what they hash to is exactly what the record says the MANIFEST was."""
+    store = plan.store
+    tree = store._gen_path(generation)
+    recorded = (commit.manifest if commit is not None else None) or upgraded.get(generation)
+    try:
+        if recorded is None or manifest.digest((tree / manifest.NAME).read_bytes()) == recorded:
+            return False
+    except FileNotFoundError:
+        pass
+    entries, stats = manifest.scan(tree, cache)
+    if manifest.digest(manifest.Table.of(entries).to_bytes()) != recorded:
+        return False  # the files changed too: content_damage names them
+
+    def rewrite() -> None:
+        manifest.write(tree, entries, stats)
+        store.link_manifest(generation)
+    plan.act(f"rebuilt the MANIFEST of generation {generation} from its files (they hash to its record)",
+             rewrite, "manifest_rebuilt", generation=generation)
+    return True
 
 
 def _complete(store: "MemoryStore", generation: int, cache: dict) -> bool:
@@ -205,7 +232,7 @@ def _rebuild(store: "MemoryStore", generation: int, entries: manifest.Manifest, 
         os.link(sources[sha], target, follow_symlinks=False)
     os.link(store.root / "manifests" / str(generation), staging / manifest.NAME)
     stats = {rel: manifest.stat_entry(os.lstat(staging / rel)) for rel in entries}
-    write_new(staging / manifest.STAT, manifest.Table.of(stats).to_bytes(), READ_ONLY)
+    write_new(staging / manifest.STAT, manifest.stat_bytes(staging, stats), READ_ONLY)
     os.sync()
     os.rename(staging, store._gen_path(generation))
     fsync_dir(store._gens)

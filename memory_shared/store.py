@@ -316,6 +316,8 @@ class MemoryStore:
         recorded = manifest.load_table(tree, manifest.STAT)
         if recorded is None:
             return [f"{manifest.STAT} (missing)"]
+        if recorded.get(manifest.NAME) is None:
+            return [f"{manifest.STAT} (incomplete)"]
         try:
             return manifest.stat_changes(tree, recorded)
         except (ValueError, IndexError):

@@ -9,9 +9,9 @@ is still unique in HEAD's text, otherwise CommitConflict. Then the store publish
 Durability: new files and the folders whose entries changed are fsynced before publication; folders that
 only received hard links are not fsynced one by one (that would cost an fsync per folder of the whole
 tree): journaling file systems (ext4, xfs) commit metadata in order, so once the fsynced rename of HEAD
-is on disk, the links made before it are too. The same holds for the folder entries of MANIFEST and
-MANIFEST.stat; MANIFEST's contents are fsynced (MANIFEST.stat is a cache, see manifest.py). A SIGKILL
-needs none of this (the page cache survives).
+is on disk, the links made before it are too. MANIFEST and MANIFEST.stat are not fsynced at all: both
+can be rebuilt from the (fsynced) files, MANIFEST proven by the hash in the record (see manifest.py).
+A SIGKILL needs none of this (the page cache survives).
 """
 from __future__ import annotations
 
@@ -341,7 +341,7 @@ def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[
 def _present(entries: manifest.Table, stats: manifest.Table) -> manifest.Table:
     """Manifest lines of files still in the tree: repair takes an unrestorable damaged file out of its
     generations and out of their stat records, so a commit on top must not list it."""
-    if len(entries) == len(stats):
+    if len(entries) + (stats.get(manifest.NAME) is not None) == len(stats):
         return entries
     kept = {rel for rel, _ in stats.rows()}
     return manifest.Table([line for (rel, _), line in zip(entries.rows(), entries.lines, strict=True) if rel in kept])

@@ -224,3 +224,12 @@ def test_an_edited_log_is_left_for_a_backup_not_rewritten(store: MemoryStore) ->
     result = ga("repair")
     assert result.returncode == 2 and "restore log.jsonl from a backup" in result.stderr
     assert (store.root / "log.jsonl").read_bytes() == log_before and published(store.root)[3]
+
+
+def test_a_lost_manifest_is_rebuilt_from_the_files_and_proven_by_the_record(store: MemoryStore) -> None:
+    manifest_before = (store.root / "generations/3/MANIFEST").read_bytes()
+    sh("rm generations/3/MANIFEST manifests/3 && : > generations/3/MANIFEST.stat", store.root)  # a power cut
+    assert_refused_until_repair(store, "generation 3 has no MANIFEST")
+    assert "rebuilt the MANIFEST of generation 3 from its files" in repair_then_clean(store)
+    assert (store.root / "generations/3/MANIFEST").read_bytes() == manifest_before
+    assert commit(store) == 4
