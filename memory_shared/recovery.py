@@ -66,18 +66,7 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
     log's new lines be parsed and chained."""
     log_path, gens = root / "log.jsonl", root / "generations"
     log = commitlog.read_state(log_path, previous)
-    gone: set[int] = set()
-    upgraded: dict[int, str] = {}
-    dropped: set[tuple[int, str]] = set()
-    for event in events.read(root):
-        if event.get("event") == "gc":
-            gone.update(int(g) for g in event.get("generations", []))
-        elif event.get("event") == "lost":
-            gone.add(int(event["generation"]))
-        elif event.get("event") == "dropped":
-            dropped.update((int(g), str(event["path"])) for g in event.get("generations", []))
-        elif event.get("event") == "upgrade":
-            upgraded.update({int(g): h for g, h in event.get("manifests", {}).items()})
+    gone, upgraded, dropped = _from_events(root)
     dirs: set[int] = set()
     strays: list[str] = []
     if gens.is_dir():
@@ -144,6 +133,38 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
         found.fixes.append(Fix("head", last, f"log/HEAD mismatch: HEAD was {was} but generation {last} is the "
                                              "newest published; HEAD recomputed"))
     return found
+
+
+_events_cache: dict[str, tuple[Optional[tuple], tuple]] = {}
+
+
+def _from_events(root: Path) -> tuple[set[int], dict[int, str], set[tuple[int, str]]]:
+    """What events.jsonl says: generations gone (gc, lost), manifest hashes of an upgrade, dropped files.
+    Parsed again only when the file changed (it changes rarely; the log on every commit)."""
+    path = root / events.NAME
+    try:
+        st = os.stat(path)
+        sig: Optional[tuple] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except FileNotFoundError:
+        sig = None
+    cached = _events_cache.get(str(path))
+    if cached is not None and cached[0] == sig:
+        gone, upgraded, dropped = cached[1]
+        return set(gone), dict(upgraded), set(dropped)
+    gone: set[int] = set()
+    upgraded: dict[int, str] = {}
+    dropped: set[tuple[int, str]] = set()
+    for event in events.read(root):
+        if event.get("event") == "gc":
+            gone.update(int(g) for g in event.get("generations", []))
+        elif event.get("event") == "lost":
+            gone.add(int(event["generation"]))
+        elif event.get("event") == "dropped":
+            dropped.update((int(g), str(event["path"])) for g in event.get("generations", []))
+        elif event.get("event") == "upgrade":
+            upgraded.update({int(g): h for g, h in event.get("manifests", {}).items()})
+    _events_cache[str(path)] = (sig, (gone, upgraded, dropped))
+    return set(gone), dict(upgraded), set(dropped)
 
 
 def _span(generations: list[int]) -> str:

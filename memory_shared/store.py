@@ -272,11 +272,15 @@ class MemoryStore:
 
     def link_manifest(self, generation: int) -> None:
         """Keep a second link to a generation's MANIFEST in manifests/, so repair can rebuild the generation."""
-        (self.root / "manifests").mkdir(exist_ok=True)
-        target = self.root / "manifests" / str(generation)
-        if os.path.lexists(target):
+        source, target = self._gen_path(generation) / manifest.NAME, self.root / "manifests" / str(generation)
+        try:
+            os.link(source, target)
+        except FileNotFoundError:
+            (self.root / "manifests").mkdir(exist_ok=True)
+            os.link(source, target)
+        except FileExistsError:  # left by a commit that died before its record, or a MANIFEST rebuilt
             os.unlink(target)
-        os.link(self._gen_path(generation) / manifest.NAME, target)
+            os.link(source, target)
 
     # ---- snapshots and transactions -----------------------------------------------------------
 

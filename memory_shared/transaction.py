@@ -222,6 +222,8 @@ class Transaction:
                 faults.point("locked")
                 store._recover_locked(full=False)
                 head = store._read_head()
+                hashes = store._assess().log.hashes  # the parent's line, for the chain
+                parent_hash = hashes[head] if 0 <= head < len(hashes) else None
                 if self.key is not None and self.key in store._assess().keys:
                     return store._assess().keys[self.key]
                 if head != self.base:
@@ -235,7 +237,6 @@ class Transaction:
                 fsync_dir(store._gens)
                 store.link_manifest(generation)
                 faults.point("published")
-                parent_line = commitlog.last_line(store._log) if head >= 0 else None
                 commit = Commit(
                     generation=generation,
                     parent=head if head >= 0 else None,
@@ -245,7 +246,7 @@ class Transaction:
                     time=time.time(),
                     deleted=sorted(p for p, t in changes.items() if t is None),
                     manifest=digest,
-                    parent_hash=commitlog.line_hash(parent_line) if parent_line is not None else None,
+                    parent_hash=parent_hash,
                     key=self.key,
                 )
                 commitlog.append(store._log, commit, midway=_midway("logging"))
