@@ -47,18 +47,26 @@ class Assessment:
 
 
 def fingerprint(root: Path) -> tuple:
-    """Changes whenever the log, the events, HEAD or the set of generation directories change."""
-    def sig(path: Path) -> Optional[tuple]:
+    """Changes whenever the log, the events, HEAD or the set of generation directories change.
+    (Called several times per commit: plain os calls on string paths.)"""
+    base = str(root)
+    sigs = []
+    for name in ("log.jsonl", events.NAME, "generations"):
         try:
-            st = os.stat(path)
+            st = os.stat(f"{base}/{name}")
+            sigs.append((st.st_ino, st.st_size, st.st_mtime_ns))
         except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns
+            sigs.append(None)
     try:
-        head = (root / "HEAD").read_bytes()
+        fd = os.open(f"{base}/HEAD", os.O_RDONLY)
     except FileNotFoundError:
         head = None
-    return sig(root / "log.jsonl"), sig(root / events.NAME), head, sig(root / "generations")
+    else:
+        try:
+            head = os.read(fd, 64)
+        finally:
+            os.close(fd)
+    return sigs[0], sigs[1], head, sigs[2]
 
 
 def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:

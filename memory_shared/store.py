@@ -286,14 +286,15 @@ class MemoryStore:
 
     def snapshot(self, generation: Optional[int] = None) -> Snapshot:
         """Pin a generation (HEAD by default) and return its read-only tree."""
-        target = self.head() if generation is None else generation
-        pin = self._pin(target)
+        head = self.head()
+        target = head if generation is None else generation
+        pin = self._pin(target, head=head)
         return Snapshot(target, self._gen_path(target), pin)
 
-    def _pin(self, generation: int, check: bool = True) -> Hold:
+    def _pin(self, generation: int, check: bool = True, head: Optional[int] = None) -> Hold:
         """Pin a published generation; with `check`, refuse it if its files changed since publication.
         Never called with `lock` held (head() may take it), and takes it before `pins.lock`, as gc does."""
-        head = self.head()
+        head = self.head() if head is None else head
         with flocked(self._pins_lock, shared=True):
             if generation > head or generation < 0:
                 raise GenerationMissing(f"generation {generation} is not published (HEAD is {head})")

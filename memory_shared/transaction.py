@@ -58,8 +58,9 @@ class Transaction:
         self.key = key
         self.generation: Optional[int] = None
         self._store = store
-        self.base = store.head() if base is None else base
-        self._pin = store._pin(self.base) if self.base >= 0 else None
+        head = store.head() if base is None else None
+        self.base = head if base is None else base
+        self._pin = store._pin(self.base, head=head) if self.base >= 0 else None
         self._release_pin = weakref.finalize(self, self._pin.release) if self._pin else (lambda: None)
         self._base_tree: Optional[Path] = store._gen_path(self.base) if self.base >= 0 else None
         self._final: dict[str, Optional[str]] = {}   # path -> new text, None for deleted
@@ -184,8 +185,9 @@ class Transaction:
         """Fail fast, before building anything, on a sure conflict: a path this transaction rewrote that a
         published commit changed since the base. Best effort, without the lock; the locked check decides."""
         store = self._store
-        head = store._read_head()
-        if head == self.base or store._assess().problems:
+        found = store._assess()
+        head = found.head
+        if head == self.base or found.problems:
             return
         try:
             newer = [c for c in commitlog.entries_after(store._log, self.base) if c.generation <= head]
@@ -221,11 +223,11 @@ class Transaction:
             with flocked(store._lock):
                 faults.point("locked")
                 store._recover_locked(full=False)
-                head = store._read_head()
-                hashes = store._assess().log.hashes  # the parent's line, for the chain
-                parent_hash = hashes[head] if 0 <= head < len(hashes) else None
-                if self.key is not None and self.key in store._assess().keys:
-                    return store._assess().keys[self.key]
+                found = store._assess()  # nothing changes under this lock but by us
+                head, hashes = found.head, found.log.hashes
+                parent_hash = hashes[head] if 0 <= head < len(hashes) else None  # the parent's line: the chain
+                if self.key is not None and self.key in found.keys:
+                    return found.keys[self.key]
                 if head != self.base:
                     for folder in self._rebase(tree, changes, head, entries, stats):
                         fsync_dir(folder)
