@@ -7,6 +7,9 @@ import pytest
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
 
+# the web tests' fixtures (the fixture site, a shared browser per module, worker contexts on it)
+from web_fixtures.server import browser_keeper, make_ctx, site, web_settings  # noqa: E402, F401
+
 
 @pytest.fixture(autouse=True)
 def ga_home(tmp_path, monkeypatch):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
+from web_fixtures.server import goto, js, scan
 from worker.tools import REGISTRY
 from worker.tools.base import ToolContext
 from worker.web.browser import pid_alive
 from worker.web.session import TABS_LOST
-from web_fixtures.server import browser_keeper, goto, js, make_ctx, scan, site, web_settings  # noqa: F401
 
 
 def browser_state(settings) -> dict:

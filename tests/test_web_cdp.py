@@ -13,9 +13,9 @@ from typing import Iterator
 import pytest
 
 from configs import load_settings
+from web_fixtures.server import goto, js, scan
 from worker.tools.base import ToolContext
 from worker.web.chromium import CLOSED_NETWORK_FLAGS, find_chromium
-from web_fixtures.server import goto, js, scan
 
 
 class _Site(http.server.BaseHTTPRequestHandler):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from web_fixtures.server import browser_keeper, goto, js, make_ctx, scan, site, web_settings  # noqa: F401
+from web_fixtures.server import goto, js, scan
 
 
 def value(result) -> object:

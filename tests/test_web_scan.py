@@ -5,7 +5,7 @@ import json
 import re
 
 from configs import load_settings
-from web_fixtures.server import browser_keeper, goto, js, make_ctx, scan, site, web_settings  # noqa: F401
+from web_fixtures.server import goto, js, scan
 
 HIDDEN_MARKERS = ["zqdisplay", "zqvisibility", "zqopacity", "zqoffscreen", "zqzerosize", "zqsronly", "zqpixel", "zqcsrf",
                   "zqclipped"]

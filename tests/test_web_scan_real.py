@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from configs import load_settings
-from web_fixtures.server import browser_keeper, goto, js, make_ctx, scan, site, web_settings  # noqa: F401
+from web_fixtures.server import goto, js, scan
 
 
 def all_pages(ctx, **options) -> list[str]:
