@@ -1,6 +1,6 @@
 # `make quickstart`: install ga (and bubblewrap, which code_run needs, when it is missing) and run the
 # main job offline. `make test`: install what the tests need (Chromium and bubblewrap from the
-# package manager when missing, the package with its dev extra) and run the whole suite.
+# package manager when missing, the package with its dev extra), lint with ruff and run the whole suite.
 PYTHON ?= python3
 
 .PHONY: quickstart test browser sandbox install
@@ -9,6 +9,7 @@ quickstart: sandbox
 	ga fanout configs/examples/quickstart.yaml
 
 test: browser sandbox install
+	$(PYTHON) -m ruff check .
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PYTHON) -m pytest
 
 install:
