@@ -147,9 +147,7 @@ def memory_show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
     """Show a generation: its files and the L1 index, or one file's text."""
-    from memory_shared import render_l1
-
-    from memory_shared import GenerationMissing
+    from memory_shared import GenerationMissing, render_l1
 
     store = _memory_store()
     with _memory_errors():
@@ -594,7 +592,7 @@ def fanout(
         _fail_lines(str(exc))
     except KeyboardInterrupt:
         err_console.print("interrupted before the run started; nothing ran")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     if as_json:
         emit_json(result.compact())
     else:

@@ -81,7 +81,7 @@ def timed(command: list[str], env: dict) -> tuple[float, dict]:
     try:
         return seconds, json.loads(proc.stdout)
     except json.JSONDecodeError:
-        raise SystemExit(f"{' '.join(command[:4])}... printed no JSON: {proc.stdout[-1500:]!r} {proc.stderr[-1500:]!r}")
+        raise SystemExit(f"{' '.join(command[:4])}... printed no JSON: {proc.stdout[-1500:]!r} {proc.stderr[-1500:]!r}") from None
 
 
 def ga_run_baseline(n: int, w: int, url: str, turns: int, env: dict, folder: Path) -> tuple[float, float]:

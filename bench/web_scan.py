@@ -35,10 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from configs import load_settings  # noqa: E402
 from web_fixtures.server import ROOT as FIXTURES  # noqa: E402
 from web_fixtures.server import js, scan, serve
-
-from configs import load_settings  # noqa: E402
 from worker.context import cut_head_tail  # noqa: E402
 from worker.tools.base import ToolContext  # noqa: E402
 from worker.web.browser import process_tree_pids  # noqa: E402

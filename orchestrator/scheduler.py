@@ -119,7 +119,7 @@ class Scheduler:
                     self._stop("interrupted", "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)")
                     interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
                     for item in inflight.values():
-                        _quiet(lambda: item.member.handle.cancel.remote(item.task.id, "interrupted"))
+                        _quiet(item.member.handle.cancel.remote, item.task.id, "interrupted")
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -281,7 +281,7 @@ class Scheduler:
             if item.deadline and now > item.deadline and not item.killed_for_timeout:
                 item.killed_for_timeout = True
                 self.run.ledger("timeout_kill", item.task.id, reason="the worker did not stop after its timeout")
-                _quiet(lambda: ray.kill(item.member.handle, no_restart=True))
+                _quiet(ray.kill, item.member.handle, no_restart=True)
         members = {id(item.member): item.member for item in inflight.values()}
         polls = {m.handle.progress.remote(): m for m in members.values()}
         by_task = {item.task.id: item for item in inflight.values()}
@@ -313,7 +313,7 @@ class Scheduler:
 
     def _abandon(self, inflight: dict[Any, Inflight]) -> None:
         for item in inflight.values():
-            _quiet(lambda: ray.kill(item.member.handle, no_restart=True))
+            _quiet(ray.kill, item.member.handle, no_restart=True)
             self._unfinished(item.task, "interrupted", "abandoned")
         inflight.clear()
 
@@ -329,9 +329,9 @@ def _first_line(exc: BaseException) -> str:
     return next((line.strip() for line in text if line.strip()), type(exc).__name__)[:300]
 
 
-def _quiet(call: Callable[[], Any]) -> None:
+def _quiet(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     try:
-        call()
+        call(*args, **kwargs)
     except Exception:  # noqa: BLE001  (the actor is gone already)
         pass
 

@@ -17,7 +17,6 @@ from typing import Any, Optional
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.runview import _driver_holds
 
-
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}
 

@@ -28,8 +28,8 @@ from skilltree.commit import commit_tree, commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
 from skilltree.tree import Skill, SkillTree, load, slugify, utc
-from skilltree.verify import Collected
 from skilltree.vectors import ScoreVector
+from skilltree.verify import Collected
 
 log = structlog.get_logger("skilltree.consolidate")
 AUTHOR = "ga explore"

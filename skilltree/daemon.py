@@ -172,7 +172,7 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
             today = now.date().isoformat()
             state = read_state(home, today)
             reason = wait_reason(state, caps, now, gap,
-                                 lambda: idle_status(home, window, now=lambda: now, trigger=trigger))
+                                 lambda at=now: idle_status(home, window, now=lambda: at, trigger=trigger))
             if reason is not None:
                 if reason != last_reason:
                     note("waiting", why=reason)

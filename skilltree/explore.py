@@ -35,7 +35,8 @@ from configs import Settings
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl, write_atomic
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import Plan, write_plan
-from skilltree.planner import PROMPTS, plan as make_plan
+from skilltree.planner import PROMPTS
+from skilltree.planner import plan as make_plan
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage

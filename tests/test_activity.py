@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from configs import load_settings
-from orchestrator.activity import (idle_now, idle_status, is_idle, last_active, record_activity, running_jobs,
-                                   user_job)
+from orchestrator.activity import idle_now, idle_status, is_idle, last_active, record_activity, running_jobs, user_job
 
 WINDOW = timedelta(minutes=30)
 

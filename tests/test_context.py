@@ -8,10 +8,24 @@ import re
 import pytest
 
 from configs.settings import ContextSettings
+from worker.context import (
+    Anchor,
+    compress_if_due,
+    compress_tags,
+    compress_text,
+    compression_due,
+    cut_arguments,
+    cut_head_tail,
+    evict_fifo,
+    manage_context,
+    output_cap,
+    repair_tool_pairs,
+    serialized_size,
+    split_units,
+    summarize_call,
+    trim_to_budget,
+)
 from worker.context.compress import exempt_start
-from worker.context import (Anchor, compress_if_due, compress_tags, output_cap, compress_text, compression_due, cut_arguments, cut_head_tail,
-                            evict_fifo, manage_context, repair_tool_pairs, serialized_size, split_units,
-                            summarize_call, trim_to_budget)
 
 SYSTEM = {"role": "system", "content": "You are ga. " * 20}
 

@@ -15,8 +15,8 @@ from skilltree.consolidate import TaskPlan, consolidate_task, report_path
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import load_reports
 from skilltree.tree import load
-from skilltree.verify import collect
 from skilltree.vectors import ScoreVector
+from skilltree.verify import collect
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GOOD_SCRIPT = "import sys\nassert sum([1, 2, 3]) == 6\nprint('self-check ok')\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_shared.layers import default_files
 from memory_shared import MemoryStore, StoreMissing, faults
+from memory_shared.layers import default_files
 
 END = "<!-- end -->\n"
 LATE = ["rebased", "published", "logging"]   # die after the tree is built, before the log line is whole

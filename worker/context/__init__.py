@@ -27,8 +27,16 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from worker.context.anchor import Anchor, anchor_message, render_anchor, summarize_call, turn_line
-from worker.context.budget import (TrimReport, cut_to_fit, evict_fifo, repair_tool_pairs, serialized_size,
-                                   split_units, trim_to_budget, trim_with_report)
+from worker.context.budget import (
+    TrimReport,
+    cut_to_fit,
+    evict_fifo,
+    repair_tool_pairs,
+    serialized_size,
+    split_units,
+    trim_to_budget,
+    trim_with_report,
+)
 from worker.context.compress import compress_message, compress_tags, compress_text, compression_due
 from worker.context.cut import cut_arguments, cut_head_tail
 

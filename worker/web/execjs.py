@@ -9,7 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from playwright.async_api import CDPSession, Error as PlaywrightError, Page, Request, Response
+from playwright.async_api import CDPSession, Page, Request, Response
+from playwright.async_api import Error as PlaywrightError
 
 from worker.web.scan import page_title
 from worker.web.session import WebSession, quietly

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 
 import structlog
-from playwright.async_api import Browser, BrowserContext, Dialog, Error as PlaywrightError, Page, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, Dialog, Page, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
 from worker.web import loop
 from worker.web.browser import BrowserInfo, ExternalBrowser, NodeBrowser
