@@ -43,8 +43,8 @@ def check_memory_store(settings: Any) -> None:
     except OSError as exc:
         problems = [f"{exc.filename or root}: {exc.strerror}"]
     if problems:
-        raise PreflightError(f"memory store at {root} is not healthy: {problems[0]}; restore it from a "
-                             "backup, or move it aside and run `ga memory init` (nothing was started)")
+        raise PreflightError(f"memory store at {root} is not healthy: {problems[0]}; see the fix with "
+                             "`ga memory repair --dry-run`, then `ga memory repair` (nothing was started)")
 
 
 def check_runs_dir(runs_dir: Path) -> None:

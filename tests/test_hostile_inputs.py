@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 import tracemalloc
@@ -254,13 +255,16 @@ def test_a_bad_model_url_is_one_line_and_leaves_no_run_directory(tmp_path: Path)
 # ---- pre-flight ---------------------------------------------------------------------------------
 
 
-def test_a_corrupt_memory_head_is_reported_before_the_run(tmp_path: Path, ga_home: Path) -> None:
+def test_a_damaged_memory_store_is_reported_before_the_run(tmp_path: Path, ga_home: Path) -> None:
+    # a garbage HEAD is no longer damage (it is recomputed from the log); a published generation gone is
     assert ga(["memory", "init"], tmp_path).returncode == 0
-    (ga_home / "memory" / "HEAD").write_text("not a number\n")
+    head = (ga_home / "memory" / "HEAD").read_text().strip()
+    shutil.rmtree(ga_home / "memory" / "generations" / head)
     tasks_file(tmp_path, SIMPLE)
     proc = ga(["fanout", "tasks.yaml", "--out", "runs"], tmp_path)
     line = one_line_error(proc.stderr)
     assert proc.returncode == 2 and "memory store at" in line and "not healthy" in line and "nothing was started" in line
+    assert "ga memory repair" in line
     assert not (tmp_path / "runs").exists()
 
 
