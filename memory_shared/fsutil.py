@@ -48,12 +48,17 @@ def _write_all(fd: int, view: memoryview) -> None:
 
 
 def atomic_replace(path: Path, data: bytes, before_rename: Optional[Callable[[], None]] = None) -> None:
-    """Write a temp file, fsync, rename over `path`, fsync the directory."""
+    """Write a temp file, fsync, rename over `path`, fsync the directory. A failure (a full disk) leaves
+    `path` as it was and no temp file behind."""
     tmp = path.with_name(f".{path.name}.tmp-{unique()}")
-    write_new(tmp, data, 0o644)
-    if before_rename is not None:
-        before_rename()
-    os.replace(tmp, path)
+    try:
+        write_new(tmp, data, 0o644)
+        if before_rename is not None:
+            before_rename()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

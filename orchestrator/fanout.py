@@ -102,11 +102,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
         raise
-    try:
-        return driver.execute(todo, spent, resumed=resume is not None)
-    except OSError:
-        sweep_temp_files(run.path)  # a full disk mid-write: no half-written temp file stays (results.jsonl holds the truth)
-        raise
+    return driver.execute(todo, spent, resumed=resume is not None)
 
 
 def build_plan(spec: SpecInput, **top: Any) -> Plan:
@@ -168,15 +164,6 @@ def discard_run(run: RunDir) -> None:
 
     run.close()
     shutil.rmtree(run.path, ignore_errors=True)
-
-
-def sweep_temp_files(path: Path) -> None:
-    """Remove the temp files of atomic writes (ledger.write_atomic: .NAME.PID.tmp) that a failure left."""
-    for temp in path.rglob(f".*.{os.getpid()}.tmp"):
-        try:
-            temp.unlink()
-        except OSError:
-            pass
 
 
 def _reduce_default_model(plan: Plan) -> Optional[str]:

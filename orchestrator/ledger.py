@@ -19,9 +19,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from memory_shared.fsutil import fsync_dir
-
-FINAL = ("succeeded", "failed", "needs_input", "limit")
+from memory_shared.fsutil import atomic_replace
 
 
 def new_run_id(name: str) -> str:
@@ -71,13 +69,8 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """Text through fsutil's atomic replace (no temp file left when it fails)."""
+    atomic_replace(path, text.encode("utf-8"))
 
 
 class RunDir:
@@ -240,7 +233,8 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         rows.append({
             "run_id": path.name, "path": str(path), "name": summary.get("name", ""),
             "status": summary.get("status", "running?"), "tasks": summary.get("tasks", {}).get("total"),
-            "finished": len(results), "failed": sum(1 for r in results.values() if r["status"] != "succeeded"),
+            "finished": len(results), "failed": sum(1 for r in results.values() if r["status"] not in ("succeeded", "unverified")),
+            "unverified": sum(1 for r in results.values() if r["status"] == "unverified"),
             "tokens": summary.get("usage", {}).get("total"), "cost": summary.get("usage", {}).get("cost"),
             "started": summary.get("started") or path.stat().st_mtime,
         })
