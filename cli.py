@@ -668,11 +668,11 @@ def runs_list(
         console.print(f"no runs in {_runs_dir(out)}")
         return
     table = Table()
-    for column in ("run", "status", "finished/total", "failed", "tokens", "cost"):
+    for column in ("run", "status", "finished/total", "failed", "unverified", "tokens", "cost"):
         table.add_column(column)
     for r in rows:
         table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
-                      str(r["failed"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
+                      str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
     console.print(table)
 
 

@@ -38,8 +38,9 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
         for turn in turns:
             console.print(_turn_panel(turn))
     if task.answer or task.reason:
+        border = {"succeeded": "green", "unverified": "yellow"}.get(task.status, "red")
         console.print(Panel(Text(task.answer or task.reason), title="answer" if task.answer else "reason",
-                            title_align="left", border_style="green" if task.status == "succeeded" else "red"))
+                            title_align="left", border_style=border))
 
 
 def _turn_panel(turn: Any) -> Panel:
