@@ -220,3 +220,22 @@ def test_exploration_reruns_have_no_network(tmp_path):
         listener.close()
     assert sandboxed[0] != 0 and "reached" not in sandboxed[1]
     assert unsandboxed == (0, "reached\n")
+
+
+def test_scripts_run_when_the_interpreter_lives_under_tmp(tmp_path: Path) -> None:
+    """A virtualenv (or checkout) under /tmp: the sandbox's private /tmp must not hide the interpreter."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"  # tmp_path is under /tmp
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    (tmp_path / "work").mkdir()
+    probe = ("from pathlib import Path\nfrom configs import load_settings\nfrom worker.tools import REGISTRY, ToolContext\n"
+             f"ctx = ToolContext(task_id='t', workdir=Path({str(tmp_path / 'work')!r}), settings=load_settings(), "
+             "memory=None)\n"
+             "spec = REGISTRY['code_run']\n"
+             "print(spec.run(ctx, spec.args.model_validate({'script': 'import sys; print(sys.prefix)', 'type': 'python'})).output)")
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exit code 0" in done.stdout and str(venv) in done.stdout, done.stdout

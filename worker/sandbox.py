@@ -11,6 +11,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -61,8 +62,18 @@ def _mounts(policy: Policy) -> list[tuple[Path, str]]:
     entries = {p: "rw" for p in writable}
     entries.update({p: "ro" for p in _existing([*policy.readonly, *protected])})
     entries.update({p: "hide" for p in _existing(home / name for name in SECRETS)})
+    for path in _existing(_runtime_under_tmp()):
+        entries.setdefault(path, "ro")
     rank = {"rw": 0, "ro": 1, "hide": 2}
     return sorted(entries.items(), key=lambda item: (len(item[0].parts), rank[item[1]], str(item[0])))
+
+
+def _runtime_under_tmp() -> list[Path]:
+    """The interpreter, its prefixes and the import path where they live under /tmp (a virtualenv or a checkout
+    there): the private /tmp would hide them, and scripts could not even start."""
+    places = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    return [Path(p) for p in places if p and Path(p).resolve().is_relative_to("/tmp")]
 
 
 def _existing(paths: Iterable[Path]) -> list[Path]:
