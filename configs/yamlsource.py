@@ -74,6 +74,9 @@ def load_text(text: str, where: str, limits: Optional[YamlLimits] = None) -> tup
         mark = exc.problem_mark or exc.context_mark
         at = f"{where}:{mark.line + 1}" if mark else where
         problem = exc.problem or exc.context or str(exc).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own limit (newer PyYAML wheels) can come before ours
+            raise YamlError(f"{at}: nested deeper than libyaml allows (and yaml.max_depth, {limits.max_depth} "
+                            "levels); flatten the structure") from None
         raise YamlError(f"{at}: YAML syntax error: {_one_line(problem)}; fix the syntax at that line") from None
     except yaml.YAMLError as exc:  # ReaderError: a character YAML does not allow (NUL, other controls)
         character = getattr(exc, "character", None)
