@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from .fsutil import READ_ONLY, write_new
 
@@ -136,20 +136,23 @@ def hash_file(path: str) -> list:
     return [sha.hexdigest(), size]
 
 
-def walk(tree: Path) -> dict[str, os.stat_result]:
-    """Every non-directory entry of a generation (manifest files excluded) with its lstat."""
-    found: dict[str, os.stat_result] = {}
+def entries(tree: Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """Every non-directory entry of a generation (manifest files excluded), by relative path."""
     stack = [(str(tree), "")]
     while stack:
         folder, prefix = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
+        with os.scandir(folder) as found:
+            for entry in found:
                 rel = prefix + entry.name
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
                 elif prefix or entry.name not in RESERVED:
-                    found[rel] = entry.stat(follow_symlinks=False)
-    return found
+                    yield rel, entry
+
+
+def walk(tree: Path) -> dict[str, os.stat_result]:
+    """Every non-directory entry of a generation (manifest files excluded) with its lstat."""
+    return {rel: entry.stat(follow_symlinks=False) for rel, entry in entries(tree)}
 
 
 def scan(tree: Path, cache: Optional[dict[tuple[int, int], list]] = None) -> tuple[Manifest, Stats]:

@@ -414,26 +414,16 @@ def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, 
     """Every non-directory entry of a tree by relative path, with its inode; checks modes and symlinks."""
     found: dict[str, int] = {}
     real_tree = os.path.realpath(tree)
-    stack = [(str(tree), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                rel = prefix + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                    continue
-                if not prefix and entry.name in manifest.RESERVED:
-                    continue
-                found[rel] = entry.inode()
-                if problems is None:
-                    continue
-                if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
-                    if not real.startswith(real_tree + os.sep):
-                        problems.append(f"{entry.path} is a symlink leading outside its generation")
-                elif entry.stat(follow_symlinks=False).st_mode & 0o222:
-                    problems.append(f"{entry.path} is writable; files of a generation must be read-only")
+    for rel, entry in manifest.entries(tree):
+        found[rel] = entry.inode()
+        if problems is None:
+            continue
+        if entry.is_symlink():
+            real = os.path.realpath(entry.path)
+            if not real.startswith(real_tree + os.sep):
+                problems.append(f"{entry.path} is a symlink leading outside its generation")
+        elif entry.stat(follow_symlinks=False).st_mode & 0o222:
+            problems.append(f"{entry.path} is writable; files of a generation must be read-only")
     return found
 
 
