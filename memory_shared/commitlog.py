@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from .errors import MemoryStoreError
 
@@ -124,19 +124,7 @@ def last_line(path: Path) -> Optional[bytes]:
     """The newest whole line, read from the end of the file."""
     if not path.exists():
         return None
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        pos = fh.tell()
-        buf = b""
-        while pos > 0:
-            step = min(_CHUNK, pos)
-            pos -= step
-            fh.seek(pos)
-            buf = fh.read(step) + buf
-            lines = [line for line in buf.split(b"\n")[:-1] if line.strip()]
-            if len(lines) >= 2 or (pos == 0 and lines):
-                return lines[-1]
-    return None
+    return next((line for line, ended in _lines_from_end(path) if ended and line.strip()), None)
 
 
 def append(path: Path, commit: Commit, midway: Optional[Callable[[], None]] = None) -> None:
@@ -175,10 +163,23 @@ def entries_after(path: Path, generation: int) -> list[Commit]:
     newer: list[Commit] = []
     if not path.exists():
         return newer
+    for line, _ in _lines_from_end(path):
+        if not line.strip():
+            continue
+        commit = _parse(path, line)
+        if commit.generation <= generation:
+            break
+        newer.append(commit)
+    return newer[::-1]
+
+
+def _lines_from_end(path: Path) -> Iterator[tuple[bytes, bool]]:
+    """The file's lines from the newest to the oldest, read in chunks from its end, each with whether a
+    newline ends it (only the first one yielded, the tail after the last newline, may lack it)."""
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         pos = fh.tell()
-        pending = b""
+        pending, tail = b"", True
         while pos > 0:
             step = min(_CHUNK, pos)
             pos -= step
@@ -186,13 +187,8 @@ def entries_after(path: Path, generation: int) -> list[Commit]:
             lines = (fh.read(step) + pending).split(b"\n")
             pending = lines.pop(0) if pos > 0 else b""
             for line in reversed(lines):
-                if not line.strip():
-                    continue
-                commit = _parse(path, line)
-                if commit.generation <= generation:
-                    return newer[::-1]
-                newer.append(commit)
-    return newer[::-1]
+                yield line, not tail
+                tail = False
 
 
 def _parse(path: Path, line: bytes) -> Commit:

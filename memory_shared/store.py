@@ -19,16 +19,7 @@ from typing import Any, NamedTuple, Optional
 
 from . import commitlog, events, faults, layers, manifest, recovery
 from .commitlog import Commit
-from .errors import (  # noqa: F401  (re-exported for importers of .store)
-    CommitConflict,
-    GenerationDamaged,
-    GenerationMissing,
-    L1TooLarge,
-    MemoryStoreError,
-    PathRefused,
-    StoreMissing,
-    StoreNeedsRepair,
-)
+from .errors import GenerationDamaged, GenerationMissing, MemoryStoreError, StoreMissing, StoreNeedsRepair
 from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree, unique
 from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
 from .paths import resolve
