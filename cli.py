@@ -406,7 +406,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
 ) -> None:
     """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
-    from orchestrator.activity import user_job
+    from orchestrator.triggers.activity import user_job
     from worker.models import ModelConfigError
     from worker.oneshot import run_one
     from worker.sessions import SessionError
@@ -580,7 +580,7 @@ def fanout(
         import os
         from contextlib import nullcontext
 
-        from orchestrator.activity import user_job
+        from orchestrator.triggers.activity import user_job
 
         # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
         nested = bool(int(os.environ.get("GA_DEPTH") or 0))
@@ -961,12 +961,12 @@ def skills_plan(
     console.print(f"wrote {target / 'plan.json'}", highlight=False, soft_wrap=True)
 
 
-# reflect, schedule (orchestrator.reflect, orchestrator.jobrunner) and the activity records
+# reflect, schedule (orchestrator.triggers.reflect, orchestrator.triggers.schedule) and the activity records
 
 
 def _record_command(current: Settings, command: Optional[str]) -> None:
-    """Note that a `ga` command started (orchestrator.activity); the idle test of exploration reads it."""
-    from orchestrator.activity import record_activity
+    """Note that a `ga` command started (orchestrator.triggers.activity); the idle test of exploration reads it."""
+    from orchestrator.triggers.activity import record_activity
 
     record_activity(current.home_dir, command)
 
@@ -1030,8 +1030,8 @@ def reflect_command(
     as_json: bool = typer.Option(False, "--json", help="Print each record as a JSON line"),
 ) -> None:
     """Call TRIGGER's check() every INTERVAL seconds and hand each task it returns to a worker (Ctrl-C stops)."""
-    from orchestrator.reflect import TriggerError, load_trigger, reflect
-    from orchestrator.stopping import stop_on_signals
+    from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
+    from orchestrator.triggers.stopping import stop_on_signals
 
     current = settings(**{"worker.model": model})
     if workdir is not None and not workdir.is_dir():
@@ -1063,9 +1063,9 @@ def schedule_command(
     now: Optional[str] = typer.Option(None, hidden=True, help="With --once or --list: pretend it is this ISO time"),
 ) -> None:
     """Run the jobs of JOBS_FILE at their times of day or intervals; a missed run is caught up once within max_delay."""
-    from orchestrator.jobrunner import ScheduleError, run_schedule
-    from orchestrator.jobs import JobsError, load_jobs
-    from orchestrator.stopping import stop_on_signals
+    from orchestrator.triggers.jobs import JobsError, load_jobs
+    from orchestrator.triggers.schedule import ScheduleError, run_schedule
+    from orchestrator.triggers.stopping import stop_on_signals
 
     current = settings(**{"worker.model": model})
     if now is not None and not (once or list_jobs):
@@ -1092,9 +1092,9 @@ def schedule_command(
 
 
 def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None:
-    from orchestrator.activity import local_now
-    from orchestrator.jobrules import next_slot
-    from orchestrator.jobrunner import load_state, schedule_dir
+    from orchestrator.triggers.activity import local_now
+    from orchestrator.triggers.jobrules import next_slot
+    from orchestrator.triggers.schedule import load_state, schedule_dir
 
     moment = (clock or local_now)()
     stored = load_state(schedule_dir(current.home_dir) / "state.json")
@@ -1185,8 +1185,8 @@ def explore_command(
 ) -> None:
     """Grow the skill tree: one exploration cycle (--once), or cycles while the machine is idle (--when-idle)."""
     from memory_shared import MemoryStoreError
-    from orchestrator.activity import local_now
-    from orchestrator.durations import parse_duration
+    from orchestrator.triggers.activity import local_now
+    from orchestrator.triggers.durations import parse_duration
     from skilltree import SkillTreeError
     from skilltree.daemon import Caps, DaemonBusy, count_end, count_start, run_daemon
     from skilltree.explore import ExploreError, consolidate_run, resume_cycle, run_cycle
@@ -1209,7 +1209,7 @@ def explore_command(
             except ValueError as exc:
                 fail(f"--when-idle: {exc}")
             _check_model(model, current)
-            from orchestrator.stopping import stop_on_signals
+            from orchestrator.triggers.stopping import stop_on_signals
 
             caps = Caps(current.explore.max_cycles_per_day, current.explore.max_spend_per_day)
             with stop_on_signals() as stop:

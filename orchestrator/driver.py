@@ -14,8 +14,8 @@ from configs import Settings
 from orchestrator.display import Display, choose_mode
 from orchestrator.governor import endpoint_key, governor_for
 from orchestrator.ledger import RunDir
+from orchestrator.maploop import MapLoop, MapOutcome, add_usage
 from orchestrator.pool import Pool
-from orchestrator.scheduler import MapOutcome, Scheduler, add_usage
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from worker import telemetry
 from worker.models import nested_model_env
@@ -74,7 +74,7 @@ class Driver:
                     self.settings.fanout.slots_per_actor)
         reduce_result = None
         try:
-            scheduler = Scheduler(
+            scheduler = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
                 done_before=len(done_before), failed_before=sum(r["status"] != "succeeded" for r in done_before.values()))

@@ -172,7 +172,7 @@ def _reduce_default_model(plan: Plan) -> Optional[str]:
 
 def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bool) -> tuple[RunDir, list[PlannedTask], dict]:
     """A new run directory, or the one being resumed after checking its tasks did not change."""
-    from orchestrator.scheduler import add_usage, zero_usage
+    from orchestrator.maploop import add_usage, zero_usage
 
     if not resume:
         return _create_run(plan, runs_dir), list(plan.tasks), zero_usage()

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from orchestrator.ledger import write_atomic
-from orchestrator.scheduler import Scheduler, add_usage, zero_usage
+from orchestrator.maploop import MapLoop, add_usage, zero_usage
 from orchestrator.spec import PlannedTask
 
 MAX_LEVELS = 6
@@ -102,7 +102,7 @@ class Reducer:
         def job(task: PlannedTask, attempt: int) -> dict[str, Any]:
             return self.driver.job(task, attempt, base=self.dir, step=keys[task.id])
 
-        scheduler = Scheduler(self.pool, self.driver.run, job, retries=self.driver.retries,
+        scheduler = MapLoop(self.pool, self.driver.run, job, retries=self.driver.retries,
                               timeout_of=self.driver.timeout_of, record=keep)
         outcome = scheduler.run_all(todo)
         for task in tasks:

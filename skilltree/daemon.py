@@ -5,7 +5,7 @@ Every tick the rules below are checked in order; the first that holds makes the 
 2. today's cycles >= explore.max_cycles_per_day;
 3. today's spend (USD) >= explore.max_spend_per_day;
 4. less than `gap` (default: the window) since the last cycle ended, so cycles spread over the day;
-5. not idle, per orchestrator.activity.idle_status: a `ga run`/`ga fanout` job is running, or one was
+5. not idle, per orchestrator.triggers.activity.idle_status: a `ga run`/`ga fanout` job is running, or one was
    active within the window; with a trigger script, its check() decides instead of the window, but a
    running user job still means busy;
 otherwise a cycle starts with what is left of today's spend cap as its budget.
@@ -33,9 +33,9 @@ from pydantic import BaseModel
 
 from configs.logs import redact_text
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, flocked, single_instance
-from orchestrator.activity import Clock, IdleStatus, idle_status, local_now
-from orchestrator.durations import format_duration, parse_duration
-from orchestrator.worktask import append_jsonl
+from orchestrator.triggers.activity import Clock, IdleStatus, idle_status, local_now
+from orchestrator.triggers.durations import format_duration, parse_duration
+from orchestrator.triggers.worktask import append_jsonl
 
 log = structlog.get_logger("skilltree.daemon")
 Cycle = Callable[[Optional[float]], Mapping[str, Any]]  # budget (USD) -> the cycle's record (tokens, cost, ...)

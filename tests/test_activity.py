@@ -16,7 +16,15 @@ from typer.testing import CliRunner
 
 from cli import app
 from configs import load_settings
-from orchestrator.activity import idle_now, idle_status, is_idle, last_active, record_activity, running_jobs, user_job
+from orchestrator.triggers.activity import (
+    idle_now,
+    idle_status,
+    is_idle,
+    last_active,
+    record_activity,
+    running_jobs,
+    user_job,
+)
 
 WINDOW = timedelta(minutes=30)
 
@@ -28,7 +36,7 @@ def runs_in_tmp(tmp_path, monkeypatch):
     return tmp_path / "runs"
 HOLDER = """
 import sys, time
-from orchestrator.activity import user_job
+from orchestrator.triggers.activity import user_job
 with user_job(sys.argv[1], sys.argv[2], heartbeat=float(sys.argv[3])):
     print("running", flush=True)
     sys.stdin.readline()  # runs until the test closes stdin (or kills it)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import pytest
 
-from orchestrator.activity import record_activity, user_job
+from orchestrator.triggers.activity import record_activity, user_job
 from skilltree.daemon import Caps, DaemonBusy, count_end, count_start, daemon_lock, read_state, run_daemon
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from cli import app
 from configs import load_settings
 from memory_shared import Archive, MemoryStore
-from orchestrator.jobrules import JobState, after_run_started, after_skip, decide, latest_slot, next_slot
-from orchestrator.jobrunner import ScheduleError, load_state, run_schedule, scheduler_lock
-from orchestrator.jobs import Job, JobsError, load_jobs
+from orchestrator.triggers.jobrules import JobState, after_run_started, after_skip, decide, latest_slot, next_slot
+from orchestrator.triggers.jobs import Job, JobsError, load_jobs
+from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, scheduler_lock
 
 REPO = Path(__file__).resolve().parent.parent
 UTC = timezone.utc

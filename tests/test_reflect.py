@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from configs import load_settings
-from orchestrator.reflect import TriggerError, load_trigger, reflect
+from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "scripted:configs/examples/scripts/reflect_inbox.yaml"

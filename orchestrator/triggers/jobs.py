@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from configs.yamlsource import YamlError, line_of, load_yaml
-from orchestrator.durations import parse_duration
+from orchestrator.triggers.durations import parse_duration
 
 EXAMPLE = "configs/examples/jobs.yaml"
 DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -119,7 +119,7 @@ class Job(BaseModel):
 
     def describe(self) -> str:
         """When the job runs, in a few words: 'daily at 03:30', 'every 30m on mon, fri'."""
-        from orchestrator.durations import format_duration
+        from orchestrator.triggers.durations import format_duration
 
         when = f"every {format_duration(self.every)}" if self.every else f"{self.repeat or 'daily'} at {self.at:%H:%M}"
         return when + (f" on {', '.join(self.days)}" if self.days else "")

@@ -59,7 +59,7 @@ class MapOutcome:
     per_worker: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-class Scheduler:
+class MapLoop:
     def __init__(self, pool: Pool, run: RunDir, make_job: Callable[[PlannedTask, int], dict[str, Any]], *,
                  retries: int, timeout_of: Callable[[PlannedTask], Optional[float]],
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,

@@ -21,9 +21,9 @@ import structlog
 
 from configs import Settings
 from configs.logs import redact_text
-from orchestrator.activity import Clock, local_now
-from orchestrator.pyfile import PyFileError, load_python_file
-from orchestrator.worktask import append_jsonl, run_task
+from orchestrator.triggers.activity import Clock, local_now
+from orchestrator.triggers.pyfile import PyFileError, load_python_file
+from orchestrator.triggers.worktask import append_jsonl, run_task
 
 log = structlog.get_logger("ga.reflect")
 DEFAULT_INTERVAL = 60.0

@@ -10,7 +10,7 @@ import structlog
 
 from configs import Settings
 from configs.logs import redact_text
-from orchestrator.activity import Clock, local_now, user_job
+from orchestrator.triggers.activity import Clock, local_now, user_job
 
 log = structlog.get_logger("ga.daemon")
 ANSWER_CHARS = 2000

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 import structlog
 
 from memory_shared.fsutil import atomic_replace, flocked
-from orchestrator.durations import format_duration, parse_duration
+from orchestrator.triggers.durations import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from configs import Settings
@@ -180,7 +180,7 @@ def idle_now(settings: "Settings", *, now: Optional[Clock] = None) -> IdleStatus
 
 
 def _trigger_status(path: Path, last: Optional[datetime]) -> IdleStatus:
-    from orchestrator.pyfile import PyFileError, load_python_file
+    from orchestrator.triggers.pyfile import PyFileError, load_python_file
 
     try:
         module = load_python_file(path, "idle trigger", required={"check": "def check() -> bool"})

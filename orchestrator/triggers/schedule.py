@@ -1,4 +1,4 @@
-"""`ga schedule`: tick, decide (orchestrator.jobrules), run, persist — one scheduler per GA_HOME.
+"""`ga schedule`: tick, decide (orchestrator.triggers.jobrules), run, persist — one scheduler per GA_HOME.
 
 <home>/schedule/state.json     per job: the newest handled slot, the last run; replaced atomically
                                (temp + fsync + rename) before and after every run, so a restart
@@ -25,10 +25,10 @@ import structlog
 
 from configs import Settings
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
-from orchestrator.activity import Clock, local_now
-from orchestrator.jobrules import Decision, JobState, after_run_started, after_skip, decide
-from orchestrator.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
-from orchestrator.worktask import append_jsonl, run_task
+from orchestrator.triggers.activity import Clock, local_now
+from orchestrator.triggers.jobrules import Decision, JobState, after_run_started, after_skip, decide
+from orchestrator.triggers.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
+from orchestrator.triggers.worktask import append_jsonl, run_task
 
 log = structlog.get_logger("ga.schedule")
 STATE_VERSION = 1

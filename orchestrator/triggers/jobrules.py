@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, Optional
 
-from orchestrator.durations import format_duration
-from orchestrator.jobs import Job
+from orchestrator.triggers.durations import format_duration
+from orchestrator.triggers.jobs import Job
 
 GRID_ORIGIN = datetime(2000, 1, 3)  # a Monday at local midnight: `every: 30m` lands on :00 and :30
 SEARCH_DAYS = 8
