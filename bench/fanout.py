@@ -1,17 +1,27 @@
-"""Fan-out wall time against the ideal, cold and warm, next to plain `ga run` subprocesses.
+"""Fan-out wall time and memory, cold and warm, against a thread-per-agent baseline and `ga run` subprocesses.
 
-With the scripted model (`ga fake-llm`, its own process) at latency L per call, T turns per task, N tasks and W workers, the ideal
-wall time is ceil(N/W)·T·L. For each case this prints measured/ideal for:
-  cold      `ga fanout FILE --address local --json` in a fresh process: Python start, a new local Ray,
-            new worker actors, the run, shutdown
-  warm-cli  `ga fanout FILE --address ADDR --json` in a fresh process attached to a running cluster
-            whose worker pool is already warm
-  warm-api  `orchestrator.fanout(...)` in a process already attached (the parent-agent / notebook case)
-  ga-run    the same N tasks as `ga run TASK --json` subprocesses, W at a time (the reference's way)
-and the peak resident memory (VmHWM) of each worker process.
+With the scripted model (its own process) at latency L per call, T calls per task, N tasks and W at a
+time, the ideal wall time is ceil(N/W)·T·L. For each case this prints, side by side, wall time,
+measured/ideal and the peak memory of the whole process tree (bench/proctree.py: the peak of the summed
+VmRSS of the process and all its descendants, Ray's daemons and workers included, sampled every 50 ms;
+with the sum of each process's own VmHWM and the peak summed PSS, sampled every 1 s) of:
+  threads   bench/fanout_threads.py: the GenericAgent reference's conductor style, N agents as threads
+            in one process, W at a time, openai SDK over real HTTP (imports included in its time)
+  cold      `ga fanout FILE --json` in a fresh process, no cluster running: Python start, imports,
+            whatever the executor starts, the run, shutdown (through bench/fanout_timed.py, which
+            timestamps the start-up; the breakdown is printed below the case)
+  warm-cli  `ga fanout FILE --address ADDR --json`, a fresh process attached to a Ray this bench
+            started, whose worker pool a previous run left warm (the tree: the cluster plus the process)
+  warm-api  `orchestrator.fanout(...)` in this process, already attached (the notebook / parent case)
+  ga-run    N `ga run TASK --json` subprocesses, W at a time (the tree: all those running at once)
+and the quick start, `ga fanout configs/examples/quickstart.yaml`, cold, on its own line.
 
-    python bench/fanout.py                 # N=64 W=16 T=3 L=1.0, then N=16 W=4 T=3 L=0.5
-    python bench/fanout.py --case 8,4,2,0.2
+    python bench/fanout.py                         # N=16 W=4 and N=64 W=16, T=3, L=0.5
+    python bench/fanout.py --case 8,4,2,0.2 --no-warm --no-ga-run
+    python bench/fanout.py --variant ray= --variant threads="--executor threads"   # per executor
+
+--variant LABEL=ARGS runs the cold cases and the quick start once per variant, ARGS added to
+`ga fanout` (default: one variant, no extra arguments).
 """
 from __future__ import annotations
 
@@ -19,19 +29,24 @@ import argparse
 import json
 import math
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this tree's packages, not an installed copy's
+from proctree import TreeSampler  # noqa: E402  (bench/, the script's own folder)
 
-DEFAULT_CASES = [(64, 16, 3, 1.0), (16, 4, 3, 0.5)]
+DEFAULT_CASES = [(16, 4, 3, 0.5), (64, 16, 3, 0.5)]
+LINGER = 20.0  # seconds to wait for a cold run's processes to go before the next measurement
 
 
 def script(turns: int, latency: float) -> dict:
@@ -43,24 +58,41 @@ def script(turns: int, latency: float) -> dict:
     return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "done"}]}]}
 
 
+SERVE = """
+import sys
+from worker.scripted import ScriptedServer
+server = ScriptedServer(sys.argv[1], port=0, log_path=sys.argv[2], keep=0)
+print(server.start(), flush=True)
+server.serve_forever()
+"""
+
+
 class ModelServer:
-    """The scripted model in its own process (`ga fake-llm`), so its CPU is not the driver's: a real
-    endpoint costs the machine running ga nothing while it thinks."""
+    """The scripted model in its own process, so its CPU is not the driver's; every request is logged with
+    its arrival time (the breakdown's "first model request")."""
 
     def __init__(self, script_data: dict, folder: Path, env: dict):
         import yaml
 
-        path = folder / f"script-{time.monotonic_ns()}.yaml"
-        path.write_text(yaml.safe_dump(script_data))
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "fake-llm", "--script", str(path), "--port", "0"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
-        line = self.proc.stdout.readline()  # "scripted model at http://127.0.0.1:PORT/v1: use ..."
-        self.base_url = line.split("scripted model at ", 1)[1].split(" ", 1)[0].rstrip(":")
+        stem = folder / f"model-{time.monotonic_ns()}"
+        Path(f"{stem}.yaml").write_text(yaml.safe_dump(script_data))
+        self.log = Path(f"{stem}.jsonl")
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVE, f"{stem}.yaml", str(self.log)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http"):
+            raise SystemExit("the scripted model server did not start")
 
-    def __enter__(self) -> "ModelServer":
-        return self
+    def requests_between(self, start: float, end: float) -> list[float]:
+        times = []
+        with open(self.log, encoding="utf-8") as lines:
+            for line in lines:
+                when = json.loads(line)["time"]
+                if start <= when <= end:
+                    times.append(when)
+        return sorted(times)
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
 
@@ -74,110 +106,303 @@ def tasks_file(folder: Path, url: str, n: int, w: int, turns: int) -> Path:
     return path
 
 
-def timed(command: list[str], env: dict) -> tuple[float, dict]:
+@dataclass
+class Row:
+    label: str
+    seconds: float
+    tree: Optional[TreeSampler]
+    load: tuple[float, float]
+    note: str = ""
+
+    def memory(self) -> str:
+        if not self.tree:
+            return "-"
+        return (f"{self.tree.peak_rss_mb:6.0f} MB  (VmHWM sum {self.tree.hwm_sum_mb:.0f}, PSS {self.tree.peak_pss_mb:.0f}, "
+                f"{self.tree.peak_count} procs at most)")
+
+
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+def measured(label: str, tree: Optional[TreeSampler], started_load: float, seconds: float, note: str = "") -> Row:
+    return Row(label, seconds, tree, (started_load, load1()), note)
+
+
+def cold_run(command: list[str], env: dict, folder: Path, server: Optional[ModelServer]) -> tuple[Row, str]:
+    """One `ga fanout` in a fresh process through bench/fanout_timed.py: the row and its start-up breakdown."""
+    marks_path = folder / f"marks-{time.monotonic_ns()}.json"
+    run_env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "GA_RAY_ADDRESS")}
+    run_env["GA_BENCH_MARKS"] = str(marks_path)
+    load = load1()
+    spawned = time.time()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fanout_timed.py"), *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=run_env, cwd=ROOT)
+    with TreeSampler(lambda: {proc.pid}) as tree:
+        out, err = proc.communicate()
+        exited = time.time()
+        deadline = time.monotonic() + LINGER
+        while tree.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gone = time.time() if not tree.alive() else None
+    if proc.returncode != 0:
+        raise SystemExit(f"ga {' '.join(command[:2])} failed ({proc.returncode}): {err[-1500:]}")
+    try:
+        result = json.loads(out)
+    except json.JSONDecodeError:
+        raise SystemExit(f"ga {' '.join(command[:2])} printed no JSON: {out[-800:]!r} {err[-800:]!r}") from None
+    if result.get("status") != "succeeded":
+        raise SystemExit(f"ga {' '.join(command[:2])}: run {result.get('status')}: {json.dumps(result)[:800]}")
+    marks = json.loads(marks_path.read_text()) if marks_path.exists() else {}
+    ledger = _ledger_times(Path(result["run_dir"]) / "ledger.jsonl")
+    requests = server.requests_between(spawned, exited) if server else []
+    row = measured("cold", tree, load, exited - spawned, f"its run alone {result.get('seconds') or 0:.1f}s")
+    return row, breakdown(spawned, exited, gone, marks, ledger, tree, requests)
+
+
+def _ledger_times(path: Path) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        found.setdefault(record["event"], record["time"])
+    return found
+
+
+def breakdown(spawned: float, exited: float, gone: Optional[float], marks: dict, ledger: dict, tree: TreeSampler,
+              requests: list[float]) -> str:
+    """The start-up of a cold run, as seconds since the process was spawned, in the order things happened."""
+    points: list[tuple[str, Optional[float]]] = [
+        ("python up", marks.get("python_up")),
+        ("entry point imported", marks.get("cli_imported")),
+        ("import ray", marks.get("ray_import_started")), ("ray imported", marks.get("ray_imported")),
+        ("ray.init called", marks.get("ray_init_called")), ("ray.init returned", marks.get("ray_init_returned")),
+        ("ledger run_started", ledger.get("run_started")), ("first task started", ledger.get("started")),
+    ]
+    for title, label in (("gcs_server", "gcs_server up"), ("ray::WorkerActor", "actor process")):
+        times = tree.seen_times(title)
+        if times:
+            points.append((f"first {label}", times[0]))
+            if len(times) > 1:
+                points.append((f"{len(times)}th {label}", times[-1]))
+    if requests:
+        points += [("first model request", requests[0]), (f"last model request ({len(requests)})", requests[-1])]
+    points += [("ledger run_finished", ledger.get("run_finished")), ("command returned", marks.get("command_returned")),
+               ("exit handlers done", marks.get("exit_handlers_done")), ("process exited", exited),
+               ("tree gone" if gone else f"tree still alive after {LINGER:g}s", gone)]
+    shown = sorted((t - spawned, name) for name, t in points if t is not None)
+    phases = _phases(spawned, exited, marks, ledger, requests)
+    timeline = " | ".join(f"{name} {t:.2f}" for t, name in shown)
+    return f"    start-up (s since spawn): {timeline}\n    phases: {phases}"
+
+
+def _phases(spawned: float, exited: float, marks: dict, ledger: dict, requests: list[float]) -> str:
+    """Durations between the marks that exist, each named for what happens in it."""
+    t = {"spawn": spawned, "python": marks.get("python_up"), "entry": marks.get("cli_imported"),
+         "ray_in": marks.get("ray_init_called"), "ray_out": marks.get("ray_init_returned"),
+         "first": requests[0] if requests else None, "last": requests[-1] if requests else None,
+         "finished": ledger.get("run_finished"), "returned": marks.get("command_returned"), "exit": exited}
+    spans = [("python start", "spawn", "python"), ("entry-point imports", "python", "entry"),
+             ("command up to ray.init (imports, spec, preflight)", "entry", "ray_in"), ("ray.init", "ray_in", "ray_out"),
+             ("to the first model request (actors, worker imports)", "ray_out" if t["ray_out"] else "entry", "first"),
+             ("map (first to last request)", "first", "last"), ("last request to run_finished", "last", "finished"),
+             ("to command return", "finished", "returned"), ("exit (Ray shutdown at exit)", "returned", "exit")]
+    parts = [f"{name} {t[b] - t[a]:.2f}s" for name, a, b in spans if t.get(a) and t.get(b)]
+    return " · ".join(parts)
+
+
+def threads_baseline(n: int, w: int, turns: int, url: str, env: dict, folder: Path) -> Row:
+    load = load1()
     started = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fanout_threads.py"), url, str(n), str(w),
+                             "--max-turns", str(turns + 2), "--workdir", str(folder / f"threads-{n}-{w}")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    with TreeSampler(lambda: {proc.pid}) as tree:
+        out, err = proc.communicate()
     seconds = time.monotonic() - started
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:4])}... failed ({proc.returncode}): {proc.stderr[-1500:]}")
-    try:
-        return seconds, json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise SystemExit(f"{' '.join(command[:4])}... printed no JSON: {proc.stdout[-1500:]!r} {proc.stderr[-1500:]!r}") from None
+        raise SystemExit(f"threads baseline failed: {err[-1500:]}")
+    result = json.loads(out)
+    if result["answered"] != n:
+        raise SystemExit(f"threads baseline: {result['answered']} of {n} agents answered")
+    return measured("threads", tree, load, seconds, f"{result['requests']} requests")
 
 
-def ga_run_baseline(n: int, w: int, url: str, turns: int, env: dict, folder: Path) -> tuple[float, float]:
-    """N `ga run` processes, W at a time; returns (wall seconds, peak RSS MB of one process)."""
-    peaks: list[int] = []
+def ga_run_baseline(n: int, w: int, turns: int, url: str, env: dict, folder: Path) -> Row:
+    """N `ga run` processes, W at a time."""
+    live: set[int] = set()
     lock = threading.Lock()
 
     def one(i: int) -> None:
-        workdir = folder / f"run-{i}"
+        workdir = folder / f"run-{n}-{i}"
         workdir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen([sys.executable, "-m", "cli", "run", f"bench task {i}", "--model", f"scripted@{url}",
                                  "--max-turns", str(turns + 2), "--workdir", str(workdir), "--json"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
         with lock:
-            peaks.append(usage.ru_maxrss)
+            live.add(proc.pid)
+        proc.wait()
+        with lock:
+            live.discard(proc.pid)
         if proc.returncode != 0:
             raise RuntimeError(f"ga run {i} exited {proc.returncode}")
 
+    def roots() -> set[int]:
+        with lock:
+            return set(live)
+
+    load = load1()
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=w) as pool:
+    with TreeSampler(roots) as tree, ThreadPoolExecutor(max_workers=w) as pool:
         list(pool.map(one, range(n)))
-    return time.monotonic() - started, max(peaks) / 1024
+    return measured("ga-run", tree, load, time.monotonic() - started)
 
 
-def peak_mb(pids: set[int]) -> list[float]:
-    """VmHWM (peak resident set) of each process, in MB."""
-    peaks = []
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        peaks.append(int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024)
-    return peaks
+def warm_rows(spec: Path, folder: Path, env: dict, repeat: int, exclude: set[int]) -> list[Row]:
+    """Attached to the Ray this process started: one unmeasured run fills the pool, then the measured ones."""
+    import ray
+
+    from orchestrator import fanout
+
+    address = ray.get_runtime_context().gcs_address
+    fanout(spec, out=folder / "runs", display="quiet", address=address)  # fills the warm pool (not measured)
+    rows = []
+    load = load1()
+    started = time.monotonic()
+    with TreeSampler(lambda: {os.getpid()}, exclude=lambda: exclude) as tree:
+        proc = subprocess.run([sys.executable, "-m", "cli", "fanout", str(spec), "--address", address, "--json",
+                               "--out", str(folder / "runs")], capture_output=True, text=True, env=env, cwd=ROOT)
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"warm ga fanout failed ({proc.returncode}): {proc.stderr[-1500:]}")
+    out = json.loads(proc.stdout)
+    rows.append(measured("warm-cli", tree, load, seconds, f"its run alone {out['seconds']:.1f}s"))
+    times = []
+    load = load1()
+    with TreeSampler(lambda: {os.getpid()}, exclude=lambda: exclude) as tree:
+        for _ in range(repeat):
+            started = time.monotonic()
+            run = fanout(spec, out=folder / "runs", display="quiet", address=address)
+            times.append(time.monotonic() - started)
+            if run.status != "succeeded":
+                raise SystemExit(f"warm fanout(): run {run.status}")
+    note = f"median of {repeat}, best {min(times):.1f}s" if repeat > 1 else ""
+    rows.append(measured("warm-api", tree, load, sorted(times)[len(times) // 2], note))
+    return rows
+
+
+def print_row(case: str, row: Row, ideal: Optional[float], baseline: Optional[Row] = None) -> None:
+    ratio = f"{row.seconds / ideal:5.2f}x ideal" if ideal else ""
+    versus = ""
+    if baseline and baseline is not row:
+        versus = f" | {row.seconds / baseline.seconds:.2f}x the threads' time, " \
+                 f"{row.tree.peak_rss_mb / baseline.tree.peak_rss_mb:.1f}x its memory" if row.tree else ""
+    note = f" ({row.note})" if row.note else ""
+    print(f"{case:24} {row.label:9} {row.seconds:6.1f}s {ratio} | {row.memory()}{versus} | "
+          f"load {row.load[0]:.1f}->{row.load[1]:.1f}{note}", flush=True)
+
+
+def parse_variants(values: Optional[list[str]]) -> list[tuple[str, list[str]]]:
+    if not values:
+        return [("", [])]
+    variants = []
+    for value in values:
+        label, _, args = value.partition("=")
+        variants.append((label, shlex.split(args)))
+    return variants
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", action="append", help="N,W,T,L (repeatable)")
-    parser.add_argument("--skip-baseline", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3, help="warm API runs per case (median and best)")
+    parser.add_argument("--case", action="append", help="N,W,T,L (repeatable; default 16,4,3,0.5 and 64,16,3,0.5)")
+    parser.add_argument("--variant", action="append", help="LABEL=ARGS added to the cold `ga fanout` (repeatable)")
+    parser.add_argument("--repeat", type=int, default=1, help="warm API runs per case (median)")
+    parser.add_argument("--no-warm", action="store_true")
+    parser.add_argument("--no-ga-run", action="store_true")
+    parser.add_argument("--no-threads", action="store_true")
+    parser.add_argument("--no-quickstart", action="store_true")
     args = parser.parse_args()
-    cases = [tuple(float(x) if i == 3 else int(x) for i, x in enumerate(c.split(","))) for c in args.case] if args.case \
-        else DEFAULT_CASES
+    cases = [tuple(float(x) if i == 3 else int(x) for i, x in enumerate(c.split(","))) for c in args.case] \
+        if args.case else DEFAULT_CASES
+    variants = parse_variants(args.variant)
     folder = Path(tempfile.mkdtemp(prefix="ga-bench-fanout-"))
     env = {**os.environ, "GA_HOME": str(folder / "home"), "PYTHONPATH": str(ROOT)}
     os.environ["GA_HOME"] = env["GA_HOME"]
-    print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    bytecode = "off (PYTHONDONTWRITEBYTECODE: every process compiles ga's sources)" \
+        if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start; "
+          f"python {sys.version.split()[0]}; .pyc caching {bytecode}", flush=True)
+    if Path("/tmp/ray/ray_current_cluster").exists():
+        print("note: /tmp/ray/ray_current_cluster exists (a `ray start` cluster?): a cold run would attach to it", flush=True)
+    memory_note = "memory: peak of the tree's summed RSS sampled every 50 ms (VmHWM sum; PSS peak sampled every 1 s)"
+    print(memory_note, flush=True)
 
-    import ray
+    servers: dict[tuple, ModelServer] = {}
+    try:
+        if not args.no_quickstart:
+            quickstart(variants, folder, env)
+        run_cases(args, cases, variants, folder, env, servers)
+    finally:
+        for server in servers.values():
+            server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end", flush=True)
 
-    from orchestrator import fanout
-    from orchestrator.pool import connect
 
-    rows = []
+def quickstart(variants: list, folder: Path, env: dict) -> None:
+    """`ga fanout configs/examples/quickstart.yaml` as a newcomer runs it: cold, a fresh GA_HOME."""
+    for label, extra in variants:
+        home = folder / f"quickstart-home-{label or 'default'}"
+        row, lines = cold_run(["fanout", str(ROOT / "configs/examples/quickstart.yaml"), "--json",
+                               "--out", str(folder / "quickstart-runs"), *extra], {**env, "GA_HOME": str(home)}, folder, None)
+        print_row(f"quickstart{' ' + label if label else ''}", row, None)
+        print(lines, flush=True)
+
+
+def run_cases(args: argparse.Namespace, cases: list, variants: list, folder: Path, env: dict, servers: dict) -> None:
+    results: dict[tuple, list[Row]] = {}
     for n, w, turns, latency in cases:
+        key = (turns, latency)
+        if key not in servers:
+            servers[key] = ModelServer(script(turns, latency), folder, env)
+        server = servers[key]
+        spec = tasks_file(folder, server.base_url, n, w, turns)
         ideal = math.ceil(n / w) * turns * latency
-        with ModelServer(script(turns, latency), folder, env) as server:
-            spec = tasks_file(folder, server.base_url, n, w, turns)
-            cold, cold_out = timed([sys.executable, "-m", "cli", "fanout", str(spec), "--address", "local", "--json",
-                                    "--out", str(folder / "runs")], env)
-            assert cold_out["status"] == "succeeded", cold_out
-            if not ray.is_initialized():
-                connect("local")
-            address = ray.get_runtime_context().gcs_address
-            fanout(spec, out=folder / "runs", display="quiet")  # fills the warm pool (not measured)
-            warm_cli, out = timed([sys.executable, "-m", "cli", "fanout", str(spec), "--address", address, "--json",
-                                   "--out", str(folder / "runs")], env)
-            assert out["status"] == "succeeded", out
-            warm_cli_run = out["seconds"]  # the same process from the run's start (after imports and attach)
-            warm_runs = []
-            for _ in range(args.repeat):
-                started = time.monotonic()
-                run = fanout(spec, out=folder / "runs", display="quiet")
-                warm_runs.append(time.monotonic() - started)
-                assert run.status == "succeeded"
-            warm_api = sorted(warm_runs)[len(warm_runs) // 2]
-            peaks = peak_mb({r["actor"]["pid"] for r in run.results})  # the processes the warm run used
-            if args.skip_baseline:
-                base, base_peak = float("nan"), float("nan")
-            else:
-                base, base_peak = ga_run_baseline(n, w, server.base_url, turns, env, folder / "ga-run")
-        rows.append((n, w, turns, latency, ideal, cold, warm_cli, warm_api, base, peaks, base_peak))
-        print(f"N={n} W={w} T={turns} L={latency:g}s ideal={ideal:.1f}s | cold {cold:.1f}s ({cold / ideal:.2f}x) | "
-              f"warm-cli {warm_cli:.1f}s ({warm_cli / ideal:.2f}x; its run alone {warm_cli_run:.1f}s, "
-              f"{warm_cli_run / ideal:.2f}x) | warm-api median of {len(warm_runs)} {warm_api:.1f}s ({warm_api / ideal:.2f}x, "
-              f"best {min(warm_runs) / ideal:.2f}x) | "
-              f"ga-run subprocesses {base:.1f}s ({base / ideal:.2f}x) | warm-api vs ga-run {base / warm_api:.2f}x faster | "
-              f"peak RSS {sum(peaks) / w:.0f} MB per worker ({len(peaks)} processes, {max(peaks):.0f} MB at most each), "
-              f"per ga run process {base_peak:.0f} MB", flush=True)
-    print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
-    ray.shutdown()
+        case = f"N={n} W={w} T={turns} L={latency:g}"
+        print(f"{case}: ideal {ideal:.1f}s", flush=True)
+        rows = results.setdefault((n, w, turns, latency), [])
+        base = None
+        if not args.no_threads:
+            base = threads_baseline(n, w, turns, server.base_url, env, folder)
+            rows.append(base)
+            print_row(case, base, ideal)
+        for label, extra in variants:
+            row, lines = cold_run(["fanout", str(spec), "--json", "--out", str(folder / "runs"), *extra], env, folder,
+                                  server)
+            row.label = f"cold {label}".strip()
+            rows.append(row)
+            print_row(case, row, ideal, base)
+            print(lines, flush=True)
+        if not args.no_ga_run:
+            row = ga_run_baseline(n, w, turns, server.base_url, env, folder / "ga-run")
+            rows.append(row)
+            print_row(case, row, ideal, base)
+    if not args.no_warm:
+        import ray
+
+        from orchestrator.pool import connect
+
+        connect("local")
+        try:
+            exclude = {s.proc.pid for s in servers.values()}
+            for (n, w, turns, latency), rows in results.items():
+                spec = tasks_file(folder, servers[(turns, latency)].base_url, n, w, turns)
+                ideal = math.ceil(n / w) * turns * latency
+                base = next((r for r in rows if r.label == "threads"), None)
+                for row in warm_rows(spec, folder, env, args.repeat, exclude):
+                    rows.append(row)
+                    print_row(f"N={n} W={w} T={turns} L={latency:g}", row, ideal, base)
+        finally:
+            ray.shutdown()
 
 
 if __name__ == "__main__":
