@@ -19,9 +19,11 @@ and the quick start, `ga fanout configs/examples/quickstart.yaml`, cold, on its 
     python bench/fanout.py                         # N=16 W=4 and N=64 W=16, T=3, L=0.5
     python bench/fanout.py --case 8,4,2,0.2 --no-warm --no-ga-run
     python bench/fanout.py --variant ray= --variant threads="--executor threads"   # per executor
+    python bench/fanout.py --baseline main --no-warm --no-ga-run                    # cold: before and after
 
 --variant LABEL=ARGS runs the cold cases and the quick start once per variant, ARGS added to
-`ga fanout` (default: one variant, no extra arguments).
+`ga fanout` (default: one variant, no extra arguments); --baseline REV runs them in the tree of a git
+revision too (extracted with git archive), next to this tree's.
 """
 from __future__ import annotations
 
@@ -129,15 +131,16 @@ def measured(label: str, tree: Optional[TreeSampler], started_load: float, secon
     return Row(label, seconds, tree, (started_load, load1()), note)
 
 
-def cold_run(command: list[str], env: dict, folder: Path, server: Optional[ModelServer]) -> tuple[Row, str]:
-    """One `ga fanout` in a fresh process through bench/fanout_timed.py: the row and its start-up breakdown."""
+def cold_run(command: list[str], env: dict, folder: Path, server: Optional[ModelServer],
+             tree: Path = ROOT) -> tuple[Row, str]:
+    """One `ga fanout` of `tree` in a fresh process through bench/fanout_timed.py: the row and its start-up breakdown."""
     marks_path = folder / f"marks-{time.monotonic_ns()}.json"
     run_env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "GA_RAY_ADDRESS")}
-    run_env["GA_BENCH_MARKS"] = str(marks_path)
+    run_env.update(GA_BENCH_MARKS=str(marks_path), PYTHONPATH=str(tree))
     load = load1()
     spawned = time.time()
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fanout_timed.py"), *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=run_env, cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True, env=run_env, cwd=tree)
     with TreeSampler(lambda: {proc.pid}) as tree:
         out, err = proc.communicate()
         exited = time.time()
@@ -301,6 +304,14 @@ def print_row(case: str, row: Row, ideal: Optional[float], baseline: Optional[Ro
           f"load {row.load[0]:.1f}->{row.load[1]:.1f}{note}", flush=True)
 
 
+def baseline_tree(rev: str, folder: Path) -> Path:
+    target = folder / f"baseline-{rev}"
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
 def parse_variants(values: Optional[list[str]]) -> list[tuple[str, list[str]]]:
     if not values:
         return [("", [])]
@@ -315,6 +326,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", help="N,W,T,L (repeatable; default 16,4,3,0.5 and 64,16,3,0.5)")
     parser.add_argument("--variant", action="append", help="LABEL=ARGS added to the cold `ga fanout` (repeatable)")
+    parser.add_argument("--baseline", help="a git revision whose tree also runs the cold cases (git archive)")
     parser.add_argument("--repeat", type=int, default=1, help="warm API runs per case (median)")
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--no-ga-run", action="store_true")
@@ -338,9 +350,13 @@ def main() -> None:
 
     servers: dict[tuple, ModelServer] = {}
     try:
+        trees = [("", ROOT)]
+        if args.baseline:
+            trees.insert(0, (f"@{args.baseline}", baseline_tree(args.baseline, folder)))
+        kinds = cold_kinds(variants, trees)
         if not args.no_quickstart:
-            quickstart(variants, folder, env)
-        run_cases(args, cases, variants, folder, env, servers)
+            quickstart(kinds, folder, env)
+        run_cases(args, cases, kinds, folder, env, servers)
     finally:
         for server in servers.values():
             server.close()
@@ -348,17 +364,25 @@ def main() -> None:
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end", flush=True)
 
 
-def quickstart(variants: list, folder: Path, env: dict) -> None:
+def cold_kinds(variants: list, trees: list) -> list[tuple[str, Path, list[str]]]:
+    """(label, tree, extra ga fanout arguments) of every cold run a case makes: each variant, in each tree."""
+    return [(" ".join(filter(None, [variant, tree_label])), tree, extra)
+            for tree_label, tree in trees for variant, extra in variants]
+
+
+def quickstart(kinds: list, folder: Path, env: dict) -> None:
     """`ga fanout configs/examples/quickstart.yaml` as a newcomer runs it: cold, a fresh GA_HOME."""
-    for label, extra in variants:
-        home = folder / f"quickstart-home-{label or 'default'}"
-        row, lines = cold_run(["fanout", str(ROOT / "configs/examples/quickstart.yaml"), "--json",
-                               "--out", str(folder / "quickstart-runs"), *extra], {**env, "GA_HOME": str(home)}, folder, None)
-        print_row(f"quickstart{' ' + label if label else ''}", row, None)
+    for index, (label, tree, extra) in enumerate(kinds):
+        home = folder / f"quickstart-home-{index}"
+        row, lines = cold_run(["fanout", str(tree / "configs/examples/quickstart.yaml"), "--json",
+                               "--out", str(folder / "quickstart-runs"), *extra], {**env, "GA_HOME": str(home)}, folder,
+                              None, tree)
+        row.label = f"cold {label}".strip()
+        print_row("quickstart", row, None)
         print(lines, flush=True)
 
 
-def run_cases(args: argparse.Namespace, cases: list, variants: list, folder: Path, env: dict, servers: dict) -> None:
+def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, env: dict, servers: dict) -> None:
     results: dict[tuple, list[Row]] = {}
     for n, w, turns, latency in cases:
         key = (turns, latency)
@@ -375,9 +399,9 @@ def run_cases(args: argparse.Namespace, cases: list, variants: list, folder: Pat
             base = threads_baseline(n, w, turns, server.base_url, env, folder)
             rows.append(base)
             print_row(case, base, ideal)
-        for label, extra in variants:
+        for label, tree, extra in kinds:
             row, lines = cold_run(["fanout", str(spec), "--json", "--out", str(folder / "runs"), *extra], env, folder,
-                                  server)
+                                  server, tree)
             row.label = f"cold {label}".strip()
             rows.append(row)
             print_row(case, row, ideal, base)

@@ -1,6 +1,6 @@
 """`python -m cli ARGS...` with timestamps of its start-up, for bench/fanout.py's breakdown of a cold run.
 
-    GA_BENCH_MARKS=marks.json python bench/fanout_timed.py fanout tasks.yaml --json
+    cd TREE && GA_BENCH_MARKS=marks.json python PATH/TO/bench/fanout_timed.py fanout tasks.yaml --json
 
 Calls the `ga` console script's entry point (pyproject.toml [project.scripts]) as the script does, in
 this process, and writes (at exit) the wall-clock time of: the interpreter up (this file's first line),
@@ -73,15 +73,14 @@ class _AfterRay(importlib.abc.MetaPathFinder):
 
 
 def entry_point() -> tuple[str, str]:
-    root = Path(__file__).resolve().parents[1]
-    found = re.search(r'^ga\s*=\s*"([^"]+)"', (root / "pyproject.toml").read_text(), re.M)  # [project.scripts]
+    found = re.search(r'^ga\s*=\s*"([^"]+)"', (Path.cwd() / "pyproject.toml").read_text(), re.M)  # [project.scripts]
     target = found.group(1) if found else "cli:app"
     module, _, attr = target.partition(":")
     return module, attr
 
 
 def main() -> None:
-    sys.path[0] = str(Path(__file__).resolve().parents[1])  # as `ga` sees it: bench/'s own modules out of the way
+    sys.path[0] = str(Path.cwd())  # the tree to run (bench/fanout.py runs this in it), not bench/
     sys.meta_path.insert(0, _AfterRay())
     module, attr = entry_point()
     entry = getattr(importlib.import_module(module), attr)
