@@ -456,3 +456,43 @@ def test_a_bad_base_url_is_a_config_error(tmp_path):
         LLMClient(ModelConfig(name="bad", base_url="ftp://host/v1", model="m"))
     with pytest.raises(ModelConfigError, match=r"not a valid URL \(Invalid IPv6 URL\); fix the URL after scripted@"):
         LLMClient(resolve_model("scripted@http://[::1", settings_without_model(tmp_path)))
+
+
+def test_a_deepseek_style_reply_counts_its_cache_hits_and_keeps_finish_reason():
+    """Usage as DeepSeek sends it (prompt_cache_hit_tokens, no prompt_tokens_details), dict arguments, a cut reply."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    reply = {"id": "x", "object": "chat.completion", "model": "deepseek-chat", "system_fingerprint": "fp",
+             "choices": [{"index": 0, "finish_reason": "length", "logprobs": None, "message": {
+                 "role": "assistant", "content": "cut", "tool_calls": [
+                     {"id": "call_1", "type": "function", "function": {"name": "code_run", "arguments": {"script": "1"}}}]}}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 10, "prompt_cache_hit_tokens": 600,
+                       "prompt_cache_miss_tokens": 400}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        client = LLMClient(ModelConfig(name="ds", base_url=f"http://127.0.0.1:{http.server_address[1]}/v1", model="m",
+                                       price_input=2.0, price_cached=0.5, price_output=8.0, max_retries=0))
+        got = client.chat(start(), TOOLS)
+    finally:
+        http.shutdown()
+        http.server_close()
+    assert (got.usage.prompt, got.usage.cached, got.usage.completion) == (1000, 600, 10)
+    assert got.usage.cost == pytest.approx((400 * 2.0 + 600 * 0.5 + 10 * 8.0) / 1e6)
+    assert got.finish_reason == "length"
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in got.tool_calls] == [("call_1", "code_run", {"script": "1"})]

@@ -280,7 +280,7 @@ class LLMClient:
         else:
             prompt, completion = usage.prompt_tokens or 0, usage.completion_tokens or 0
             details = getattr(usage, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) or (usage.model_extra or {}).get("prompt_cache_hit_tokens") or 0
+            cached = getattr(details, "cached_tokens", None) or getattr(usage, "prompt_cache_hit_tokens", None) or 0
         return Usage(prompt, completion, cached, self.config.cost(prompt, completion, cached))
 
 

@@ -1,19 +1,19 @@
-"""web_scan and web_execute_js: a real Chromium, one isolated context per worker (see worker.web)."""
+"""web_scan and web_execute_js: a real Chromium, one isolated context per worker (see worker.web).
+
+worker.web and Playwright are imported at the first web call, not with the tools: most workers never
+browse, and the import costs ~60 ms in every worker process.
+"""
 from __future__ import annotations
 
 import json
 from typing import Any, Callable, Optional
 
-from playwright.async_api import Error as PlaywrightError
 from pydantic import BaseModel, Field
 
-from worker import web
 from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, resolve_read, resolve_write
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
-from worker.web.execjs import ScriptError, execute
-from worker.web.scan import web_scan as scan_tabs
 
 PREVIEW_CHARS = 300
 
@@ -46,11 +46,18 @@ def _failure(message: str) -> ToolResult:
 
 def _in_browser(ctx: ToolContext, fn: Callable[..., Any], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
     """Run `await fn(session, *args)` on the worker's browser session: (notice of lost tabs, result)."""
+    from worker import web
+
     session = web.session_for(ctx)
     return session.call(fn, *args, timeout=timeout)
 
 
 def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
+    from playwright.async_api import Error as PlaywrightError
+
+    from worker import web
+    from worker.web.execjs import ScriptError
+
     try:
         return run()
     except ScriptError as exc:
@@ -68,12 +75,15 @@ def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
       " for document.querySelector in web_execute_js; a sel with ' >>> ' steps into a shadow root or frame: use $ga(sel).",
       WebScanArgs)
 def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
+    from worker.web import SESSION_KEY
+    from worker.web.scan import web_scan as scan_tabs
+
     def run() -> ToolResult:
         cap = output_cap(ctx.settings, "web_scan_text" if args.text_only else "web_scan_html", ctx.extra.get("calls_in_turn", 1))
         notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
         head = "\n".join(filter(None, [notice, result["tabs"]]))
         if args.tabs_only:
-            return ToolResult(head, data={"tab": ctx.extra[web.SESSION_KEY].active})
+            return ToolResult(head, data={"tab": ctx.extra[SESSION_KEY].active})
         pages, number = result["pages"], result["page"]
         if number > pages:
             return _failure(f"error: no page {number}: the scan of {result['url']} has {pages} page{'s' * (pages > 1)};"
@@ -107,6 +117,8 @@ def _paging_line(number: int, pages: int, text_only: bool) -> str:
 @tool("web_execute_js", "Run JavaScript in the active tab (navigate with location.href='...'). Returns the value and"
       " what changed: navigation, new tabs, DOM mutations, messages, dialogs.", WebExecuteJsArgs)
 def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
+    from worker.web.execjs import execute
+
     def run() -> ToolResult:
         try:
             source = _script_source(ctx, args.script)
