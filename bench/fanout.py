@@ -204,11 +204,14 @@ def _phases(spawned: float, exited: float, marks: dict, ledger: dict, requests: 
          "ray_in": marks.get("ray_init_called"), "ray_out": marks.get("ray_init_returned"),
          "first": requests[0] if requests else None, "last": requests[-1] if requests else None,
          "finished": ledger.get("run_finished"), "returned": marks.get("command_returned"), "exit": exited}
+    ray = bool(t["ray_out"])
     spans = [("python start", "spawn", "python"), ("entry-point imports", "python", "entry"),
              ("command up to ray.init (imports, spec, preflight)", "entry", "ray_in"), ("ray.init", "ray_in", "ray_out"),
-             ("to the first model request (actors, worker imports)", "ray_out" if t["ray_out"] else "entry", "first"),
+             ("to the first model request (actors, worker imports)" if ray else
+              "to the first model request (command imports, spec, preflight, workers)", "ray_out" if ray else "entry", "first"),
              ("map (first to last request)", "first", "last"), ("last request to run_finished", "last", "finished"),
-             ("to command return", "finished", "returned"), ("exit (Ray shutdown at exit)", "returned", "exit")]
+             ("to command return", "finished", "returned"),
+             ("exit (Ray shuts down in an exit handler)" if ray else "exit", "returned", "exit")]
     parts = [f"{name} {t[b] - t[a]:.2f}s" for name, a, b in spans if t.get(a) and t.get(b)]
     return " · ".join(parts)
 
