@@ -209,7 +209,7 @@ def _phases(spawned: float, exited: float, marks: dict, ledger: dict, requests: 
              ("command up to ray.init (imports, spec, preflight)", "entry", "ray_in"), ("ray.init", "ray_in", "ray_out"),
              ("to the first model request (actors, worker imports)" if ray else
               "to the first model request (command imports, spec, preflight, workers)", "ray_out" if ray else "entry", "first"),
-             ("map (first to last request)", "first", "last"), ("last request to run_finished", "last", "finished"),
+             ("map (first to last request)", "first", "last"), ("last request (its reply, L) to run_finished", "last", "finished"),
              ("to command return", "finished", "returned"),
              ("exit (Ray shuts down in an exit handler)" if ray else "exit", "returned", "exit")]
     parts = [f"{name} {t[b] - t[a]:.2f}s" for name, a, b in spans if t.get(a) and t.get(b)]
