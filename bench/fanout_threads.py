@@ -74,11 +74,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--max-turns", type=int, default=5)
     args = parser.parse_args()
-    root = (args.workdir or Path(tempfile.mkdtemp(prefix="ga-bench-threads-"))).resolve()
     counter, lock = [0], threading.Lock()
-    with ThreadPoolExecutor(max_workers=args.w) as pool:
-        answers = list(pool.map(lambda i: agent(args.url, f"bench task {i}", root / f"t{i:03d}", args.max_turns, counter,
-                                                lock), range(args.n)))
+    with tempfile.TemporaryDirectory(prefix="ga-bench-threads-") as scratch:  # removed unless --workdir is given
+        root = (args.workdir or Path(scratch)).resolve()
+        with ThreadPoolExecutor(max_workers=args.w) as pool:
+            answers = list(pool.map(lambda i: agent(args.url, f"bench task {i}", root / f"t{i:03d}", args.max_turns,
+                                                    counter, lock), range(args.n)))
     json.dump({"seconds": round(time.monotonic() - STARTED, 3), "answered": sum(1 for a in answers if a),
                "requests": counter[0]}, sys.stdout)
     print()
