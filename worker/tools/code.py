@@ -112,6 +112,8 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
     store = getattr(getattr(ctx.memory, "store", None), "root", None)
     stores = {Path(p).resolve() for p in (settings.memory_root, store) if p is not None}
     readonly = [settings.home_dir, *stores, getattr(ctx.memory, "root", None)]
+    if env.get("GA_RUN_DIR"):  # the task's own run (a reduce reads the map's answers); visible under a private /tmp too
+        readonly.append(Path(env["GA_RUN_DIR"]))
     if not env.get("GA_RAY_ADDRESS"):
         # No parent cluster (ga run, chat, reflect, schedule): a fan-out from this script starts Ray inside the
         # sandbox, and its workers open the store (recovery, pins, commits). The store's bookkeeping opens up;
