@@ -143,7 +143,7 @@ def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
 def _ray_node() -> Optional[tuple[Path, str]]:
     """(session directory, node id) of the Ray node this process belongs to, if it is a Ray worker or driver."""
     ray = sys.modules.get("ray")
-    try:
+    try:  # private: no public call names the session directory (a node's --temp-dir may place it anywhere)
         node = ray._private.worker.global_worker.node if ray is not None else None  # type: ignore[attr-defined]
         return (Path(node.get_session_dir_path()), node.node_id) if node is not None else None
     except AttributeError:
