@@ -558,7 +558,8 @@ def fanout(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:PORT"),
+    address: Optional[str] = typer.Option(None, "--address", help="run on Ray: auto (a `ray start` cluster), local (a private Ray), "
+                                           "HOST:PORT or ray://HOST:PORT; without it, workers are threads of this process"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
     as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
