@@ -23,6 +23,7 @@ CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, i
 WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running tasks are alive
 LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
 STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
+WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
 
 
 class WorkerActor:
@@ -154,7 +155,8 @@ class WorkerActor:
         if cancelled_early:
             worker.cancel()
         outcome: dict[str, Any] = {}
-        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True)
+        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
+                                  name=f"{WORKER_THREAD}{task_id}"[:60])
         thread.start()
         timeout = job.get("timeout")
         thread.join(timeout)

@@ -25,6 +25,7 @@ from typing import Any, Optional
 from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
 
 _REAPER: Any = None  # kept referenced: it outlives this process on purpose
+TASK_THREAD = "ga-task-"
 
 
 class LocalExecutor:
@@ -37,6 +38,7 @@ class LocalExecutor:
             from orchestrator import reaper
 
             _REAPER = reaper.start() or False
+            _quiet_worker_logs()
 
     def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "LocalPool":
         return LocalPool(run_id, size, run_path)
@@ -48,6 +50,23 @@ class LocalExecutor:
 
     def memory_mode(self, settings: Any) -> dict[str, Optional[str]]:
         return {"mode": "store", "service": None, "replica": None}  # one machine: the store itself
+
+
+def _quiet_worker_logs() -> None:
+    """Workers' debug and info lines stay off the driver's stderr, as on Ray (where they stay in Ray's worker
+    logs): they would break into the live view and into the output a parent's code_run reads. Warnings and
+    errors still show; the ledger and events.jsonl keep what the run did."""
+    import structlog
+
+    from orchestrator.actor import WORKER_THREAD
+
+    def drop(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        if method in ("debug", "info") and threading.current_thread().name.startswith((WORKER_THREAD, TASK_THREAD)):
+            raise structlog.DropEvent
+        return event
+
+    processors = list(structlog.get_config()["processors"])
+    structlog.configure(processors=[drop, *processors])
 
 
 class LocalPool:
@@ -93,7 +112,7 @@ class LocalPool:
                 if future in futures:
                     futures.remove(future)
 
-        threading.Thread(target=run, daemon=True, name=f"ga-task-{job['task_id']}"[:60]).start()
+        threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job['task_id']}"[:60]).start()
         return future
 
     def _settle(self, future: Future, record: Any = None, error: Optional[BaseException] = None) -> None:
