@@ -564,13 +564,15 @@ def fanout(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
     as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of each endpoint"),
+    executor: Optional[str] = typer.Option(None, "--executor", help="local (threads of this process), ray, or auto "
+                                            "(the default: ray when an address is given); fanout.executor"),
 ) -> None:
-    """Run every task of FILE on a pool of workers (Ray), then its reduce step."""
+    """Run every task of FILE on a pool of workers (in this process, or on Ray), then its reduce step."""
     from orchestrator import FanoutError
     from orchestrator import dry_run as plan_only
     from orchestrator import fanout as run_fanout
 
-    current = settings()
+    current = settings(**{"fanout.executor": executor})
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
     try:
