@@ -100,8 +100,8 @@ def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path:
 @pytest.mark.parametrize("executor", ["ray", "local"])
 def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_path: Path, ray_session: dict,
                                                                           executor: str) -> None:
-    marker = tmp_path / "calm"
-    work = f"import os, time\ntime.sleep(0.1 if os.path.exists({str(marker)!r}) else 60)\nprint('worked')"
+    # the marker lives in the run directory, which the sandboxed script sees (its private /tmp hides tmp_path)
+    work = "import os, time\ntime.sleep(0.1 if os.path.exists(os.path.join(os.environ['GA_RUN_DIR'], 'calm')) else 60)\nprint('worked')"
     script = {"tasks": [{"match": "item", "turns": [
         {"content": "working", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": work,
                                                                                   "timeout": 120}}]},
@@ -133,7 +133,7 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
         assert "resume with --resume" in out.decode()
-        marker.write_text("ok")
+        (run_dir / "calm").write_text("ok")
         run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
     finally:
         server.stop()
