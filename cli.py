@@ -558,18 +558,21 @@ def fanout(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:PORT"),
+    address: Optional[str] = typer.Option(None, "--address", help="run on Ray: auto (a `ray start` cluster), local (a private Ray), "
+                                           "HOST:PORT or ray://HOST:PORT; without it, workers are threads of this process"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
     as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of each endpoint"),
+    executor: Optional[str] = typer.Option(None, "--executor", help="local (threads of this process), ray, or auto "
+                                            "(the default: ray when an address is given); fanout.executor"),
 ) -> None:
-    """Run every task of FILE on a pool of workers (Ray), then its reduce step."""
+    """Run every task of FILE on a pool of workers (in this process, or on Ray), then its reduce step."""
     from orchestrator import FanoutError
     from orchestrator import dry_run as plan_only
     from orchestrator import fanout as run_fanout
 
-    current = settings()
+    current = settings(**{"fanout.executor": executor})
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
     try:

@@ -89,6 +89,7 @@ class ContextSettings(Section):
 
 class FanoutSettings(Section):
     address: Optional[str] = None
+    executor: Literal["auto", "local", "ray"] = "auto"
     concurrency: int = Field(4, ge=1)
     retries: int = Field(2, ge=0)
     runs_dir: Path = Path("./runs")

@@ -1,4 +1,6 @@
-"""The worker actor: one Ray process, reused across tasks; each task gets a fresh `worker.Worker`.
+"""The worker actor: reused across tasks; each task gets a fresh `worker.Worker`. On Ray it is one process
+(orchestrator/pool.py wraps this class with `ray.remote`); with the in-process executor (orchestrator/local.py)
+it is a plain object in the `ga fanout` process and its tasks are threads there.
 
 The job a driver sends is a plain dict (see `Driver.job`); the actor returns a plain result record.
 One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
@@ -16,21 +18,21 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import ray
-
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
 WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running tasks are alive
 LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
 STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
+WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
 
 
-@ray.remote(num_cpus=0)
 class WorkerActor:
     """Created with max_concurrency = slots + CONTROL_CALLS: up to `slots` tasks at once, each in its own
-    thread with its own Worker, plus room for progress() and cancel() while they run."""
+    thread with its own Worker, plus room for progress() and cancel() while they run.
 
-    def __init__(self, uid: str, slots: int = 1):
+    in_process: it lives in the driver's own process (no driver to watch, the driver's logging kept)."""
+
+    def __init__(self, uid: str, slots: int = 1, in_process: bool = False):
         import worker.agent  # noqa: F401  (import once per process, not per task)
         import worker.llm  # noqa: F401
 
@@ -40,10 +42,12 @@ class WorkerActor:
         self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
         self.leases: dict[str, float] = {}  # lessee -> monotonic time its driver's lease runs out
         self._lock = threading.Lock()
-        threading.Thread(target=self._watch_drivers, daemon=True).start()
+        self.in_process = in_process
+        if not in_process:
+            threading.Thread(target=self._watch_drivers, daemon=True).start()
 
     def info(self) -> dict[str, Any]:
-        return {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+        return {"uid": self.uid, "pid": os.getpid(), "node_id": _node_id(),
                 "host": socket.gethostname(), "tainted": self.tainted, "slots": self.slots}
 
     def progress(self) -> dict[str, dict[str, Any]]:
@@ -114,7 +118,7 @@ class WorkerActor:
                 in_use = {state["lease"]["lessee"] for state in self.tasks.values() if state.get("lease")}
                 for lessee in [k for k in self.leases if k not in in_use and self.leases[k] < time.monotonic()]:
                     del self.leases[lessee]
-        record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+        record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": _node_id(),
                            "tainted": self.tainted}
         return record
 
@@ -151,7 +155,8 @@ class WorkerActor:
         if cancelled_early:
             worker.cancel()
         outcome: dict[str, Any] = {}
-        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True)
+        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
+                                  name=f"{WORKER_THREAD}{task_id}"[:60])
         thread.start()
         timeout = job.get("timeout")
         thread.join(timeout)
@@ -199,7 +204,7 @@ class WorkerActor:
 
     def _configure_logging(self, level: str) -> None:
         """Once per process: the run's level (Ray starts workers with structlog's debug-everything default)."""
-        if getattr(self, "_log_level", None) != level:
+        if not self.in_process and getattr(self, "_log_level", None) != level:
             from configs.logs import setup_logging
 
             setup_logging(level)
@@ -213,6 +218,8 @@ class WorkerActor:
 
             key = "service:" + job["memory_service"]
             if key not in self.stores:
+                import ray
+
                 service = ray.get_actor(job["memory_service"], namespace=NAMESPACE)
                 self.stores[key] = ReplicaStore(Path(job["memory_replica"]), service)
             return self.stores[key]
@@ -231,6 +238,14 @@ class WorkerActor:
             if state is not None:
                 state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""),
                                          tokens=event.get("tokens", 0))
+
+
+def _node_id() -> Optional[str]:
+    """The Ray node this actor runs on; None in the driver's own process without Ray."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else None
 
 
 def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:

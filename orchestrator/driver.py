@@ -7,15 +7,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import ray
 import structlog
 
 from configs import Settings
 from orchestrator.display import Display, choose_mode
-from orchestrator.governor import endpoint_key, governor_for
+from orchestrator.governor import endpoint_key
 from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop, MapOutcome, add_usage
-from orchestrator.pool import Pool
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from worker import telemetry
 from worker.models import nested_model_env
@@ -45,12 +43,13 @@ def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
 
 class Driver:
     def __init__(self, plan: Plan, run: RunDir, settings: Settings, models: dict[Optional[str], Any], nest: Any,
-                 max_depth: int, cluster: dict[str, Any], *, workers: int, display: Optional[str]):
+                 max_depth: int, executor: Any, *, workers: int, display: Optional[str]):
         self.plan, self.run, self.settings, self.models, self.nest = plan, run, settings, models, nest
-        self.max_depth, self.cluster, self.workers = max_depth, cluster, max(1, workers)
+        self.max_depth, self.executor, self.workers = max_depth, executor, max(1, workers)
+        self.cluster = executor.info
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
-        self.governors: dict[str, Any] = {}  # model name -> the endpoint's governor actor handle
+        self.governors: dict[str, Any] = {}  # model name -> the endpoint's governor (governor.py)
         self.memory: dict[str, Optional[str]] = {"mode": "store", "service": None, "replica": None}
 
     # ---- the run ----
@@ -62,7 +61,8 @@ class Driver:
         started = time.time()
         plan, run = self.plan, self.run
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
-                   workers=self.workers, address=self.cluster["address"], depth=self.nest.depth,
+                   workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
+                   depth=self.nest.depth,
                    parent_task=self.nest.parent_task, session=os.environ.get("GA_SESSION"))
         for task in todo:
             run.ledger("queued", task.id)
@@ -70,8 +70,7 @@ class Driver:
         self._choose_memory()
         done_before = run.results()
         display = Display(self.display_mode, plan.name, len(plan.tasks))
-        pool = Pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout.pool_idle_seconds,
-                    self.settings.fanout.slots_per_actor)
+        pool = self.executor.pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout, run.path)
         reduce_result = None
         try:
             scheduler = MapLoop(
@@ -104,12 +103,10 @@ class Driver:
     def _start_governors(self) -> None:
         for name, config in self.models.items():
             key = endpoint_key(config.base_url, config.model)
-            self.governors[str(name)] = governor_for(key, self.settings.fanout)
+            self.governors[str(name)] = self.executor.governor(key, self.settings.fanout)
 
     def _choose_memory(self) -> None:
-        from orchestrator.memory_service import memory_mode
-
-        self.memory = memory_mode(self.settings)
+        self.memory = self.executor.memory_mode(self.settings)
 
     # ---- jobs ----
 
@@ -184,9 +181,9 @@ class Driver:
             note = f"interrupted: {unfinished} task(s) unfinished; resume with --resume {self.run.run_id}"
         per_task = {r["task_id"]: r.get("usage_with_nested") or r.get("usage") for r in results}
         governors = []
-        for handle in {id(h): h for h in self.governors.values()}.values():
+        for governor in {id(g): g for g in self.governors.values()}.values():
             try:
-                governors.append(ray.get(handle.snapshot.remote(), timeout=5))
+                governors.append(governor.snapshot())
             except Exception:  # noqa: BLE001  (reporting only)
                 pass
         previous = self.run.summary() or {}

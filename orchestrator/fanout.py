@@ -64,7 +64,8 @@ class Run:
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
            display: Optional[str] = None, preflight: bool = True, **top: Any) -> Run:
-    """Run every task of `spec` on the Ray pool, then the reduce step; see the module doc.
+    """Run every task of `spec` on the worker pool (in this process, or on Ray: orchestrator/executor.py), then
+    the reduce step; see the module doc.
 
     `top` sets top-level spec keys when `spec` is a list of prompts (reduce=..., defaults=..., budget=...).
     display: "live", "log" or "quiet" (default: quiet when nested, else live on a terminal, log otherwise).
@@ -81,7 +82,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     models = resolve_models(plan, settings)
     check_prompts(plan, settings, models)
     from orchestrator.driver import Driver
-    from orchestrator.pool import ClusterError, connect
+    from orchestrator.executor import open_executor
     from orchestrator.preflight import PreflightError
     from orchestrator.preflight import preflight as check_before_start
 
@@ -90,12 +91,13 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     except PreflightError as exc:
         raise FanoutError(str(exc)) from None
     try:
-        cluster = connect(address or nest.address or settings.fanout.address, settings.fanout.num_cpus)
-    except ClusterError as exc:
+        executor = open_executor(settings.fanout.executor, address or nest.address or settings.fanout.address,
+                                 settings.fanout.num_cpus)
+    except RuntimeError as exc:  # pool.ClusterError: the cluster cannot be started or reached
         raise FanoutError(str(exc)) from None
     run, todo, spent = open_run(plan, runs_dir, resume, retry_failed)
     try:
-        driver = Driver(plan, run, settings, models, nest, max_depth, cluster,
+        driver = Driver(plan, run, settings, models, nest, max_depth, executor,
                         workers=workers or plan.concurrency or settings.fanout.concurrency,
                         display=display or ("quiet" if nest.depth else None))
     except BaseException:
@@ -243,10 +245,12 @@ class Nesting:
             return self.parent_run_dir / "tasks" / self.parent_task / "runs"
         return None
 
-    def child_env(self, address: str, run_dir: Path, task_id: str, max_depth: int, home: Path) -> dict[str, str]:
-        return {"GA_RAY_ADDRESS": address, "GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id,
-                "GA_DEPTH": str(self.depth + 1), "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home),
-                "RAY_ADDRESS": address}
+    def child_env(self, address: Optional[str], run_dir: Path, task_id: str, max_depth: int,
+                  home: Path) -> dict[str, str]:
+        """A nested run attaches to the parent's cluster (Ray); under the in-process executor it runs its own."""
+        cluster = {"GA_RAY_ADDRESS": address, "RAY_ADDRESS": address} if address else {}
+        return {"GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id, "GA_DEPTH": str(self.depth + 1),
+                "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home), **cluster}
 
 
 def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:

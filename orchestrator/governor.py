@@ -1,4 +1,5 @@
-"""The rate-limit governor: one named actor per model endpoint, shared by every worker that calls it.
+"""The rate-limit governor: one per model endpoint, shared by every worker that calls it (a named Ray actor
+on a cluster, a plain object in the driver's process with the in-process executor).
 
 - Request and token rates (`fanout.rpm`, `fanout.tpm`) are kept with GCRA reservations: a worker
   asks before each request and is told to go or how long to wait (the governor never sleeps).
@@ -12,13 +13,14 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 from typing import Any, Optional
-
-import ray
 
 from configs.logs import redact_text
 from worker.types import ModelError, Reply, Usage
@@ -141,22 +143,24 @@ def _gcra(tat: float, now: float, interval: float, cost: int) -> tuple[float, fl
     return tat + interval * cost, 0.0
 
 
-@ray.remote(num_cpus=0, max_concurrency=64)
 class Governor:
-    """A detached, named actor per endpoint; it ends itself after `idle_seconds` without calls.
+    """The shared part: GovernorState behind a lock. In the driver's process (in-process executor) it is used as
+    is; on Ray it is a detached, named actor per endpoint that ends itself after `idle_seconds` without calls.
 
     Threaded: worker processes keep a `watch` call open (a long poll) to learn at once when the
     endpoint stops or starts being calm; every state change bumps `version` and wakes them.
     """
 
     def __init__(self, key: str, rpm: Optional[int], tpm: Optional[int], circuit_after: int,
-                 circuit_cooldown: float, idle_seconds: float):
+                 circuit_cooldown: float, idle_seconds: Optional[float] = None):
         self.state = GovernorState(key, rpm, tpm, circuit_after, circuit_cooldown)
+        self.instance = uuid.uuid4().hex  # a re-created governor (same name) is told apart by this
         self.last_call = time.monotonic()
         self.idle_seconds = idle_seconds
         self.version = 0
         self.changed = threading.Condition()
-        threading.Thread(target=self._reap_when_idle, daemon=True).start()
+        if idle_seconds:
+            threading.Thread(target=self._reap_when_idle, daemon=True).start()
 
     def _touch(self, bump: bool = False) -> None:
         self.last_call = time.monotonic()
@@ -164,10 +168,11 @@ class Governor:
             self.version += 1
             self.changed.notify_all()
 
-    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> None:
+    def configure(self, rpm: Optional[int], tpm: Optional[int], circuit_after: int, circuit_cooldown: float) -> str:
         with self.changed:
             self.state.configure(rpm, tpm, circuit_after, circuit_cooldown)
             self._touch(bump=True)
+            return self.instance
 
     def acquire(self, client: str, tokens: int = 0) -> float:
         with self.changed:
@@ -199,6 +204,8 @@ class Governor:
             return self.state.snapshot()
 
     def _reap_when_idle(self) -> None:
+        import ray
+
         while True:
             time.sleep(min(5.0, self.idle_seconds / 2))
             if time.monotonic() - self.last_call > self.idle_seconds:
@@ -206,19 +213,79 @@ class Governor:
                 return
 
 
-def governor_for(key: str, fanout_settings: Any) -> Any:
-    """The endpoint's governor actor, created on first use (the newest run's rates apply)."""
+class GovernorGone(RuntimeError):
+    """The governor actor is gone (idle reap race, cluster trouble)."""
+
+
+@dataclass
+class RemoteGovernor:
+    """A Ray governor actor as workers call it: the same methods as Governor, synchronous where an answer is
+    needed, fire-and-forget for reports. Picklable: it travels in the job to worker processes."""
+
+    handle: Any
+    instance: str
+
+    def _get(self, ref: Any, timeout: Optional[float] = None) -> Any:
+        import ray
+
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayError as exc:
+            raise GovernorGone(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+    def acquire(self, client: str, tokens: int = 0) -> float:
+        return self._get(self.handle.acquire.remote(client, tokens))
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None:
+        self.handle.done.remote(client, tokens, estimate)
+
+    def rate_limited(self, client: str, retry_after: float) -> None:
+        self.handle.rate_limited.remote(client, retry_after)
+
+    def watch(self, version: int, timeout: float) -> tuple[int, bool]:
+        return self._get(self.handle.watch.remote(version, timeout))
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._get(self.handle.snapshot.remote(), timeout=5)
+
+
+@functools.lru_cache(maxsize=1)
+def _governor_actor() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=0, max_concurrency=64)(Governor)
+
+
+def governor_for(key: str, fanout_settings: Any) -> RemoteGovernor:
+    """The endpoint's governor actor on the cluster, created on first use (the newest run's rates apply)."""
+    import ray
+
     s = fanout_settings
     for attempt in range(3):
-        handle = Governor.options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
-                                  get_if_exists=True, max_restarts=0).remote(
+        handle = _governor_actor().options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
+                                           get_if_exists=True, max_restarts=0).remote(
             key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
         try:
-            ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
-            return handle
+            instance = ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
+            return RemoteGovernor(handle, instance)
         except ray.exceptions.RayActorError:  # it was ending itself (idle) as we asked: make a new one
             time.sleep(0.2 * (attempt + 1))
     raise RuntimeError(f"the rate-limit governor for {key} keeps dying; check the cluster (`ray status`)")
+
+
+_LOCAL: dict[str, Governor] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_governor(key: str, fanout_settings: Any) -> Governor:
+    """The endpoint's governor in this process (in-process executor): shared by every run of the process."""
+    s = fanout_settings
+    with _LOCAL_LOCK:
+        governor = _LOCAL.get(key)
+        if governor is None:
+            governor = _LOCAL[key] = Governor(key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown)
+    governor.configure(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown)
+    return governor
 
 
 class CircuitOpen(ModelError):
@@ -231,8 +298,8 @@ class GovernorLink:
 
     IDLE = 30.0  # stop watching after this long without a request (an idle pool must let the governor idle out)
 
-    def __init__(self, handle: Any):
-        self.handle = handle
+    def __init__(self, governor: Any):
+        self.governor = governor
         self.calm = False
         self.version = -1
         self.used = time.monotonic()
@@ -253,8 +320,8 @@ class GovernorLink:
     def _follow(self) -> None:
         while time.monotonic() - self.used < self.IDLE:
             try:
-                self.version, self.calm = ray.get(self.handle.watch.remote(self.version, 5.0))
-            except ray.exceptions.RayError:
+                self.version, self.calm = self.governor.watch(self.version, 5.0)
+            except GovernorGone:
                 self.calm = False
                 time.sleep(1.0)
         self.calm = False  # no longer followed: ask again
@@ -264,12 +331,12 @@ _LINKS: dict[str, GovernorLink] = {}
 _LINKS_LOCK = threading.Lock()
 
 
-def link_for(handle: Any) -> GovernorLink:
-    key = handle._actor_id.hex()  # a re-created governor (same name) is a different actor: a new link
+def link_for(governor: Any) -> GovernorLink:
+    key = governor.instance  # a re-created governor (same name) is a different one: a new link
     with _LINKS_LOCK:
         link = _LINKS.get(key)
         if link is None:
-            link = _LINKS[key] = GovernorLink(handle)
+            link = _LINKS[key] = GovernorLink(governor)
     link.touch()
     return link
 
@@ -296,8 +363,8 @@ class GovernedModel:
         self.asked = True
         while True:
             try:
-                wait = ray.get(self.governor.acquire.remote(self.client_id, self.estimate))
-            except ray.exceptions.RayError:
+                wait = self.governor.acquire(self.client_id, self.estimate)
+            except GovernorGone:
                 return  # the governor is gone (idle reap race): proceed ungoverned rather than fail the task
             if wait == CIRCUIT_OPEN:
                 self.circuit_open = True
@@ -310,14 +377,14 @@ class GovernedModel:
     def on_rate_limit(self, retry_after: float) -> None:
         self.rate_limits += 1
         self.link.disturb()
-        self.governor.rate_limited.remote(self.client_id, retry_after)
+        self.governor.rate_limited(self.client_id, retry_after)
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         self.asked = False
         reply = self.client.chat(messages, tools)
         used = reply.usage.prompt + reply.usage.completion
         if self.asked:
-            self.governor.done.remote(self.client_id, used, self.estimate)
+            self.governor.done(self.client_id, used, self.estimate)
         self.estimate = max(1, used)
         return reply
 

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import ray
 import structlog
 
 from orchestrator.actor import CANCEL_GRACE
+from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
 from orchestrator.ledger import RunDir, write_atomic
-from orchestrator.pool import Member, Pool, Slot
 from orchestrator.spec import PlannedTask
 
 log = structlog.get_logger("ga.fanout")
@@ -60,7 +59,7 @@ class MapOutcome:
 
 
 class MapLoop:
-    def __init__(self, pool: Pool, run: RunDir, make_job: Callable[[PlannedTask, int], dict[str, Any]], *,
+    def __init__(self, pool: Any, run: RunDir, make_job: Callable[[PlannedTask, int], dict[str, Any]], *,
                  retries: int, timeout_of: Callable[[PlannedTask], Optional[float]],
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[dict[str, Any]] = None, display: Any = None,
@@ -101,11 +100,7 @@ class MapLoop:
                     if interrupt_deadline and time.monotonic() > interrupt_deadline:
                         self._abandon(inflight)
                         break
-                    refs = list(inflight)
-                    ready, rest = ray.wait(refs, num_returns=1, timeout=0.5)
-                    if ready and rest:
-                        more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-                        ready += more
+                    ready = self.pool.wait(list(inflight), 0.5)
                     for ref in ready:
                         self._collect(ref, inflight.pop(ref), pending)
                     if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
@@ -119,7 +114,7 @@ class MapLoop:
                     self._stop("interrupted", "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)")
                     interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
                     for item in inflight.values():
-                        _quiet(item.member.handle.cancel.remote, item.task.id, "interrupted")
+                        _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -147,7 +142,7 @@ class MapLoop:
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
             job = {**self.make_job(task, attempt), "lease": self.pool.lease_for_job()}
-            ref = slot.handle.run_task.remote(job)
+            ref = self.pool.submit(slot, job)
             slot.busy = task.id
             now = time.monotonic()
             inflight[ref] = Inflight(slot, slot.member, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
@@ -176,8 +171,8 @@ class MapLoop:
         self.live_tokens.pop(task.id, None)
         self.progress.pop(slot.index, None)
         try:
-            record = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            record = self.pool.result(ref)
+        except WorkerLost as exc:
             slot.busy = None
             self.pool.replace(item.member)
             if item.killed_for_timeout:
@@ -188,7 +183,7 @@ class MapLoop:
             else:
                 self._retry_or_fail(task, item, f"worker died: {_first_line(exc)}", pending)
             return
-        except ray.exceptions.RayTaskError as exc:
+        except WorkerError as exc:
             slot.busy = None
             self._retry_or_fail(task, item, f"worker error: {_first_line(exc)}", pending)
             return
@@ -281,17 +276,11 @@ class MapLoop:
             if item.deadline and now > item.deadline and not item.killed_for_timeout:
                 item.killed_for_timeout = True
                 self.run.ledger("timeout_kill", item.task.id, reason="the worker did not stop after its timeout")
-                _quiet(ray.kill, item.member.handle, no_restart=True)
+                _quiet(self.pool.kill, item.member)
         members = {id(item.member): item.member for item in inflight.values()}
-        polls = {m.handle.progress.remote(): m for m in members.values()}
         by_task = {item.task.id: item for item in inflight.values()}
-        if polls:
-            ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0.2)
-            for ref in ready:
-                try:
-                    running = ray.get(ref)
-                except ray.exceptions.RayError:
-                    continue
+        if members:
+            for _member, running in self.pool.progress(list(members.values()), 0.2):
                 for task_id, info in running.items():
                     item = by_task.get(task_id)
                     if item is None or info.get("attempt") != item.attempt:
@@ -313,7 +302,7 @@ class MapLoop:
 
     def _abandon(self, inflight: dict[Any, Inflight]) -> None:
         for item in inflight.values():
-            _quiet(ray.kill, item.member.handle, no_restart=True)
+            _quiet(self.pool.kill, item.member)
             self._unfinished(item.task, "interrupted", "abandoned")
         inflight.clear()
 

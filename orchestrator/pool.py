@@ -1,4 +1,4 @@
-"""The Ray side: connecting to (or starting) a cluster, and a pool of worker actors kept warm on it.
+"""The Ray executor: connecting to (or starting) a cluster, and a pool of worker actors kept warm on it.
 
 One detached `PoolManager` per cluster (named, namespace "ga") owns the worker actors. A run leases
 as many as its concurrency, renews the lease while it runs and gives them back at the end, so the
@@ -16,7 +16,6 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,6 +25,7 @@ import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
+from orchestrator.executor import Member, Slot, WorkerError, WorkerLost  # noqa: E402, F401  (Member, Slot: re-exported)
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -36,6 +36,31 @@ ACTOR_LEASE_TTL = 1.5  # an actor cancels a run's tasks when that run's driver h
 
 class ClusterError(RuntimeError):
     """Cannot start or reach the Ray cluster; str() says what to do."""
+
+
+RemoteWorkerActor = ray.remote(num_cpus=0)(WorkerActor)
+
+
+class RayExecutor:
+    """Workers as Ray actor processes (a cluster, or a local Ray started on first use)."""
+
+    kind = "ray"
+
+    def __init__(self, address: Optional[str], num_cpus: Optional[int]):
+        self.info = connect(address, num_cpus)
+
+    def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "Pool":
+        return Pool(run_id, size, fanout_settings.pool_idle_seconds, fanout_settings.slots_per_actor)
+
+    def governor(self, key: str, fanout_settings: Any) -> Any:
+        from orchestrator.governor import governor_for
+
+        return governor_for(key, fanout_settings)
+
+    def memory_mode(self, settings: Any) -> dict[str, Optional[str]]:
+        from orchestrator.memory_service import memory_mode
+
+        return memory_mode(settings)
 
 
 def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> dict[str, Any]:
@@ -91,6 +116,7 @@ _REAPER = None  # kept referenced: it outlives this process on purpose
 def _token_auth_if_available() -> None:
     """Ray turns token auth on for clusters it starts but, given an explicit address, does not look for the
     token: do what it does for a cluster it finds by itself (the token is ~/.ray/auth_token or RAY_AUTH_TOKEN)."""
+    # private: no public entry does this, and setting RAY_AUTH_MODE alone misses Ray's already-cached config
     from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
 
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
@@ -101,6 +127,7 @@ def _raylet_from_env() -> None:
     the parent worker names its node in GA_RAY_NODE_ID (worker/tools/code.py)."""
     node_id = os.environ.get("GA_RAY_NODE_ID")
     if node_id:
+        # private: ray.init has no public way to name the local node, and listing processes fails in a pid namespace
         from ray._private import services
 
         services.find_node_ids = lambda: {node_id}
@@ -119,18 +146,20 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
 
 
 def _running_local_cluster() -> Optional[str]:
-    """The cluster `ray start` left on this machine (or RAY_ADDRESS), if any."""
-    from ray._private import services
-
+    """The cluster `ray start` left on this machine (or RAY_ADDRESS), if any: the file `ray start` writes for
+    `ray.init(address="auto")`, read here because "auto" without a cluster fails instead of starting one."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
     try:
-        return services.canonicalize_bootstrap_address(None)
-    except Exception:  # noqa: BLE001  (nothing usable: start a local Ray)
+        return Path("/tmp/ray/ray_current_cluster").read_text().strip() or None
+    except OSError:
         return None
 
 
 def _system_messages_to_stderr() -> None:
     """Ray prints cluster warnings (e.g. "N PYTHON worker processes have been started") on the driver's
     stdout, where they would break `ga fanout --json` for a parent agent: send them to stderr."""
+    # private: Ray has no public switch for where these go (log_to_driver=False does not cover them)
     from ray._private import worker as ray_worker
 
     original = ray_worker.print_to_stdstream
@@ -189,7 +218,7 @@ class PoolManager:
                 # round-robin over the alive nodes: SPREAD, and soft affinity, often stack a burst on one node;
                 # a node that dies before its actor starts shows up as a dead actor, which is replaced
                 strategy = NodeAffinitySchedulingStrategy(node, soft=False) if node else "SPREAD"
-                handle = WorkerActor.options(scheduling_strategy=strategy, max_restarts=0,
+                handle = RemoteWorkerActor.options(scheduling_strategy=strategy, max_restarts=0,
                                              max_concurrency=slots + CONTROL_CALLS).remote(uid, slots)
                 self.capacity[uid] = slots
                 self.node_of[uid] = node
@@ -312,33 +341,6 @@ def driver_identity() -> dict[str, Any]:
     return {"pid": os.getpid(), "pid_started": start_time(os.getpid()), "namespace": process_namespace()}
 
 
-@dataclass
-class Member:
-    """One leased actor process; several slots may share it."""
-
-    uid: str
-    handle: Any
-    dead: bool = False
-    retiring: bool = False  # tainted: no new tasks; replaced once its slots are idle
-
-
-@dataclass
-class Slot:
-    """One place a task can run (a worker, in the live view)."""
-
-    index: int
-    member: Member
-    busy: Optional[str] = None  # task id
-
-    @property
-    def uid(self) -> str:
-        return self.member.uid
-
-    @property
-    def handle(self) -> Any:
-        return self.member.handle
-
-
 class Pool:
     """The driver's side of a lease: `size` slots over ceil(size / slots_per_actor) actors, renewed in the
     background; an actor that dies (or must retire) is replaced for all of its slots."""
@@ -382,6 +384,48 @@ class Pool:
                         member.handle.renew.remote(self.lessee, ACTOR_LEASE_TTL)
                     except Exception:  # noqa: BLE001  (a dead actor shows up in the run loop)
                         pass
+
+    # ---- the pool interface (orchestrator/executor.py) ----
+
+    def submit(self, slot: Slot, job: dict[str, Any]) -> Any:
+        return slot.handle.run_task.remote(job)
+
+    def wait(self, futures: list[Any], timeout: float) -> list[Any]:
+        ready, rest = ray.wait(futures, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        return ready
+
+    def result(self, future: Any) -> dict[str, Any]:
+        try:
+            return ray.get(future)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            raise WorkerLost(str(exc)) from None
+        except ray.exceptions.RayTaskError as exc:
+            raise WorkerError(str(exc)) from None
+
+    def send(self, member: Member, method: str, *args: Any) -> None:
+        try:
+            getattr(member.handle, method).remote(*args)
+        except Exception:  # noqa: BLE001  (the actor is gone already)
+            pass
+
+    def kill(self, member: Member) -> None:
+        _kill(member.handle)
+
+    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, Any]]]:
+        polls = {m.handle.progress.remote(): m for m in members}
+        if not polls:
+            return []
+        ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=timeout)
+        out = []
+        for ref in ready:
+            try:
+                out.append((polls[ref], ray.get(ref)))
+            except ray.exceptions.RayError:
+                continue
+        return out
 
     def lease_for_job(self) -> dict[str, Any]:
         """What a job carries so its actor can tell when this driver is gone (see WorkerActor.renew)."""

@@ -2,10 +2,12 @@
 run. `ga runs tell/stop` and a parent agent's code_run (`from orchestrator import tell, stop`, passing the run's
 directory, e.g. `run.run_dir` of a nested fan-out) use these.
 
-Delivery goes through Ray, so it works on a cluster: the run's ledger names its cluster and the actor
-running the task; the pool manager (a named actor) hands out that actor's handle. The actor records each
-steering event with the task, and the driver writes it to the ledger when the task's result comes back.
-Stopping a whole run interrupts its driver as Ctrl-C does (same machine).
+On Ray, delivery goes through Ray, so it works on a cluster: the run's ledger names its cluster and the
+actor running the task; the pool manager (a named actor) hands out that actor's handle. With the
+in-process executor (the ledger's run_started says `executor: local`) a request file in the run
+directory reaches the driver (orchestrator/mailbox.py). The actor records each steering event with the
+task, and the driver writes it to the ledger when the task's result comes back. Stopping a whole run
+interrupts its driver as Ctrl-C does (same machine).
 """
 from __future__ import annotations
 
@@ -29,10 +31,7 @@ def tell(run: str, task_id: str, message: str, runs_dir: Optional[Path] = None) 
     """Deliver `message` into the running task's next request (recorded in its history and the ledger)."""
     if not message.strip():
         raise SteerError("the message is empty; say what the task should know")
-    handle = _actor_of(run, task_id, runs_dir)
-    import ray
-
-    if not ray.get(handle.tell.remote(task_id, message)):
+    if not _call(run, task_id, runs_dir, "tell", message):
         raise SteerError(f"task '{task_id}' is stopping or finished: the message was not delivered; "
                          f"see `ga runs show {run} {task_id}`")
 
@@ -41,12 +40,9 @@ def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = Non
     """Stop one running task (it ends `stopped`, its processes killed, and `--resume` runs it again), or, with
     no task, the whole run (as Ctrl-C would)."""
     if task_id is not None:
-        import ray
-
         from orchestrator.actor import STOPPED
 
-        handle = _actor_of(run, task_id, runs_dir)
-        if not ray.get(handle.cancel.remote(task_id, f"{STOPPED}: `ga runs stop`")):
+        if not _call(run, task_id, runs_dir, "cancel", f"{STOPPED}: `ga runs stop`"):
             raise SteerError(f"task '{task_id}' finished before it could be stopped")
         return
     path = _run_dir(run, runs_dir).path
@@ -69,11 +65,30 @@ def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
         raise SteerError(str(exc)) from None
 
 
-def _actor_of(run: str, task_id: str, runs_dir: Optional[Path]) -> Any:
-    """The handle of the actor running `task_id` now, through the run's cluster and the pool manager."""
+def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: str) -> bool:
+    """tell(task_id, text) or cancel(task_id, text) on the worker running the task; its answer."""
     run_dir = _run_dir(run, runs_dir)
     records = list(read_jsonl(run_dir.path / "ledger.jsonl"))
-    address = next((r.get("address") for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), None)
+    opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})
+    uid = _running_uid(run_dir, records, task_id)
+    if opened.get("executor") == "local":
+        from orchestrator.mailbox import ask
+
+        reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text, "reason": text})
+        if reply is None:
+            raise SteerError(f"run {run_dir.run_id}: its driver did not answer; is it stuck? (`ga runs show "
+                             f"{run_dir.run_id}`)")
+        if reply.get("gone"):
+            raise SteerError(f"task '{task_id}': it is not running now; the run will retry or record it")
+        return bool(reply.get("ok"))
+    import ray
+
+    handle = _actor_of(opened.get("address"), uid, task_id)
+    return bool(ray.get(getattr(handle, method).remote(task_id, text)))
+
+
+def _running_uid(run_dir: RunDir, records: list[dict[str, Any]], task_id: str) -> str:
+    """The worker running `task_id` now, from the ledger; SteerError when none is."""
     if not _driver_holds(run_dir.path):
         raise SteerError(f"run {run_dir.run_id} is not running; `ga fanout --resume {run_dir.run_id}` continues it")
     uid = None
@@ -88,6 +103,11 @@ def _actor_of(run: str, task_id: str, runs_dir: Optional[Path]) -> Any:
         known = {r.get("task_id") for r in records if r.get("task_id")}
         what = "is not running now" if task_id in known else "is not a task of this run"
         raise SteerError(f"task '{task_id}' {what}; see `ga runs show {run_dir.run_id}`")
+    return uid
+
+
+def _actor_of(address: Optional[str], uid: str, task_id: str) -> Any:
+    """The handle of the actor `uid`, through the run's cluster and the pool manager."""
     import ray
 
     from orchestrator.pool import MANAGER_NAME, NAMESPACE, ClusterError, code_version, connect

@@ -75,14 +75,17 @@ class KillRun:
     resumed_at: list[float]  # time.time() each later driver started
 
 
-def start_driver(tasks: Path, runs: Path, address: str, resume: Optional[str], env: dict[str, str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "cli", "fanout", str(tasks), "--address", address, "--out", str(runs), "--json"]
+def start_driver(tasks: Path, runs: Path, address: Optional[str], resume: Optional[str],
+                 env: dict[str, str]) -> subprocess.Popen:
+    """`ga fanout` on the Ray cluster at `address`, or (None) with the in-process executor."""
+    command = [sys.executable, "-m", "cli", "fanout", str(tasks), *(["--address", address] if address else []),
+               "--out", str(runs), "--json"]
     if resume:
         command += ["--resume", resume]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 
-def kill_and_resume(tasks: Path, runs: Path, address: str, log_path: Path, marker: str, *, kills: int, seed: int,
+def kill_and_resume(tasks: Path, runs: Path, address: Optional[str], log_path: Path, marker: str, *, kills: int, seed: int,
                     delay: tuple[float, float], child_wait: float = 2.0, request_wait: float = 2.0,
                     settle: float = 3.0, env: Optional[dict[str, str]] = None) -> KillRun:
     """Start `ga fanout`, kill -9 it `kills` times (each a seeded random delay after its first task started),

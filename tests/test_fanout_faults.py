@@ -147,7 +147,8 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
     """A driver on another machine cannot be checked by pid: its tasks run while it renews, and stop when it stops."""
     import ray
 
-    from orchestrator.actor import CONTROL_CALLS, LEASE_LOST, WorkerActor
+    from orchestrator.actor import CONTROL_CALLS, LEASE_LOST
+    from orchestrator.pool import RemoteWorkerActor
     from tests.kill_support import code_run_pids
     from worker.models import resolve_model
 
@@ -163,7 +164,7 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
            "settings": settings.model_dump(), "model_config": resolve_model(f"scripted@{server.base_url}", settings),
            "governor": None, "timeout": None, "tools": None, "memory": "none", "secrets": {}, "env": {},
            "commit_key": "run/leased/1", "lease": lease}
-    actor = WorkerActor.options(max_concurrency=1 + CONTROL_CALLS).remote("lease-test", 1)
+    actor = RemoteWorkerActor.options(max_concurrency=1 + CONTROL_CALLS).remote("lease-test", 1)
     try:
         ref = actor.run_task.remote(job)
         deadline = time.monotonic() + 60

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from configs import load_settings
 from orchestrator import fanout
-from tests.fanout_support import answer_task, result_lines, start_server
+from tests.fanout_support import answer_task, ledger, result_lines, start_server
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -31,7 +32,9 @@ def test_budget_stops_new_tasks_and_the_summary_says_so(tmp_path: Path) -> None:
     assert resumed.summary["usage"]["total"] > stopped.summary["usage"]["total"]  # the run's total carries over
 
 
-def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limited(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["ray", "local"])
+def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limited(tmp_path: Path, executor: str) -> None:
+    """On Ray the nested run attaches to the parent's cluster; in-process, it runs in the script's own process."""
     sub = tmp_path / "sub.yaml"
     grandchild = ("from orchestrator import fanout\ntry:\n    fanout(['grandchild'])\n"
                   "except Exception as exc:\n    print('refused:', exc)")
@@ -55,7 +58,7 @@ def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limit
         run = fanout({"tasks": [{"id": "parent", "prompt": "parent", "inputs": [str(sub)]}], "max_depth": 1,
                       "allow_paths": [str(sub)],
                       "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300}},
-                     out=tmp_path / "runs", display="quiet")
+                     out=tmp_path / "runs", display="quiet", settings=load_settings({"fanout.executor": executor}))
     finally:
         server.stop()
     assert run.status == "succeeded", run.results
@@ -70,6 +73,8 @@ def test_nested_fanout_from_code_run_is_attributed_to_the_parent_and_depth_limit
     assert len(nested_dirs) == 1 and Path(compact["run_dir"]) == nested_dirs[0]
     nested_summary = json.loads((nested_dirs[0] / "summary.json").read_text())
     assert nested_summary["depth"] == 1 and nested_summary["parent_task"] == "parent"
+    opened = [e for e in ledger(nested_dirs[0]) + ledger(run.run_dir) if e["event"] == "run_started"]
+    assert [e["executor"] for e in opened] == [executor, executor]
     assert nested_summary["usage"]["total"] > 0
     assert parent["nested_usage"]["runs"] == 1
     assert parent["usage_with_nested"]["total"] == parent["usage"]["total"] + nested_summary["usage"]["total"]

@@ -97,9 +97,11 @@ def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path:
     assert len(read_jsonl(first.run_dir / "results.retried.jsonl")) == 1
 
 
-def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_path: Path, ray_session: dict) -> None:
-    marker = tmp_path / "calm"
-    work = f"import os, time\ntime.sleep(0.1 if os.path.exists({str(marker)!r}) else 60)\nprint('worked')"
+@pytest.mark.parametrize("executor", ["ray", "local"])
+def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_path: Path, ray_session: dict,
+                                                                          executor: str) -> None:
+    # the marker lives in the run directory, which the sandboxed script sees (its private /tmp hides tmp_path)
+    work = "import os, time\ntime.sleep(0.1 if os.path.exists(os.path.join(os.environ['GA_RUN_DIR'], 'calm')) else 60)\nprint('worked')"
     script = {"tasks": [{"match": "item", "turns": [
         {"content": "working", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": work,
                                                                                   "timeout": 120}}]},
@@ -108,7 +110,8 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
     tasks_file = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 4)
     runs = tmp_path / "runs"
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks_file), "--address", ray_session["address"],
+        where = ["--address", ray_session["address"]] if executor == "ray" else []  # none: the in-process executor
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks_file), *where,
                                  "--out", str(runs)], cwd=Path(__file__).resolve().parents[1],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
         deadline = time.monotonic() + 180
@@ -127,9 +130,10 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         events = ledger(run_dir)
         assert sum(1 for e in events if e["event"] == "interrupted" and e.get("task_id")) == 2
         assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
+        assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
         assert "resume with --resume" in out.decode()
-        marker.write_text("ok")
+        (run_dir / "calm").write_text("ok")
         run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
     finally:
         server.stop()

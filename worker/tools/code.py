@@ -112,6 +112,8 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
     store = getattr(getattr(ctx.memory, "store", None), "root", None)
     stores = {Path(p).resolve() for p in (settings.memory_root, store) if p is not None}
     readonly = [settings.home_dir, *stores, getattr(ctx.memory, "root", None)]
+    if env.get("GA_RUN_DIR"):  # the task's own run (a reduce reads the map's answers); visible under a private /tmp too
+        readonly.append(Path(env["GA_RUN_DIR"]))
     if not env.get("GA_RAY_ADDRESS"):
         # No parent cluster (ga run, chat, reflect, schedule): a fan-out from this script starts Ray inside the
         # sandbox, and its workers open the store (recovery, pins, commits). The store's bookkeeping opens up;
@@ -141,7 +143,7 @@ def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
 def _ray_node() -> Optional[tuple[Path, str]]:
     """(session directory, node id) of the Ray node this process belongs to, if it is a Ray worker or driver."""
     ray = sys.modules.get("ray")
-    try:
+    try:  # private: no public call names the session directory (a node's --temp-dir may place it anywhere)
         node = ray._private.worker.global_worker.node if ray is not None else None  # type: ignore[attr-defined]
         return (Path(node.get_session_dir_path()), node.node_id) if node is not None else None
     except AttributeError:
