@@ -204,7 +204,7 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def write_schemas(folder: Path = SCHEMA_DIR) -> list[Path]:
-    """Regenerate schemas/*.json from the models: `python -m orchestrator.records`."""
+    """Regenerate schemas/*.json from the models (`python schemas/regenerate.py`)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, model in SCHEMAS.items():
@@ -213,7 +213,3 @@ def write_schemas(folder: Path = SCHEMA_DIR) -> list[Path]:
         written.append(path)
     return written
 
-
-if __name__ == "__main__":
-    for written_path in write_schemas():
-        print(written_path)
