@@ -2,7 +2,7 @@
 (orchestrator/pool.py wraps this class with `ray.remote`); with the in-process executor (orchestrator/local.py)
 it is a plain object in the `ga fanout` process and its tasks are threads there.
 
-The job a driver sends is a plain dict (see `Driver.job`); the actor returns a plain result record.
+The driver sends a `Job` (see `Driver.job`); the actor answers with a `TaskRecord` (orchestrator/records.py).
 One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
 keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `fanout.slots_per_actor`
 = 1 gives every task a process of its own.
@@ -17,6 +17,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
+
+from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
+from worker.types import Usage
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
@@ -97,110 +100,85 @@ class WorkerActor:
                 state["worker"].cancel()
         return len(targets)
 
-    def run_task(self, job: dict[str, Any]) -> dict[str, Any]:
+    def run_task(self, job: Job) -> TaskRecord:
         started = time.time()
-        task_id = job["task_id"]
-        lease = job.get("lease")
+        task_id, lease = job.task_id, job.lease
         with self._lock:
             self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "steering": [], "progress": {
                 "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
-                "attempt": job["attempt"], "pid": os.getpid()}}
+                "attempt": job.attempt, "pid": os.getpid()}}
             if lease:  # the job just came from a live driver
                 self.leases[lease["lessee"]] = max(self.leases.get(lease["lessee"], 0.0), time.monotonic() + lease["ttl"])
         try:
             record = self._run(job, started)
         except Exception as exc:  # a setup problem in this process: report it, the driver decides
             record = _record(job, "failed", started, reason=f"worker setup failed: {type(exc).__name__}: {exc}")
-            record["error"] = "setup"
+            record.error = "setup"
         finally:
             with self._lock:
                 self.tasks.pop(task_id, None)
                 in_use = {state["lease"]["lessee"] for state in self.tasks.values() if state.get("lease")}
                 for lessee in [k for k in self.leases if k not in in_use and self.leases[k] < time.monotonic()]:
                     del self.leases[lessee]
-        record["actor"] = {"uid": self.uid, "pid": os.getpid(), "node_id": _node_id(),
-                           "tainted": self.tainted}
+        record.actor = ActorInfo(uid=self.uid, pid=os.getpid(), node_id=_node_id(), tainted=self.tainted)
         return record
 
     # ---- one task ----
 
-    def _run(self, job: dict[str, Any], started: float) -> dict[str, Any]:
-        from configs import Settings
+    def _run(self, job: Job, started: float) -> TaskRecord:
         from orchestrator.governor import task_model
         from worker.agent import Worker
 
-        task_dir = Path(job["task_dir"])
-        _fresh_task_dir(task_dir, job["attempt"])
-        workdir = task_dir / "workdir"
-        workdir.mkdir(parents=True, exist_ok=True)
-        for source in job["inputs"]:
-            if source in job.get("input_files", {}):  # no shared filesystem: the driver sent the content
-                (workdir / Path(source).name).write_bytes(job["input_files"][source])
-            else:
-                shutil.copy2(source, workdir / Path(source).name)
-        settings = Settings.model_validate(job["settings"])
+        task_dir = Path(job.task_dir)
+        workdir = _prepare_workdir(job, task_dir)
+        settings = job.settings
         self._configure_logging(settings.log.level)
-        for name, value in job.get("secrets", {}).items():
+        for name, value in job.secrets.items():
             os.environ.setdefault(name, value)
-        task_id = job["task_id"]
+        task_id = job.task_id
         model = task_model(job, f"{self.uid}:{task_id}")
-        worker = Worker(job["prompt"], task_id=task_id, workdir=workdir, settings=settings,
+        worker = Worker(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
-                        env=job["env"], on_turn=lambda event: self._on_turn(task_id, event), tools=job.get("tools"),
-                        check=job.get("check"), commit_key=job.get("commit_key"))
+                        env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,
+                        check=job.check, commit_key=job.commit_key)
         with self._lock:
             state = self.tasks[task_id]
             state["worker"] = worker
             cancelled_early = state["cancel"]
         if cancelled_early:
             worker.cancel()
+        outcome = self._wait(worker, state, job.timeout, task_id)
+        record = _outcome_record(job, started, worker, state["cancel"], outcome)
+        record.steering = state["steering"] or None
+        if getattr(model, "switches", None):
+            record.failovers, record.usage_by_model = model.switches, model.usage
+        if getattr(model, "circuit_open", False):
+            record.stop = "paused"
+        elif record.status == "failed" and "HTTP 429" in record.reason:
+            record.stop = "rate_limited"
+        record.nested_usage = nested_usage(task_dir)
+        record.history_path, record.task_dir = str(task_dir / "history.jsonl"), str(task_dir)
+        (task_dir / "answer.md").write_text(record.answer + "\n", encoding="utf-8")
+        if job.return_files:  # the driver cannot see this node's disk: send what it must keep
+            record.files = _read_files(task_dir, ["history.jsonl", "answer.md"])
+        return record
+
+    def _wait(self, worker: Any, state: dict[str, Any], timeout: Optional[float], task_id: str) -> dict[str, Any]:
+        """Run the Worker in its own thread; past `timeout` cancel it (a thread that outlives that taints the actor)."""
         outcome: dict[str, Any] = {}
         thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
                                   name=f"{WORKER_THREAD}{task_id}"[:60])
         thread.start()
-        timeout = job.get("timeout")
         thread.join(timeout)
-        timed_out = thread.is_alive()
-        if timed_out:
+        if thread.is_alive():
             with self._lock:
                 state["cancel"] = f"timeout after {timeout:g}s"
+            outcome["timed_out"] = True
             worker.cancel()
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
                 self.tainted = True
-        if state["cancel"]:
-            status = "timeout" if timed_out else "lease_lost" if state["cancel"].startswith(LEASE_LOST) else "cancelled"
-            if state["cancel"].startswith(STOPPED):
-                status = "stopped"
-            record = _record(job, "failed", started, reason=state["cancel"], usage=worker.usage.to_dict())
-            record["stop"] = status
-        elif "error" in outcome:
-            record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage.to_dict())
-            record["error"] = "crash"
-        else:
-            result = outcome["result"]
-            record = _record(job, result.status, started, reason=result.reason, usage=result.usage.to_dict())
-            record.update(answer=result.answer, turns=result.turns, question=result.question,
-                          memory_generation=result.memory_generation)
-            if result.check is not None:
-                record["check"] = result.check
-                if not result.check["passed"]:
-                    record["error"] = "check"  # the scheduler retries it like a lost worker
-        if state["steering"]:
-            record["steering"] = state["steering"]
-        if getattr(model, "switches", None):
-            record.update(failovers=model.switches, usage_by_model=model.usage_by_model())
-        if getattr(model, "circuit_open", False):
-            record["stop"] = "paused"
-        elif record["status"] == "failed" and "HTTP 429" in record.get("reason", ""):
-            record["stop"] = "rate_limited"
-        record["nested_usage"] = nested_usage(task_dir)
-        record["history_path"] = str(task_dir / "history.jsonl")
-        record["task_dir"] = str(task_dir)
-        (task_dir / "answer.md").write_text((record.get("answer") or "") + "\n", encoding="utf-8")
-        if job.get("return_files"):  # the driver cannot see this node's disk: send what it must keep
-            record["files"] = _read_files(task_dir, ["history.jsonl", "answer.md"])
-        return record
+        return outcome
 
     def _configure_logging(self, level: str) -> None:
         """Once per process: the run's level (Ray starts workers with structlog's debug-everything default)."""
@@ -210,18 +188,18 @@ class WorkerActor:
             setup_logging(level)
             self._log_level = level
 
-    def _store(self, job: dict[str, Any], settings: Any) -> Any:
-        if job.get("memory") == "none":
+    def _store(self, job: Job, settings: Any) -> Any:
+        if job.memory == "none":
             return None
-        if job.get("memory") == "service":
+        if job.memory == "service":
             from orchestrator.memory_service import NAMESPACE, ReplicaStore
 
-            key = "service:" + job["memory_service"]
+            key = f"service:{job.memory_service}"
             if key not in self.stores:
                 import ray
 
-                service = ray.get_actor(job["memory_service"], namespace=NAMESPACE)
-                self.stores[key] = ReplicaStore(Path(job["memory_replica"]), service)
+                service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
+                self.stores[key] = ReplicaStore(Path(str(job.memory_replica)), service)
             return self.stores[key]
         root = str(settings.memory_root)
         if root not in self.stores:
@@ -273,11 +251,42 @@ def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:
         outcome["error"] = f"worker crashed: {type(exc).__name__}: {exc}"
 
 
-def _record(job: dict[str, Any], status: str, started: float, reason: str = "",
-            usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    return {"task_id": job["task_id"], "status": status, "attempt": job["attempt"], "answer": "", "turns": 0,
-            "reason": reason, "usage": usage or {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0},
-            "started": started, "finished": time.time(), "seconds": round(time.time() - started, 3)}
+def _record(job: Job, status: str, started: float, reason: str = "", usage: Optional[Usage] = None) -> TaskRecord:
+    return TaskRecord(task_id=job.task_id, status=status, attempt=job.attempt, reason=reason, usage=usage or Usage(),
+                      started=started, finished=time.time(), seconds=round(time.time() - started, 3))
+
+
+def _outcome_record(job: Job, started: float, worker: Any, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
+    """The record of how the Worker ended: stopped (timeout, lease lost, cancelled), crashed, or its result."""
+    if cancel:
+        record = _record(job, "failed", started, reason=cancel, usage=worker.usage)
+        record.stop = "timeout" if outcome.get("timed_out") else "lease_lost" if cancel.startswith(LEASE_LOST) \
+            else "stopped" if cancel.startswith(STOPPED) else "cancelled"
+        return record
+    if "error" in outcome:
+        record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage)
+        record.error = "crash"
+        return record
+    result = outcome["result"]
+    record = _record(job, result.status, started, reason=result.reason, usage=result.usage)
+    record.answer, record.turns, record.question = result.answer or "", result.turns, result.question
+    record.memory_generation, record.check = result.memory_generation, result.check
+    if result.check is not None and not result.check["passed"]:
+        record.error = "check"  # the map loop retries it like a lost worker
+    return record
+
+
+def _prepare_workdir(job: Job, task_dir: Path) -> Path:
+    """A clean task directory with the task's inputs in its workdir (sent along when there is no shared disk)."""
+    _fresh_task_dir(task_dir, job.attempt)
+    workdir = task_dir / "workdir"
+    workdir.mkdir(parents=True, exist_ok=True)
+    for source in job.inputs:
+        if source in job.input_files:
+            (workdir / Path(source).name).write_bytes(job.input_files[source])
+        else:
+            shutil.copy2(source, workdir / Path(source).name)
+    return workdir
 
 
 def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
@@ -290,20 +299,19 @@ def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
     task_dir.mkdir(parents=True, exist_ok=True)
 
 
-def nested_usage(task_dir: Path) -> dict[str, Any]:
+def nested_usage(task_dir: Path) -> NestedUsage:
     """Usage of the fan-outs this task started from its code_run (their summaries include their own nested runs)."""
-    total = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0, "runs": 0}
+    total = NestedUsage()
     runs = task_dir / "runs"
     if not runs.is_dir():
         return total
     for summary_path in runs.glob("*/summary.json"):
         try:
-            usage = json.loads(summary_path.read_text(encoding="utf-8")).get("usage", {})
-        except (OSError, json.JSONDecodeError):
+            usage = Usage.from_dict(json.loads(summary_path.read_text(encoding="utf-8")).get("usage"))
+        except (OSError, ValueError):  # a summary being written, or damaged: not counted
             continue
-        for key in ("prompt", "completion", "cached", "cost", "total"):
-            total[key] += usage.get(key, 0)
-        total["runs"] += 1
+        total = total + usage  # stays a NestedUsage
+        total.runs += 1
     return total
 
 

@@ -13,27 +13,29 @@ from configs import Settings
 from orchestrator.display import Display, choose_mode
 from orchestrator.governor import endpoint_key
 from orchestrator.ledger import RunDir
-from orchestrator.maploop import MapLoop, MapOutcome, add_usage
+from orchestrator.maploop import MapLoop, MapOutcome
+from orchestrator.records import BudgetLimits, Fallback, Job, ReduceResult, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from worker import telemetry
 from worker.models import nested_model_env
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")
+STOPPED = {"interrupted": ("interrupted", 130), "paused": ("paused", 1), "budget": ("budget_spent", 1)}  # run status, exit
 
 
 def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
     """Driver.execute as the trace's `run` span (telemetry.otlp_endpoint); a nested run joins its parent's."""
 
     @functools.wraps(execute)
-    def wrapper(driver: "Driver", todo: list[PlannedTask], spent: dict[str, Any], resumed: bool) -> Any:
+    def wrapper(driver: "Driver", todo: list[PlannedTask], spent: Usage, resumed: bool) -> Any:
         with telemetry.span(driver.settings, f"run {driver.plan.name}", attributes={
                 "ga.run.id": driver.run.run_id, "ga.run.tasks": len(todo), "ga.run.depth": driver.nest.depth,
                 "ga.run.parent_task": driver.nest.parent_task}) as current:
             run = execute(driver, todo, spent, resumed)
-            usage = run.summary.get("usage", {})
-            telemetry.annotate(current, {"ga.run.status": run.status, "gen_ai.usage.input_tokens": usage.get("prompt"),
-                                         "gen_ai.usage.output_tokens": usage.get("completion")},
+            usage = run.summary.usage
+            telemetry.annotate(current, {"ga.run.status": run.status, "gen_ai.usage.input_tokens": usage.prompt,
+                                         "gen_ai.usage.output_tokens": usage.completion},
                                error="" if run.status == "succeeded" else run.status)
         telemetry.flush()
         return run
@@ -55,7 +57,7 @@ class Driver:
     # ---- the run ----
 
     @_traced
-    def execute(self, todo: list[PlannedTask], spent: dict[str, Any], resumed: bool) -> Any:
+    def execute(self, todo: list[PlannedTask], spent: Usage, resumed: bool) -> Any:
         from orchestrator.fanout import Run
 
         started = time.time()
@@ -76,27 +78,27 @@ class Driver:
             scheduler = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                done_before=len(done_before), failed_before=sum(r["status"] != "succeeded" for r in done_before.values()))
+                done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = scheduler.run_all(todo)
             if plan.reduce and outcome.stop is None:
                 from orchestrator.reduce import Reducer
 
                 display.update(note="reduce")
                 reduce_result = Reducer(self, pool, display).run(self._ordered_results())
-                add_usage(outcome.usage, reduce_result.get("usage", {}))
+                outcome.usage += reduce_result.usage
         finally:
             display.close()
             pool.close()
         results = self._ordered_results()
         summary = self._summary(outcome, results, reduce_result, started, resumed)
         run.write_summary(summary)
-        run.ledger("run_finished", status=summary["status"], exit_code=summary["exit_code"])
-        run.event("run_finished", status=summary["status"], seconds=summary["seconds"])
+        run.ledger("run_finished", status=summary.status, exit_code=summary.exit_code)
+        run.event("run_finished", status=summary.status, seconds=summary.seconds)
         run.close()
-        return Run(run.run_id, run.path, summary["status"], summary["exit_code"], results, summary, reduce_result,
+        return Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
                    outcome.unfinished)
 
-    def _ordered_results(self) -> list[dict[str, Any]]:
+    def _ordered_results(self) -> list[TaskRecord]:
         found = self.run.results()
         return [found[t.id] for t in self.plan.tasks if t.id in found]
 
@@ -113,8 +115,30 @@ class Driver:
     def timeout_of(self, task: PlannedTask) -> Optional[float]:
         return task.timeout or self.settings.fanout.timeout
 
-    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None, step: Optional[str] = None) -> dict[str, Any]:
+    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None, step: Optional[str] = None) -> Job:
         """What an actor needs to run one attempt of a task; `step` names a reduce step in its memory commit key."""
+        config = self.models[task.model]
+        shipped = self.memory["mode"] == "service"  # no shared filesystem: inputs and outputs travel with the job
+        secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
+            config.api_key_env) else {}
+        return Job(
+            task_id=task.id, attempt=attempt, prompt=task.prompt, inputs=task.inputs,
+            commit_key=f"{self.run.run_id}/{step or task.id}/{attempt}",
+            task_dir=str((base or self.run.path / "tasks") / task.id), settings=self._task_settings(task),
+            model_name=task.model, endpoint=config, governor=self.governors.get(str(task.model)),
+            timeout=self.timeout_of(task),
+            fallbacks=[Fallback(model_name=name, endpoint=self.models[name], governor=self.governors.get(name))
+                       for name in config.fallbacks],
+            tools=self.tools_for(task), check=task.check, memory=self.memory["mode"],
+            memory_service=self.memory["service"], memory_replica=self.memory["replica"], secrets=secrets,
+            return_files=shipped, input_files={p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
+            env={**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
+                                       self.settings.home_dir), **nested_model_env(task.model, config),
+                 **telemetry.child_env()},
+        )
+
+    def _task_settings(self, task: PlannedTask) -> Settings:
+        """The run's settings with the task's limits, and its tasks file's sandbox block over the config's."""
         settings = self.settings.model_copy(deep=True)
         worker = settings.worker
         if task.max_turns:
@@ -123,30 +147,11 @@ class Driver:
             worker.max_tokens = task.max_tokens
         if task.max_cost:
             worker.max_cost = task.max_cost
-        if task.sandbox:  # the tasks file's sandbox block over the config's; its writable paths are added
+        if task.sandbox:  # its writable paths are added to the config's
             extra = task.sandbox.get("writable", [])
             settings.sandbox = settings.sandbox.model_validate({
                 **settings.sandbox.model_dump(), **task.sandbox, "writable": [*settings.sandbox.writable, *extra]})
-        config = self.models[task.model]
-        task_dir = (base or self.run.path / "tasks") / task.id
-        shipped = self.memory["mode"] == "service"  # no shared filesystem: inputs and outputs travel with the job
-        secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
-            config.api_key_env) else {}
-        return {
-            "task_id": task.id, "attempt": attempt, "prompt": task.prompt, "inputs": task.inputs,
-            "commit_key": f"{self.run.run_id}/{step or task.id}/{attempt}",
-            "task_dir": str(task_dir), "settings": settings.model_dump(), "model_config": config,
-            "governor": self.governors.get(str(task.model)), "timeout": self.timeout_of(task),
-            "model_name": task.model, "fallbacks": [{"model_name": name, "model_config": self.models[name],
-                                                     "governor": self.governors.get(name)} for name in config.fallbacks],
-            "tools": self.tools_for(task), "check": task.check, "memory": self.memory["mode"],
-            "memory_service": self.memory["service"],
-            "memory_replica": self.memory["replica"], "secrets": secrets, "return_files": shipped,
-            "input_files": {p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
-            "env": {**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
-                                          self.settings.home_dir), **nested_model_env(task.model, config),
-                    **telemetry.child_env()},
-        }
+        return settings
 
     def tools_for(self, task: PlannedTask) -> Optional[list[str]]:
         from worker.tools import REGISTRY
@@ -158,19 +163,12 @@ class Driver:
 
     # ---- the summary ----
 
-    def _summary(self, outcome: MapOutcome, results: list[dict[str, Any]], reduce_result: Optional[dict[str, Any]],
-                 started: float, resumed: bool) -> dict[str, Any]:
-        counts = {s: sum(1 for r in results if r["status"] == s) for s in FINAL_STATUSES}
+    def _summary(self, outcome: MapOutcome, results: list[TaskRecord], reduce_result: Optional[ReduceResult],
+                 started: float, resumed: bool) -> RunSummary:
+        counts = {s: sum(1 for r in results if r.status == s) for s in FINAL_STATUSES}
         total = len(self.plan.tasks)
         unfinished = total - len(results)
-        if outcome.stop == "interrupted":
-            status, code = "interrupted", 130
-        elif outcome.stop == "paused":
-            status, code = "paused", 1
-        elif outcome.stop == "budget":
-            status, code = "budget_spent", 1
-        else:
-            status, code = run_status(counts, total, reduce_result)
+        status, code = STOPPED.get(outcome.stop or "") or run_status(counts, total, reduce_result)
         note = ""
         if outcome.stop == "budget":
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
@@ -179,34 +177,33 @@ class Driver:
             note = f"the model endpoint kept refusing requests: run paused; resume later with --resume {self.run.run_id}"
         elif outcome.stop == "interrupted":
             note = f"interrupted: {unfinished} task(s) unfinished; resume with --resume {self.run.run_id}"
-        per_task = {r["task_id"]: r.get("usage_with_nested") or r.get("usage") for r in results}
         governors = []
         for governor in {id(g): g for g in self.governors.values()}.values():
             try:
                 governors.append(governor.snapshot())
             except Exception:  # noqa: BLE001  (reporting only)
                 pass
-        previous = self.run.summary() or {}
-        return {
-            "run_id": self.run.run_id, "name": self.plan.name, "status": status, "exit_code": code,
-            "started": previous.get("started", started) if resumed else started, "finished": time.time(),
-            "seconds": round(time.time() - started, 3), "depth": self.nest.depth, "parent_task": self.nest.parent_task,
-            "address": self.cluster["address"], "workers": self.workers,
-            "tasks": {"total": total, **counts, "unfinished": unfinished},
-            "usage": outcome.usage, "per_task": per_task, "per_worker": outcome.per_worker,
-            "nested_runs": sum((r.get("nested_usage") or {}).get("runs", 0) for r in results),
-            "stop_reason": outcome.stop, "stop_note": note,
-            "budget": {"tokens": self.plan.budget_tokens, "cost": self.plan.budget_cost},
-            "reduce": {k: v for k, v in (reduce_result or {}).items() if k != "answer"} or None,
-            "governors": governors, "memory": self.memory["mode"],
-        }
+        previous = self.run.summary()
+        return RunSummary(
+            run_id=self.run.run_id, name=self.plan.name, status=status, exit_code=code,
+            started=previous.started if resumed and previous else started, finished=time.time(),
+            seconds=round(time.time() - started, 3), depth=self.nest.depth, parent_task=self.nest.parent_task,
+            address=self.cluster["address"], workers=self.workers,
+            tasks=TaskCounts(total=total, **counts, unfinished=unfinished),
+            usage=outcome.usage, per_task={r.task_id: r.spent for r in results}, per_worker=outcome.per_worker,
+            nested_runs=sum(r.nested_usage.runs for r in results if r.nested_usage),
+            stop_reason=outcome.stop, stop_note=note,
+            budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
+            reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
+            governors=governors, memory=self.memory["mode"] or "store",
+        )
 
 
-def run_status(counts: dict[str, int], total: int, reduce_result: Optional[dict[str, Any]]) -> tuple[str, int]:
+def run_status(counts: dict[str, int], total: int, reduce_result: Optional[ReduceResult]) -> tuple[str, int]:
     """A finished run: "succeeded" (exit 0) only when every task and the reduce succeeded; "unverified"
     (exit 1) when nothing failed but some answers are not backed by a successful tool run or check;
     otherwise "failed" (exit 1). Unattended callers fail closed on anything but 0."""
-    reduce_status = (reduce_result or {}).get("status", "succeeded")
+    reduce_status = reduce_result.status if reduce_result else "succeeded"
     if counts.get("succeeded", 0) == total and reduce_status == "succeeded":
         return "succeeded", 0
     if counts.get("succeeded", 0) + counts.get("unverified", 0) == total and reduce_status in ("succeeded", "unverified"):
@@ -214,10 +211,10 @@ def run_status(counts: dict[str, int], total: int, reduce_result: Optional[dict[
     return "failed", 1
 
 
-def _budget_text(plan: Plan, usage: dict[str, Any]) -> str:
+def _budget_text(plan: Plan, usage: Usage) -> str:
     parts = []
     if plan.budget_tokens:
-        parts.append(f"{usage['total']:,} of {plan.budget_tokens:,} tokens")
+        parts.append(f"{usage.total:,} of {plan.budget_tokens:,} tokens")
     if plan.budget_cost:
-        parts.append(f"${usage['cost']:.4f} of ${plan.budget_cost:.4f}")
+        parts.append(f"${usage.cost:.4f} of ${plan.budget_cost:.4f}")
     return ", ".join(parts)

@@ -21,6 +21,7 @@ import structlog
 from configs import Settings, load_settings
 from orchestrator import spec as specs
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.records import ReduceResult, RunSummary, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask, SpecError
 
 log = structlog.get_logger("ga.fanout")
@@ -34,30 +35,32 @@ class FanoutError(ValueError):
 
 @dataclass
 class Run:
+    """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
+
     run_id: str
     run_dir: Path
     status: str
     exit_code: int
-    results: list[dict[str, Any]]
-    summary: dict[str, Any]
-    reduce: Optional[dict[str, Any]] = None
+    results: list[TaskRecord]
+    summary: RunSummary
+    reduce: Optional[ReduceResult] = None
     unfinished: list[str] = field(default_factory=list)
 
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
         """What --json prints: small enough for a parent agent to read whole."""
         per_answer = max(200, limit // max(1, len(self.results) + (1 if self.reduce else 0)))
-        rows = [{"id": r["task_id"], "status": r["status"], "answer": _cut(r.get("answer") or "", per_answer),
-                 **({"reason": r["reason"]} if r.get("reason") and r["status"] != "succeeded" else {})}
+        rows = [{"id": r.task_id, "status": r.status, "answer": _cut(r.answer, per_answer),
+                 **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
                 for r in self.results]
         data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
-                "tasks": self.summary.get("tasks", {}), "usage": self.summary.get("usage", {}),
-                "seconds": self.summary.get("seconds"), "results": rows,
+                "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
+                "seconds": self.summary.seconds, "results": rows,
                 "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
-        if self.summary.get("stop_note"):
-            data["note"] = self.summary["stop_note"]
+        if self.summary.stop_note:
+            data["note"] = self.summary.stop_note
         if self.reduce:
-            data["reduce"] = {"status": self.reduce.get("status"), "answer": _cut(self.reduce.get("answer") or "", limit),
-                              "path": self.reduce.get("path")}
+            data["reduce"] = {"status": self.reduce.status, "answer": _cut(self.reduce.answer or "", limit),
+                              "path": self.reduce.path}
         return data
 
 
@@ -129,7 +132,7 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
 
     names = {t.model for t in plan.tasks}
     if plan.reduce:
-        names.add(plan.reduce.get("model") or _reduce_default_model(plan))
+        names.add(plan.reduce.model or _reduce_default_model(plan))
     models: dict[Optional[str], Any] = {}
     pending = sorted(names, key=str)
     while pending:  # the models named, then their fallbacks
@@ -172,12 +175,10 @@ def _reduce_default_model(plan: Plan) -> Optional[str]:
     return plan.tasks[0].model if plan.tasks else None
 
 
-def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bool) -> tuple[RunDir, list[PlannedTask], dict]:
+def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bool) -> tuple[RunDir, list[PlannedTask], Usage]:
     """A new run directory, or the one being resumed after checking its tasks did not change."""
-    from orchestrator.maploop import add_usage, zero_usage
-
     if not resume:
-        return _create_run(plan, runs_dir), list(plan.tasks), zero_usage()
+        return _create_run(plan, runs_dir), list(plan.tasks), Usage()
     try:
         run = RunDir.existing(runs_dir, resume)
     except FileNotFoundError as exc:
@@ -199,9 +200,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     if retry_failed:
         run.forget_failed()
     done = run.results()
-    spent = zero_usage()
-    for record in done.values():
-        add_usage(spent, record.get("usage_with_nested") or record.get("usage", {}))
+    spent = sum((record.spent for record in done.values()), Usage())
     return run, [t for t in plan.tasks if t.id not in done], spent
 
 
@@ -274,26 +273,29 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
                      "timeout": task.timeout or settings.fanout.timeout, "inputs": [Path(p).name for p in task.inputs],
                      "prompt": task.prompt, "max_cost": bound})
     if plan.reduce:  # one pass; a hierarchical reduce (results over its context budget) adds passes
-        model = plan.reduce.get("model") or _reduce_default_model(plan)
-        turns = plan.reduce.get("max_turns") or settings.worker.max_turns
+        model = plan.reduce.model or _reduce_default_model(plan)
+        turns = plan.reduce.max_turns or settings.worker.max_turns
         bound = book.upper_bound(model, turns, None)
         total = None if bound is None or total is None else total + bound
         rows.append({"id": "(reduce)", "model": model or settings.worker.model or "(default)", "max_turns": turns,
-                     "timeout": plan.reduce.get("timeout") or settings.fanout.timeout, "inputs": [],
-                     "prompt": plan.reduce["prompt"], "max_cost": bound})
+                     "timeout": plan.reduce.timeout or settings.fanout.timeout, "inputs": [],
+                     "prompt": plan.reduce.prompt, "max_cost": bound})
     if total is not None and plan.budget_cost:
         total = min(total, plan.budget_cost)
     return {"name": plan.name, "tasks": rows, "total_max_cost": total,
             "concurrency": plan.concurrency or settings.fanout.concurrency,
             "retries": plan.retries if plan.retries is not None else settings.fanout.retries,
-            "budget": {"tokens": plan.budget_tokens, "cost": plan.budget_cost}, "reduce": plan.reduce,
+            "budget": {"tokens": plan.budget_tokens, "cost": plan.budget_cost},
+            "reduce": plan.reduce.model_dump() if plan.reduce else None,
             "memory_commit": plan.memory_commit}
 
 
 def load_run(runs_dir: Path, run_id: str) -> dict[str, Any]:
     """`ga runs show`: summary (or progress so far), results and the ledger's last events."""
     run = RunDir.existing(runs_dir, run_id)
-    return {"run_id": run.run_id, "path": str(run.path), "summary": run.summary(), "results": list(run.results().values()),
+    summary = run.summary()
+    return {"run_id": run.run_id, "path": str(run.path), "summary": summary.model_dump(mode="json") if summary else None,
+            "results": [r.line() for r in run.results().values()],
             "ledger_tail": list(read_jsonl(run.path / "ledger.jsonl"))[-20:]}
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from configs.logs import redact_text
+from orchestrator.records import Job
 from worker.types import ModelError, Reply, Usage
 
 NAMESPACE = "ga"
@@ -389,16 +390,16 @@ class GovernedModel:
         return reply
 
 
-def task_model(job: dict[str, Any], client_id: str) -> Any:
+def task_model(job: Job, client_id: str) -> Any:
     """A task's model from its job: the client, governed when its endpoint has a governor, with the
     fallbacks its models.yaml entry names behind it."""
     from worker.llm import LLMClient
 
     chain = []
-    for entry in [job, *job.get("fallbacks", [])]:
-        client = LLMClient(entry["model_config"])
-        model = GovernedModel(client, entry["governor"], client_id) if entry.get("governor") else client
-        chain.append((str(entry.get("model_name") or entry["model_config"].name), model))
+    for entry in [job, *job.fallbacks]:
+        client = LLMClient(entry.endpoint)
+        model = GovernedModel(client, entry.governor, client_id) if entry.governor else client
+        chain.append((str(entry.model_name or entry.endpoint.name), model))
     return chain[0][1] if len(chain) == 1 else FailoverModel(chain)
 
 
@@ -410,7 +411,7 @@ class FailoverModel:
     def __init__(self, chain: list[tuple[str, Any]]):
         self.chain, self.index = chain, 0
         self.switches: list[dict[str, Any]] = []
-        self.usage: dict[str, Any] = {}
+        self.usage: dict[str, Usage] = {}
 
     def __getattr__(self, name: str) -> Any:  # config, requests, ... of the model in use
         return getattr(self.chain[self.index][1], name)
@@ -434,6 +435,3 @@ class FailoverModel:
                 continue
             self.usage[name] = self.usage.get(name, Usage()) + reply.usage
             return reply
-
-    def usage_by_model(self) -> dict[str, dict[str, Any]]:
-        return {name: usage.to_dict() for name, usage in self.usage.items()}

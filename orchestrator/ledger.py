@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import yaml
+from pydantic import BaseModel
 
 from memory_shared.fsutil import atomic_replace
+from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 
 def new_run_id(name: str) -> str:
@@ -35,13 +37,18 @@ class JsonlFile:
         self._handle = path.open("a", encoding="utf-8")
 
     def append(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._handle.write(json.dumps(record, default=_plain, ensure_ascii=False) + "\n")
         self._handle.flush()
         if self.sync:
             os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         self._handle.close()
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what json does not know: a record as its JSON object, anything else as its text."""
+    return value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else str(value)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -68,6 +75,11 @@ def _cut_torn_tail(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
+def _read_results(path: Path) -> dict[str, TaskRecord]:
+    found = (TaskRecord.model_validate(line) for line in read_jsonl(path))
+    return {record.task_id: record for record in found}
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Text through fsutil's atomic replace (no temp file left when it fails)."""
     atomic_replace(path, text.encode("utf-8"))
@@ -82,7 +94,7 @@ class RunDir:
         self._ledger: Optional[JsonlFile] = None
         self._results: Optional[JsonlFile] = None
         self._events: Optional[JsonlFile] = None
-        self._finished: dict[str, dict[str, Any]] = {}
+        self._finished: dict[str, TaskRecord] = {}
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, spec: dict[str, Any]) -> "RunDir":
@@ -127,7 +139,7 @@ class RunDir:
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
         self._results = JsonlFile(self.path / "results.jsonl")
         self._events = JsonlFile(self.path / "events.jsonl", sync=False)
-        self._finished = {r["task_id"]: r for r in read_jsonl(self.path / "results.jsonl")}
+        self._finished = _read_results(self.path / "results.jsonl")
         return self
 
     def close(self) -> None:
@@ -142,28 +154,28 @@ class RunDir:
     def spec(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "spec.yaml").read_text(encoding="utf-8"))
 
-    def results(self) -> dict[str, dict[str, Any]]:
+    def results(self) -> dict[str, TaskRecord]:
         if self._results is None:
-            return {r["task_id"]: r for r in read_jsonl(self.path / "results.jsonl")}
+            return _read_results(self.path / "results.jsonl")
         return dict(self._finished)
 
-    def ledger_records(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.path / "ledger.jsonl"))
+    def ledger_records(self) -> list[LedgerEvent]:
+        return [LedgerEvent.model_validate(line) for line in read_jsonl(self.path / "ledger.jsonl")]
 
-    def reduce_results(self) -> dict[str, dict[str, Any]]:
+    def reduce_results(self) -> dict[str, TaskRecord]:
         """Reduce steps that finished, by key (step id and input digest): a resume reuses them instead of paying
         the model again. `--retry-failed` drops the failed ones (a `requeued` line with step=reduce)."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, TaskRecord] = {}
         for event in self.ledger_records():
-            if event["event"] == "reduce_result":
-                found[event["key"]] = event["record"]
-            elif event["event"] == "requeued" and event.get("step") == "reduce":
-                found = {k: v for k, v in found.items() if v["task_id"] != event.get("task_id")}
+            if event.event == "reduce_result" and event.key and event.record:
+                found[event.key] = event.record
+            elif event.event == "requeued" and event.step == "reduce":
+                found = {k: v for k, v in found.items() if v.task_id != event.task_id}
         return found
 
-    def summary(self) -> Optional[dict[str, Any]]:
+    def summary(self) -> Optional[RunSummary]:
         path = self.path / "summary.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        return RunSummary.model_validate_json(path.read_bytes()) if path.is_file() else None
 
     def task_dir(self, task_id: str) -> Path:
         return self.path / "tasks" / task_id
@@ -179,43 +191,42 @@ class RunDir:
         assert self._events is not None
         self._events.append({"time": round(time.time(), 3), "event": name, **fields})
 
-    def add_result(self, record: dict[str, Any]) -> bool:
+    def add_result(self, record: TaskRecord) -> bool:
         """Append a finished task's result unless it is already there; then its final ledger line."""
         assert self._results is not None
-        task_id = record["task_id"]
-        if task_id in self._finished:
+        if record.task_id in self._finished:
             return False
-        self._results.append(record)
-        self._finished[task_id] = record
-        self.ledger(record["status"], task_id, attempt=record.get("attempt"), reason=record.get("reason", ""))
+        self._results.append(record.line())
+        self._finished[record.task_id] = record
+        self.ledger(record.status, record.task_id, attempt=record.attempt, reason=record.reason)
         return True
 
-    def add_reduce_result(self, key: str, record: dict[str, Any]) -> None:
+    def add_reduce_result(self, key: str, record: TaskRecord) -> None:
         """A finished reduce step, whole (answer, usage, memory generation), before anything else is done with it."""
-        self.ledger("reduce_result", record["task_id"], key=key, record=record)
+        self.ledger("reduce_result", record.task_id, key=key, record=record.line())
 
     def forget_failed(self) -> list[str]:
         """--retry-failed: failed results are moved aside so those tasks run again."""
         assert self._results is not None
-        keep = {k: v for k, v in self._finished.items() if v["status"] == "succeeded"}
+        keep = {k: v for k, v in self._finished.items() if v.status == "succeeded"}
         dropped = sorted(set(self._finished) - set(keep))
         if dropped:
             self._results.close()
             path = self.path / "results.jsonl"
             with (self.path / "results.retried.jsonl").open("a", encoding="utf-8") as old:
                 for task_id in dropped:
-                    old.write(json.dumps(self._finished[task_id], default=str) + "\n")
-            write_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in keep.values()))
+                    old.write(json.dumps(self._finished[task_id].line()) + "\n")
+            write_atomic(path, "".join(json.dumps(r.line()) + "\n" for r in keep.values()))
             self._results = JsonlFile(path)
             self._finished = keep
             for task_id in dropped:
                 self.ledger("requeued", task_id, reason="--retry-failed")
-        for task_id in sorted({r["task_id"] for r in self.reduce_results().values() if r["status"] != "succeeded"}):
+        for task_id in sorted({r.task_id for r in self.reduce_results().values() if r.status != "succeeded"}):
             self.ledger("requeued", task_id, step="reduce", reason="--retry-failed")
         return dropped
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        write_atomic(self.path / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    def write_summary(self, summary: RunSummary) -> None:
+        write_atomic(self.path / "summary.json", summary.text())
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
@@ -228,15 +239,15 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         if not (path / "spec.yaml").is_file():
             continue
         run = RunDir(path)
-        summary = run.summary() or {}
-        results = run.results()
+        summary = run.summary()
+        results = run.results().values()
         rows.append({
-            "run_id": path.name, "path": str(path), "name": summary.get("name", ""),
-            "status": summary.get("status", "running?"), "tasks": summary.get("tasks", {}).get("total"),
-            "finished": len(results), "failed": sum(1 for r in results.values() if r["status"] not in ("succeeded", "unverified")),
-            "unverified": sum(1 for r in results.values() if r["status"] == "unverified"),
-            "tokens": summary.get("usage", {}).get("total"), "cost": summary.get("usage", {}).get("cost"),
-            "started": summary.get("started") or path.stat().st_mtime,
+            "run_id": path.name, "path": str(path), "name": summary.name if summary else "",
+            "status": summary.status if summary else "running?", "tasks": summary.tasks.total if summary else None,
+            "finished": len(results), "failed": sum(1 for r in results if r.status not in ("succeeded", "unverified")),
+            "unverified": sum(1 for r in results if r.status == "unverified"),
+            "tokens": summary.usage.total if summary else None, "cost": summary.usage.cost if summary else None,
+            "started": (summary.started if summary else None) or path.stat().st_mtime,
         })
     rows.sort(key=lambda r: r["started"] or 0, reverse=True)
     return rows

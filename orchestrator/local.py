@@ -112,7 +112,7 @@ class LocalPool:
                 if future in futures:
                     futures.remove(future)
 
-        threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job['task_id']}"[:60]).start()
+        threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
     def _settle(self, future: Future, record: Any = None, error: Optional[BaseException] = None) -> None:

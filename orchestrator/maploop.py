@@ -18,6 +18,7 @@ import structlog
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
 from orchestrator.ledger import RunDir, write_atomic
+from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 
 log = structlog.get_logger("ga.fanout")
@@ -25,16 +26,6 @@ HOUSEKEEPING_EVERY = 1.0
 KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
 INTERRUPT_WAIT = 15.0  # seconds running tasks get to stop after Ctrl-C
 RATE_LIMIT_REQUEUES = 5
-USAGE_KEYS = ("prompt", "completion", "cached", "cost", "total")
-
-
-def zero_usage() -> dict[str, Any]:
-    return {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
-
-
-def add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
-    for key in USAGE_KEYS:
-        total[key] = total.get(key, 0) + (usage or {}).get(key, 0)
 
 
 @dataclass
@@ -54,16 +45,16 @@ class MapOutcome:
     stop: Optional[str] = None  # None (all done), "budget", "paused", "interrupted"
     finished: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=zero_usage)
-    per_worker: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    per_worker: dict[str, WorkerTotals] = field(default_factory=dict)
 
 
 class MapLoop:
-    def __init__(self, pool: Any, run: RunDir, make_job: Callable[[PlannedTask, int], dict[str, Any]], *,
+    def __init__(self, pool: Any, run: RunDir, make_job: Callable[[PlannedTask, int], Job], *,
                  retries: int, timeout_of: Callable[[PlannedTask], Optional[float]],
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
-                 spent: Optional[dict[str, Any]] = None, display: Any = None,
-                 record: Optional[Callable[[dict[str, Any]], bool]] = None, done_before: int = 0,
+                 spent: Optional[Usage] = None, display: Any = None,
+                 record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
                  failed_before: int = 0):
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
@@ -73,9 +64,7 @@ class MapLoop:
         self.retries, self.timeout_of = retries, timeout_of
         self.budget_tokens, self.budget_cost = budget_tokens, budget_cost
         self.display = display
-        self.outcome = MapOutcome()
-        if spent:
-            add_usage(self.outcome.usage, spent)
+        self.outcome = MapOutcome(usage=spent or Usage())
         self.attempts: dict[str, int] = {}
         self.requeues: dict[str, int] = {}
         self.live_tokens: dict[str, int] = {}
@@ -141,7 +130,8 @@ class MapLoop:
             attempt = self.attempts.get(task.id, 0) + 1
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
-            job = {**self.make_job(task, attempt), "lease": self.pool.lease_for_job()}
+            job = self.make_job(task, attempt)
+            job.lease = self.pool.lease_for_job()
             ref = self.pool.submit(slot, job)
             slot.busy = task.id
             now = time.monotonic()
@@ -150,10 +140,10 @@ class MapLoop:
 
     def _budget_spent(self) -> bool:
         usage = self.outcome.usage
-        tokens = usage["total"] + sum(self.live_tokens.values())
+        tokens = usage.total + sum(self.live_tokens.values())
         if self.budget_tokens and tokens >= self.budget_tokens:
             return True
-        return bool(self.budget_cost and usage["cost"] >= self.budget_cost)
+        return bool(self.budget_cost and usage.cost >= self.budget_cost)
 
     def _stop(self, reason: str, note: str) -> None:
         if self.outcome.stop is None:
@@ -171,12 +161,12 @@ class MapLoop:
         self.live_tokens.pop(task.id, None)
         self.progress.pop(slot.index, None)
         try:
-            record = self.pool.result(ref)
+            record: TaskRecord = self.pool.result(ref)
         except WorkerLost as exc:
             slot.busy = None
             self.pool.replace(item.member)
             if item.killed_for_timeout:
-                self._finish(_lost(task, item, "failed", f"timeout after {self.timeout_of(task):g}s; its worker was killed"),
+                self._finish(_lost(task, item, f"timeout after {self.timeout_of(task):g}s; its worker was killed"),
                              slot.index)
             elif self.outcome.stop == "interrupted":
                 self._unfinished(task, "interrupted", "worker died while stopping")
@@ -188,44 +178,55 @@ class MapLoop:
             self._retry_or_fail(task, item, f"worker error: {_first_line(exc)}", pending)
             return
         slot.busy = None
-        for switch in record.get("failovers") or []:  # the task's model failed over to a fallback
-            self.run.ledger("failover", task.id, attempt=item.attempt, **switch)
-        for event in record.get("steering") or []:  # notes a person (or the parent agent) sent the task
-            self.run.ledger(event["event"], task.id, attempt=item.attempt, **{k: v for k, v in event.items() if k != "event"})
-        if record.get("actor", {}).get("tainted") or item.member.retiring:
+        self._note_events(record, item)
+        if (record.actor and record.actor.tainted) or item.member.retiring:
             self.pool.retire(item.member)
-        stop = record.get("stop")
+        if record.stop and self._stopped(record, item, pending):
+            return
+        if record.error == "setup":
+            self._retry_or_fail(task, item, record.reason or "worker setup failed", pending)
+        elif record.error == "check" and item.attempt <= self.retries and self.outcome.stop != "interrupted":
+            self.outcome.usage += record.usage
+            self.run.ledger("retried", task.id, attempt=item.attempt, reason=record.reason or "check failed")
+            pending.appendleft(task)
+        else:
+            self._finish(record, slot.index)
+
+    def _note_events(self, record: TaskRecord, item: Inflight) -> None:
+        """The model switches and the steering notes of the attempt go to the ledger."""
+        for switch in record.failovers or []:
+            self.run.ledger("failover", item.task.id, attempt=item.attempt, **switch)
+        for event in record.steering or []:
+            self.run.ledger(event["event"], item.task.id, attempt=item.attempt,
+                            **{k: v for k, v in event.items() if k != "event"})
+
+    def _stopped(self, record: TaskRecord, item: Inflight, pending: deque) -> bool:
+        """A task that did not finish: left for --resume, paused with the run, or sent again. False when the stop
+        ends the task instead (a timeout, or sent again too often): it is then recorded like any result."""
+        task, stop = item.task, record.stop
+        requeue = stop in ("lease_lost", "rate_limited") and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES
+        if stop not in ("stopped", "cancelled", "paused") and not requeue:
+            return False
+        self.outcome.usage += record.usage  # tokens spent count against the budget all the same
         if stop == "stopped":
-            self._add_spent(record)
-            self._unfinished(task, "stopped", record.get("reason", ""))
+            self._unfinished(task, "stopped", record.reason)
         elif stop == "cancelled":
-            self._add_spent(record)
-            self._unfinished(task, "interrupted", record.get("reason", ""))
+            self._unfinished(task, "interrupted", record.reason)
         elif stop == "paused":
-            self._add_spent(record)
             pending.appendleft(task)
             self.attempts[task.id] = item.attempt - 1
-            self.run.ledger("paused", task.id, reason=record.get("reason", ""))
+            self.run.ledger("paused", task.id, reason=record.reason)
             self._stop("paused", "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
-        elif stop in ("lease_lost", "rate_limited") and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES:
-            # lease_lost: the actor took this (live) driver for dead, its renewals came late (a stalled machine):
-            # send it again first; rate_limited: to the back of the queue
-            self._add_spent(record)
+        else:  # lease_lost: the actor took this (live) driver for dead, its renewals came late (a stalled
+            # machine): send it again first; rate_limited: to the back of the queue
             self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
             self.attempts[task.id] = item.attempt - 1
             if stop == "lease_lost":
                 pending.appendleft(task)
             else:
                 pending.append(task)
-            self.run.ledger("requeued", task.id, reason=record.get("reason", ""))
-        elif record.get("error") == "setup":
-            self._retry_or_fail(task, item, record.get("reason", "worker setup failed"), pending)
-        elif record.get("error") == "check" and item.attempt <= self.retries and self.outcome.stop != "interrupted":
-            self._add_spent(record)
-            self.run.ledger("retried", task.id, attempt=item.attempt, reason=record.get("reason", "check failed"))
-            pending.appendleft(task)
-        else:
-            self._finish(record, slot.index)
+            self.run.ledger("requeued", task.id, reason=record.reason)
+        return True
 
     def _retry_or_fail(self, task: PlannedTask, item: Inflight, reason: str, pending: deque) -> None:
         if item.attempt <= self.retries and self.outcome.stop != "interrupted":
@@ -233,40 +234,33 @@ class MapLoop:
             log.warning("fanout.retry", task=task.id, attempt=item.attempt, reason=reason)
             pending.appendleft(task)
         else:
-            self._finish(_lost(task, item, "failed", f"{reason} (after {item.attempt} attempts)"), item.slot.index)
+            self._finish(_lost(task, item, f"{reason} (after {item.attempt} attempts)"), item.slot.index)
 
     def _unfinished(self, task: PlannedTask, event: str, reason: str) -> None:
         self.run.ledger(event, task.id, reason=reason)
         self.outcome.unfinished.append(task.id)
 
-    def _add_spent(self, record: dict[str, Any]) -> None:
-        """Tokens a task used even though it did not finish still count against the budget."""
-        add_usage(self.outcome.usage, record.get("usage", {}))
-
-    def _finish(self, record: dict[str, Any], slot_index: int) -> None:
-        files = record.pop("files", None)
-        if files:
-            folder = Path(record["task_dir"])
+    def _finish(self, record: TaskRecord, slot_index: int) -> None:
+        if record.files:
+            folder = Path(str(record.task_dir))
             folder.mkdir(parents=True, exist_ok=True)
-            for name, text in files.items():
+            for name, text in record.files.items():
                 write_atomic(folder / name, text)
-        nested = record.get("nested_usage") or {}
-        own = record.get("usage") or zero_usage()
-        total = zero_usage()
-        add_usage(total, own)
-        add_usage(total, nested)
-        record["usage_with_nested"] = total
+            record.files = None
+        total = record.usage + record.nested_usage
+        record.usage_with_nested = total
         if not self.record(record):
             return
-        self.done_ids.add(record["task_id"])
+        self.done_ids.add(record.task_id)
         self.done += 1
-        self.failed += record["status"] != "succeeded"
-        self.unverified += record["status"] == "unverified"
-        add_usage(self.outcome.usage, total)
-        self.outcome.finished.append(record["task_id"])
-        stats = self.outcome.per_worker.setdefault(f"worker-{slot_index}", {"tasks": 0, **zero_usage()})
-        stats["tasks"] += 1
-        add_usage(stats, total)
+        self.failed += record.status != "succeeded"
+        self.unverified += record.status == "unverified"
+        self.outcome.usage += total
+        self.outcome.finished.append(record.task_id)
+        stats = self.outcome.per_worker.get(f"worker-{slot_index}") or WorkerTotals()
+        stats = stats + total
+        stats.tasks += 1
+        self.outcome.per_worker[f"worker-{slot_index}"] = stats
 
     # ---- while waiting ----
 
@@ -298,7 +292,7 @@ class MapLoop:
             usage = self.outcome.usage
             self.display.update(done=self.done, failed=self.failed, unverified=self.unverified,
                                 running=[self.progress[k] for k in sorted(self.progress)],
-                                tokens=usage["total"] + sum(self.live_tokens.values()), cost=usage["cost"])
+                                tokens=usage.total + sum(self.live_tokens.values()), cost=usage.cost)
 
     def _abandon(self, inflight: dict[Any, Inflight]) -> None:
         for item in inflight.values():
@@ -307,10 +301,10 @@ class MapLoop:
         inflight.clear()
 
 
-def _lost(task: PlannedTask, item: Inflight, status: str, reason: str) -> dict[str, Any]:
-    return {"task_id": task.id, "status": status, "attempt": item.attempt, "answer": "", "turns": 0, "reason": reason,
-            "usage": zero_usage(), "nested_usage": zero_usage(), "started": None, "finished": time.time(),
-            "actor": {"uid": item.member.uid}}
+def _lost(task: PlannedTask, item: Inflight, reason: str) -> TaskRecord:
+    """The record of a task whose worker is gone: failed, nothing spent that the driver knows of."""
+    return TaskRecord(task_id=task.id, status="failed", attempt=item.attempt, reason=reason, finished=time.time(),
+                      nested_usage=NestedUsage(), actor=ActorInfo(uid=item.member.uid))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,11 +12,11 @@ model and prompt) as it finishes, and a resumed run reuses it. Its memory commit
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from orchestrator.ledger import write_atomic
-from orchestrator.maploop import MapLoop, add_usage, zero_usage
+from orchestrator.maploop import MapLoop
+from orchestrator.records import Job, ReduceResult, TaskRecord, Usage
 from orchestrator.spec import PlannedTask
 
 MAX_LEVELS = 6
@@ -30,14 +30,14 @@ class Reducer:
         self.driver, self.pool, self.display = driver, pool, display
         self.cfg = driver.plan.reduce
         ctx = driver.settings.context
-        self.budget_chars = (self.cfg.get("chunk_tokens") or ctx.context_tokens // 2) * ctx.chars_per_token
+        self.budget_chars = (self.cfg.chunk_tokens or ctx.context_tokens // 2) * ctx.chars_per_token
         self.dir = driver.run.path / "reduce"
-        self.usage = zero_usage()
+        self.usage = Usage()
         self.levels = 0
         self.done_before = driver.run.reduce_results()
         self.reused: list[str] = []
 
-    def run(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def run(self, results: list[TaskRecord]) -> ReduceResult:
         entries = [_entry(r) for r in results]
         level = 0
         while True:
@@ -48,66 +48,66 @@ class Reducer:
             tasks = [self._task(f"reduce-{level}-{i}", self._partial_prompt(group, i, len(groups)))
                      for i, group in enumerate(groups)]
             records = self._run(tasks)
-            entries = [f"### part {i + 1} of {len(groups)} ({records[t.id]['status']})\n"
-                       + (records[t.id].get("answer") or records[t.id].get("reason", "")) for i, t in enumerate(tasks)]
+            entries = [f"### part {i + 1} of {len(groups)} ({records[t.id].status})\n"
+                       + (records[t.id].answer or records[t.id].reason) for i, t in enumerate(tasks)]
         self.levels = level
-        final = self._task("reduce", f"{self.cfg['prompt']}\n\n{STATUS_NOTE}\n\n<results count=\"{len(results)}\">\n"
+        final = self._task("reduce", f"{self.cfg.prompt}\n\n{STATUS_NOTE}\n\n<results count=\"{len(results)}\">\n"
                                      + "\n\n".join(_cut(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
-        output = self.dir / self.cfg.get("output", "answer.md")
-        write_atomic(output, (record.get("answer") or "") + "\n")
-        summary = {"status": record["status"], "reason": record.get("reason", ""), "answer": record.get("answer", ""),
-                   "path": str(output), "levels": level, "usage": self.usage,
-                   "memory_generation": record.get("memory_generation"), "reused": self.reused}
-        write_atomic(self.dir / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
-        self.driver.run.ledger("reduce_finished", status=summary["status"], levels=level, reused=len(self.reused),
-                               memory_generation=summary["memory_generation"])
+        output = self.dir / self.cfg.output
+        write_atomic(output, record.answer + "\n")
+        summary = ReduceResult(status=record.status, reason=record.reason, answer=record.answer, path=str(output),
+                               levels=level, usage=self.usage, memory_generation=record.memory_generation,
+                               reused=self.reused)
+        write_atomic(self.dir / "result.json", summary.model_dump_json(indent=2) + "\n")
+        self.driver.run.ledger("reduce_finished", status=summary.status, levels=level, reused=len(self.reused),
+                               memory_generation=summary.memory_generation)
         return summary
 
     def _partial_prompt(self, group: list[str], index: int, count: int) -> str:
-        return (f"{self.cfg['prompt']}\n\nThe results are too many for one pass: this is part {index + 1} of {count}. "
+        return (f"{self.cfg.prompt}\n\nThe results are too many for one pass: this is part {index + 1} of {count}. "
                 "Reduce this part only; keep every fact the final answer may need.\n\n<results>\n"
                 + "\n\n".join(group) + "\n</results>")
 
     def _task(self, task_id: str, prompt: str) -> PlannedTask:
         plan = self.driver.plan
-        model = self.cfg.get("model") or (plan.tasks[0].model if plan.tasks else None)
-        return PlannedTask(id=task_id, prompt=prompt, inputs=[], model=model, max_turns=self.cfg.get("max_turns"),
-                           timeout=self.cfg.get("timeout"), tools=None)
+        model = self.cfg.model or (plan.tasks[0].model if plan.tasks else None)
+        return PlannedTask(id=task_id, prompt=prompt, inputs=[], model=model, max_turns=self.cfg.max_turns,
+                           timeout=self.cfg.timeout, tools=None)
 
-    def _run(self, tasks: list[PlannedTask]) -> dict[str, dict[str, Any]]:
-        records: dict[str, dict[str, Any]] = {}
+    def _run(self, tasks: list[PlannedTask]) -> dict[str, TaskRecord]:
+        records: dict[str, TaskRecord] = {}
         keys = {t.id: step_key(t) for t in tasks}
         for task in tasks:
             earlier = self.done_before.get(keys[task.id])
             if earlier is not None:  # paid for by an earlier driver of this run
                 records[task.id] = earlier
                 self.reused.append(task.id)
-                add_usage(self.usage, earlier.get("usage_with_nested") or earlier.get("usage", {}))
+                self.usage += earlier.spent
         todo = [t for t in tasks if t.id not in records]
         if not todo:
             return records
 
-        def keep(record: dict[str, Any]) -> bool:
-            if record["task_id"] in records:
+        def keep(record: TaskRecord) -> bool:
+            if record.task_id in records:
                 return False
-            records[record["task_id"]] = record
-            self.driver.run.ledger(record["status"], record["task_id"], attempt=record.get("attempt"),
-                                   reason=record.get("reason", ""), step="reduce")
-            self.driver.run.add_reduce_result(keys[record["task_id"]], record)  # after: the status line closes
+            records[record.task_id] = record
+            self.driver.run.ledger(record.status, record.task_id, attempt=record.attempt, reason=record.reason,
+                                   step="reduce")
+            self.driver.run.add_reduce_result(keys[record.task_id], record)  # after: the status line closes
             # the attempt for `ga runs show`; a kill between the two lines costs this step once more
-            add_usage(self.usage, record.get("usage_with_nested") or record.get("usage", {}))
+            self.usage += record.spent
             return True
 
-        def job(task: PlannedTask, attempt: int) -> dict[str, Any]:
+        def job(task: PlannedTask, attempt: int) -> Job:
             return self.driver.job(task, attempt, base=self.dir, step=keys[task.id])
 
         scheduler = MapLoop(self.pool, self.driver.run, job, retries=self.driver.retries,
                               timeout_of=self.driver.timeout_of, record=keep)
         outcome = scheduler.run_all(todo)
         for task in tasks:
-            records.setdefault(task.id, {"task_id": task.id, "status": "failed", "answer": "",
-                                         "reason": f"not finished ({outcome.stop or 'unknown'})"})
+            records.setdefault(task.id, TaskRecord(task_id=task.id, status="failed",
+                                                   reason=f"not finished ({outcome.stop or 'unknown'})"))
         return records
 
 
@@ -117,11 +117,11 @@ def step_key(task: PlannedTask) -> str:
     return f"{task.id}@{digest}"
 
 
-def _entry(record: dict[str, Any]) -> str:
-    head = f"### {record['task_id']} ({record['status']})"
-    body = record.get("answer") or ""
-    if record["status"] != "succeeded":
-        body = f"{body}\n(reason: {record.get('reason', '')})".strip()
+def _entry(record: TaskRecord) -> str:
+    head = f"### {record.task_id} ({record.status})"
+    body = record.answer
+    if record.status != "succeeded":
+        body = f"{body}\n(reason: {record.reason})".strip()
     return f"{head}\n{body}"
 
 

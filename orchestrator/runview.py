@@ -115,8 +115,8 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     spec = run.spec() or {}
     models = {t["id"]: str(t.get("model") or "") for t in spec.get("tasks") or []}
     models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), ""))
-    records = run.ledger_records()
-    results = run.results()
+    records = [event.model_dump(exclude_none=True) for event in run.ledger_records()]
+    results: dict[str, Any] = {task_id: r.model_dump() for task_id, r in run.results().items()}
     reduce_result = _reduce_result(run.path)
     if reduce_result:
         turns = sum(len(attempt) for attempt in conversation(run.path / REDUCE / REDUCE / "history.jsonl")[-1:])
@@ -125,7 +125,8 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
     tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""))
              for task_id in order]
-    summary = run.summary() or {}
+    recorded = run.summary()
+    summary = recorded.model_dump() if recorded else {}
     started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
     finished = summary.get("finished") or next((r["time"] for r in records if r["event"] == "run_finished"), None)
     for task in tasks:  # a run still going: open attempts end now

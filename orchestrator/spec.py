@@ -204,7 +204,7 @@ class Plan:
     retries: Optional[int] = None
     budget_tokens: Optional[int] = None
     budget_cost: Optional[float] = None
-    reduce: Optional[dict[str, Any]] = None
+    reduce: Optional[Reduce] = None  # its model named as the tasks' are (a scripted file resolved)
     memory_commit: bool = True
     max_depth: Optional[int] = None
     fingerprints: dict[str, str] = field(default_factory=dict)
@@ -214,6 +214,7 @@ class Plan:
         data["source"] = str(self.source) if self.source else None
         for task in data["tasks"]:
             task.pop("line", None)
+        data["reduce"] = self.reduce.model_dump() if self.reduce else None
         data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks}
         return data
 
@@ -222,6 +223,7 @@ class Plan:
         data = dict(data)
         data["tasks"] = [PlannedTask(**t) for t in data["tasks"]]
         data["source"] = Path(data["source"]) if data.get("source") else None
+        data["reduce"] = Reduce.model_validate(data["reduce"]) if data.get("reduce") else None
         return cls(**data)
 
 
@@ -389,8 +391,7 @@ class _Expander:
         if spec.reduce is not None:
             if spec.reduce.model:
                 self.check_model(spec.reduce.model, ("reduce", "model"))
-            reduce = spec.reduce.model_dump()
-            reduce["model"] = self.model_name(spec.reduce.model)
+            reduce = spec.reduce.model_copy(update={"model": self.model_name(spec.reduce.model)})
             if Path(spec.reduce.output).name != spec.reduce.output or spec.reduce.output in ("", ".", ".."):
                 self.problem(("reduce", "output"), f"'reduce.output' must be a plain file name (got {spec.reduce.output!r})")
         if self.problems:

@@ -32,7 +32,8 @@ from typing import Any, Optional
 import structlog
 
 from configs import Settings
-from orchestrator.ledger import RunDir, new_run_id, read_jsonl, write_atomic
+from orchestrator.ledger import RunDir, new_run_id, write_atomic
+from orchestrator.records import Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import Plan, write_plan
 from skilltree.planner import PROMPTS
@@ -90,18 +91,16 @@ class CountingModel:
     def __init__(self, model: Any):
         self.model = model
         self.calls = 0
-        self.tokens = 0
-        self.cost = 0.0
+        self.used = Usage()
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         reply = self.model.chat(messages, tools)
         self.calls += 1
-        self.tokens += reply.usage.total
-        self.cost += reply.usage.cost
+        self.used += reply.usage
         return reply
 
     def usage(self) -> dict[str, Any]:
-        return {"calls": self.calls, "tokens": self.tokens, "cost": round(self.cost, 6)}
+        return {"calls": self.calls, "tokens": self.used.total, "cost": round(self.used.cost, 6)}
 
 
 def open_store(settings: Settings) -> Any:
@@ -216,7 +215,7 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
                               "generation": generation, "tasks": [t.to_dict() for t in tasks],
                               "planner": model.usage(), "fanout": {}, "outcomes": {}, "status": "planned"}
     result = CycleResult(run_id, run_dir, "planned", plan, tasks, planner=model.usage())
-    remaining = None if budget_cost is None else budget_cost - model.cost
+    remaining = None if budget_cost is None else budget_cost - model.used.cost
     if not tasks or (remaining is not None and remaining <= 0):
         result.status = "nothing-planned" if not tasks else "over-budget"
         run_dir.mkdir(parents=True)
@@ -256,7 +255,7 @@ def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime]
     except FanoutError as exc:
         raise ExploreError(str(exc)) from None
     record["fanout"] = {"status": outcome.status, "exit_code": outcome.exit_code,
-                        "usage": outcome.summary.get("usage", {}), "stop_reason": outcome.summary.get("stop_reason")}
+                        "usage": outcome.summary.usage.to_dict(), "stop_reason": outcome.summary.stop_reason}
     record["status"] = "ran"
     _write_record(run_dir, record)
     if not consolidate:
@@ -274,9 +273,10 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     run_dir = find_run(Path(settings.fanout.runs_dir), str(run))
     record = read_record(run_dir)
     tasks = [TaskPlan.from_dict(item) for item in record.get("tasks", [])]
-    results = {r["task_id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
+    results = RunDir(run_dir).results()
     if not record.get("fanout"):  # the cycle died during its fan-out: account what finished
-        record["fanout"] = {"status": "interrupted", "usage": _added_usage(results.values())}
+        spent = sum((finished.spent for finished in results.values()), Usage())
+        record["fanout"] = {"status": "interrupted", "usage": spent.to_dict()}
     store = open_store(settings)
     result = CycleResult(record["run_id"], run_dir, "consolidated", tasks=tasks, planner=record.get("planner", {}),
                          fanout=record["fanout"])
@@ -286,11 +286,9 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
             done = Consolidated(task.task_id, "unfinished",
                                 problems=[f"the task did not finish; run `ga explore --resume {record['run_id']}`"])
         else:
-            collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished["status"],
-                                _path(finished.get("history_path")), reason=finished.get("reason") or "",
-                                timeout=timeout)
-            tokens = int((finished.get("usage_with_nested") or finished.get("usage") or {}).get("total", 0))
-            done = consolidate_task(store, record["run_id"], task, collected, tokens=tokens, now=now)
+            collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished.status,
+                                _path(finished.history_path), reason=finished.reason, timeout=timeout)
+            done = consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now)
         result.outcomes.append(done)
         earlier = record["outcomes"].get(task.task_id)
         if done.outcome != "already" or not earlier or earlier.get("outcome") in (None, "unfinished"):
@@ -307,11 +305,3 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
 def _path(value: Optional[str]) -> Optional[Path]:
     return Path(value) if value else None
 
-
-def _added_usage(results: Any) -> dict[str, Any]:
-    total = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
-    for item in results:
-        used = item.get("usage_with_nested") or item.get("usage") or {}
-        for key in total:
-            total[key] += used.get(key, 0)
-    return total

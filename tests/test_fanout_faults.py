@@ -149,6 +149,7 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
 
     from orchestrator.actor import CONTROL_CALLS, LEASE_LOST
     from orchestrator.pool import RemoteWorkerActor
+    from orchestrator.records import Job
     from tests.kill_support import code_run_pids
     from worker.models import resolve_model
 
@@ -160,10 +161,9 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
     server = start_server({"tasks": [{"match": ".*", "turns": turns}]}, log_path)
     settings = load_settings()
     lease = {"lessee": "elsewhere:1:abc", "ttl": 1.0, "pid": 1, "pid_started": None, "namespace": ""}
-    job = {"task_id": "leased", "attempt": 1, "prompt": "work", "inputs": [], "task_dir": str(tmp_path / "leased"),
-           "settings": settings.model_dump(), "model_config": resolve_model(f"scripted@{server.base_url}", settings),
-           "governor": None, "timeout": None, "tools": None, "memory": "none", "secrets": {}, "env": {},
-           "commit_key": "run/leased/1", "lease": lease}
+    job = Job(task_id="leased", attempt=1, prompt="work", task_dir=str(tmp_path / "leased"), settings=settings,
+              model_name=None, endpoint=resolve_model(f"scripted@{server.base_url}", settings), memory="none",
+              commit_key="run/leased/1", lease=lease)
     actor = RemoteWorkerActor.options(max_concurrency=1 + CONTROL_CALLS).remote("lease-test", 1)
     try:
         ref = actor.run_task.remote(job)

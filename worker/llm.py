@@ -281,7 +281,8 @@ class LLMClient:
             prompt, completion = usage.prompt_tokens or 0, usage.completion_tokens or 0
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or getattr(usage, "prompt_cache_hit_tokens", None) or 0
-        return Usage(prompt, completion, cached, self.config.cost(prompt, completion, cached))
+        return Usage(prompt=prompt, completion=completion, cached=cached,
+                     cost=self.config.cost(prompt, completion, cached))
 
 
 def _tool_name(schema: dict[str, Any]) -> str:

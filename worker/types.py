@@ -5,32 +5,66 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Protocol
 
+from pydantic import BaseModel, ConfigDict, computed_field
+
 # succeeded: answered after a successful tool run, or a task check passed; unverified: answered, but
 # nothing backs the answer (no tool ran, or the last one failed): the reason says which
 Status = Literal["succeeded", "unverified", "failed", "needs_input", "limit"]
 
 
-@dataclass
-class Usage:
+class Record(BaseModel):
+    """A typed record that also reads like the JSON object it is written as (`r["status"]`, `r.get("usage")`):
+    scripts written against `orchestrator.fanout()`'s results (a parent agent's code_run) index them so."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and getattr(self, key, None) is not None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return self.model_dump() == other
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable, like the dict it stands for)
+
+
+class Usage(Record):
+    """Tokens and cost: one model call's, a task's, a run's (the one usage record of every part)."""
+
+    model_config = ConfigDict(extra="ignore")
+
     prompt: int = 0
     completion: int = 0
     cached: int = 0
     cost: float = 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def total(self) -> int:
         return self.prompt + self.completion
 
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.prompt + other.prompt, self.completion + other.completion,
-                     self.cached + other.cached, self.cost + other.cost)
+    def __add__(self, other: Optional["Usage"]) -> "Usage":
+        if other is None:
+            return self.model_copy()
+        return self.model_copy(update={"prompt": self.prompt + other.prompt, "completion": self.completion + other.completion,
+                                       "cached": self.cached + other.cached, "cost": self.cost + other.cost})
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "total": self.total}
+        return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Usage":
-        return cls(**{k: data.get(k, 0) for k in ("prompt", "completion", "cached", "cost")})
+    def from_dict(cls, data: Optional[dict[str, Any]]) -> "Usage":
+        return cls.model_validate(data or {})
 
 
 @dataclass

@@ -1,0 +1,215 @@
+"""The records a run passes between its parts and writes to disk (DESIGN §2, §5).
+
+`Job` goes from the driver to an actor; an actor answers with a `TaskRecord`, which is also a line of
+`results.jsonl` and the `record` of a `reduce_result` ledger event; `LedgerEvent` is a line of
+`ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. `Usage` is
+the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
+generated from these models (`write_schemas`); a test checks they are current.
+
+Reading is lenient (unknown keys are kept, missing ones take their defaults), so run directories
+written by earlier versions stay readable.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from configs import Settings
+from worker.types import Record, Status, Usage
+
+__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "RunSummary", "TaskCounts",
+           "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
+
+RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
+Stop = Literal["timeout", "lease_lost", "cancelled", "stopped", "paused", "rate_limited"]
+
+
+class NestedUsage(Usage):
+    """The usage of the fan-outs a task started from its code_run, and how many there were."""
+
+    runs: int = 0
+
+
+class WorkerTotals(Usage):
+    """One worker slot's share of a run."""
+
+    tasks: int = 0
+
+
+class ActorInfo(Record):
+    uid: str
+    pid: Optional[int] = None
+    node_id: Optional[str] = None
+    tainted: bool = False
+
+
+class TaskRecord(Record):
+    """One finished attempt of a task (or of a reduce step), as the actor returns it and results.jsonl keeps it."""
+
+    task_id: str
+    status: Status
+    attempt: int = 0
+    answer: str = ""
+    turns: int = 0
+    reason: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    started: Optional[float] = None
+    finished: Optional[float] = None
+    seconds: Optional[float] = None
+    question: Optional[str] = None
+    memory_generation: Optional[int] = None
+    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
+    error: Optional[Literal["setup", "crash", "check"]] = None  # why the driver may retry it
+    stop: Optional[Stop] = None  # it did not finish: how it was stopped (the driver requeues or leaves it)
+    steering: Optional[list[dict[str, Any]]] = None  # notes a person or the parent agent sent it
+    failovers: Optional[list[dict[str, Any]]] = None  # model switches: {from, to, at, reason}
+    usage_by_model: Optional[dict[str, Usage]] = None
+    nested_usage: Optional[NestedUsage] = None
+    usage_with_nested: Optional[Usage] = None  # set by the driver: usage + nested_usage
+    history_path: Optional[str] = None
+    task_dir: Optional[str] = None
+    actor: Optional[ActorInfo] = None
+    files: Optional[dict[str, str]] = Field(None, exclude=True)  # sent back when the driver cannot see the node's disk
+
+    @property
+    def spent(self) -> Usage:
+        """What the task cost, the fan-outs it started included."""
+        return self.usage_with_nested or self.usage
+
+    def line(self) -> dict[str, Any]:
+        """The JSON object written to disk."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class LedgerEvent(Record):
+    """A line of ledger.jsonl. Besides these, an event carries its own fields (workers, note, pid, ...)."""
+
+    time: float
+    event: str  # queued, started, running, retried, requeued, a final status, reduce_result, run_finished, ...
+    task_id: Optional[str] = None
+    attempt: Optional[int] = None
+    reason: Optional[str] = None
+    step: Optional[Literal["reduce"]] = None
+    key: Optional[str] = None  # reduce_result: the step's id and input digest
+    record: Optional[TaskRecord] = None  # reduce_result: the step's whole record
+
+
+class ReduceResult(Record):
+    """reduce/result.json; the same without the answer in summary.json."""
+
+    status: Status
+    reason: str = ""
+    answer: Optional[str] = None
+    path: Optional[str] = None
+    levels: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    memory_generation: Optional[int] = None
+    reused: list[str] = Field(default_factory=list)
+
+
+class TaskCounts(Record):
+    total: int = 0
+    succeeded: int = 0
+    unverified: int = 0
+    failed: int = 0
+    needs_input: int = 0
+    limit: int = 0
+    unfinished: int = 0
+
+
+class BudgetLimits(Record):
+    tokens: Optional[int] = None
+    cost: Optional[float] = None
+
+
+class RunSummary(Record):
+    """summary.json: how a run ended, its counts, its usage in total, per task and per worker slot."""
+
+    run_id: str
+    name: str = ""
+    status: RunStatus
+    exit_code: int
+    started: Optional[float] = None
+    finished: Optional[float] = None
+    seconds: float = 0.0
+    depth: int = 0
+    parent_task: Optional[str] = None
+    address: Optional[str] = None
+    workers: int = 0
+    tasks: TaskCounts = Field(default_factory=TaskCounts)
+    usage: Usage = Field(default_factory=Usage)
+    per_task: dict[str, Optional[Usage]] = Field(default_factory=dict)
+    per_worker: dict[str, WorkerTotals] = Field(default_factory=dict)
+    nested_runs: int = 0
+    stop_reason: Optional[str] = None
+    stop_note: str = ""
+    budget: BudgetLimits = Field(default_factory=BudgetLimits)
+    reduce: Optional[ReduceResult] = None
+    governors: list[dict[str, Any]] = Field(default_factory=list)  # each endpoint governor's snapshot
+    memory: str = "store"
+
+    def text(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+class Fallback(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+
+    model_name: Optional[str]
+    endpoint: Any  # worker.models.ModelConfig
+    governor: Any = None  # the endpoint governor's actor handle, if it has one
+
+
+class Job(Fallback):
+    """What an actor needs to run one attempt of a task (built by Driver.job; it crosses Ray, never disk)."""
+
+    task_id: str
+    attempt: int
+    prompt: str
+    inputs: list[str] = Field(default_factory=list)
+    commit_key: Optional[str] = None  # run/step/attempt: a memory commit made twice is made once
+    task_dir: str
+    settings: Settings  # the run's, with the task's limits and sandbox over them
+    timeout: Optional[float] = None
+    fallbacks: list[Fallback] = Field(default_factory=list)
+    tools: Optional[list[str]] = None
+    check: Optional[dict[str, Any]] = None
+    memory: str = "store"  # store, service or none
+    memory_service: Optional[str] = None
+    memory_replica: Optional[str] = None
+    secrets: dict[str, str] = Field(default_factory=dict, repr=False)
+    return_files: bool = False  # no shared filesystem: send history and answer back with the record
+    input_files: dict[str, bytes] = Field(default_factory=dict, repr=False)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    lease: Optional[dict[str, Any]] = None  # the driver's lease (Pool.lease_for_job), added as it is sent
+
+
+# ---- the shipped schemas ----
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "task_record": TaskRecord,  # results.jsonl lines
+    "ledger_event": LedgerEvent,  # ledger.jsonl lines
+    "run_summary": RunSummary,  # summary.json
+    "reduce_result": ReduceResult,  # reduce/result.json
+}
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of what is written (serialization mode: `total` of a usage is there)."""
+    return model.model_json_schema(mode="serialization")
+
+
+def write_schemas(folder: Path = SCHEMA_DIR) -> list[Path]:
+    """Regenerate schemas/*.json from the models (`python schemas/regenerate.py`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, model in SCHEMAS.items():
+        path = folder / f"{name}.schema.json"
+        path.write_text(json.dumps(schema_of(model), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
