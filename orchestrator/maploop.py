@@ -16,8 +16,9 @@ from typing import Any, Callable, Optional
 import ray
 import structlog
 
+from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
-from orchestrator.ledger import RunDir, write_atomic
+from orchestrator.ledger import RunDir
 from orchestrator.pool import Member, Pool, Slot
 from orchestrator.spec import PlannedTask
 
@@ -254,7 +255,7 @@ class MapLoop:
             folder = Path(record["task_dir"])
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
-                write_atomic(folder / name, text)
+                atomic_write_text(folder / name, text)
         nested = record.get("nested_usage") or {}
         own = record.get("usage") or zero_usage()
         total = zero_usage()

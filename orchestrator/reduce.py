@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any
 
-from orchestrator.ledger import write_atomic
+from memory_shared.fsutil import atomic_write_text
 from orchestrator.maploop import MapLoop, add_usage, zero_usage
 from orchestrator.spec import PlannedTask
 
@@ -55,11 +55,11 @@ class Reducer:
                                      + "\n\n".join(_cut(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
         output = self.dir / self.cfg.get("output", "answer.md")
-        write_atomic(output, (record.get("answer") or "") + "\n")
+        atomic_write_text(output, (record.get("answer") or "") + "\n")
         summary = {"status": record["status"], "reason": record.get("reason", ""), "answer": record.get("answer", ""),
                    "path": str(output), "levels": level, "usage": self.usage,
                    "memory_generation": record.get("memory_generation"), "reused": self.reused}
-        write_atomic(self.dir / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
+        atomic_write_text(self.dir / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
         self.driver.run.ledger("reduce_finished", status=summary["status"], levels=level, reused=len(self.reused),
                                memory_generation=summary["memory_generation"])
         return summary
