@@ -45,6 +45,7 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from configs.usererrors import FieldError
 from configs.yamlsource import YamlError, line_of, load_yaml
 from worker.taskcheck import TaskCheck
 
@@ -301,8 +302,8 @@ def _merge_misspelled(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
-    loc = tuple(p for p in error["loc"] if not _is_type_tag(p))
-    loc = tuple("from" if p == "from_" else p for p in loc)
+    problem = FieldError.of(error, tags={"Matrix"})
+    loc = tuple("from" if p == "from_" else p for p in problem.loc)
     place = f"{where}:{line_of(lines, loc) or 1}"
     key = _dotted(loc) or "(top)"
     if error["type"] == "extra_forbidden":
@@ -315,10 +316,7 @@ def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
     if error["type"] == "string_pattern_mismatch":
         return (f"{place}: '{key}': {error.get('input')!r:.60} is not a valid name; use letters, digits, '.', '_' "
                 "and '-' (at most 80, starting with a letter or digit)")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    got = error.get("input")
-    shown = f" (got {got!r:.60})" if not isinstance(got, dict) and error["type"] != "value_error" else ""
-    return f"{place}: '{key}': {message}{shown}; see {EXAMPLE} for the format"
+    return f"{place}: '{key}': {problem.message}{problem.got}; see {EXAMPLE} for the format"
 
 
 def _allowed_keys(parent: tuple) -> list[str]:
@@ -343,10 +341,6 @@ def _model_in(annotation: Any) -> Any:
             return found
     return None
 
-
-def _is_type_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part in {"str", "int", "float", "dict", "list", "Matrix", "function-after"}
-                                      or "[" in part)
 
 
 def _dotted(loc: tuple) -> str:

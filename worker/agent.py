@@ -11,6 +11,7 @@ import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.history import History
@@ -221,7 +222,7 @@ class Worker:
         except json.JSONDecodeError as exc:
             return ToolResult(f"error: arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos})", ok=False), False
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            problems = validation_line(exc, top="arguments", every=True, quote=False)
             return ToolResult(f"error: bad arguments for {call.name}: {problems}", ok=False), False
         seq = len(self._executions) + 1
         self._ctx.extra.update(seq=seq, call_id=call.id, turn=turn)

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from configs.usererrors import FieldError, field_errors
 from configs.yamlsource import YamlError, line_of, load_yaml
 from orchestrator.triggers.durations import parse_duration
 
@@ -100,10 +101,10 @@ class Job(BaseModel):
             try:
                 BUILTIN_ARGS[self.builtin].model_validate(self.args)
             except ValidationError as exc:
-                first = exc.errors()[0]
+                first = field_errors(exc)[0]
                 allowed = ", ".join(BUILTIN_ARGS[self.builtin].model_fields)
-                raise ValueError(f"'args.{first['loc'][0]}' of {self.builtin}: {first['msg']} "
-                                 f"(got {first.get('input')!r}); allowed args: {allowed}") from None
+                raise ValueError(f"'args.{first.key()}' of {self.builtin}: {first.message}{first.got}; "
+                                 f"allowed args: {allowed}") from None
         return self
 
     @property
@@ -157,18 +158,18 @@ def load_jobs(path: Path) -> list[Job]:
 
 
 def _describe(error: dict, path: Path, lines: dict, data: dict) -> str:
-    loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+    problem = FieldError.of(error)
+    loc = problem.loc
     where = f"{path}:{line_of(lines, loc) or 1}"
     job = _job_label(loc, data)
     key = loc[2] if len(loc) > 2 else None
-    message = str(error.get("ctx", {}).get("error") or error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         allowed = ", ".join(Job.model_fields) if len(loc) > 2 else "jobs"
         return f"{where}: {job}unknown key {loc[-1]!r}; allowed: {allowed}"
     if error["type"] == "missing":
         return f"{where}: {job}{loc[-1]!r} is required; see {EXAMPLE}"
     subject = f"{key!r}: " if key is not None else ""
-    return f"{where}: {job}{subject}{message}; see {EXAMPLE}"
+    return f"{where}: {job}{subject}{problem.message}; see {EXAMPLE}"
 
 
 def _job_label(loc: tuple, data: dict) -> str:

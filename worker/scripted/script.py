@@ -42,10 +42,10 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from configs.usererrors import field_errors
 from configs.yamlsource import YamlError, line_of, load_yaml
 
 EXAMPLE = "configs/examples/scripts/hello.yaml"
-TYPE_TAGS = {"str", "int", "float", "bool", "none"}
 
 
 class ScriptError(ValueError):
@@ -131,15 +131,8 @@ def _validate(data: dict, where: str, lines: dict) -> Script:
     try:
         return Script.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = tuple(part for part in error["loc"] if not _is_type_tag(part))
-        line = line_of(lines, loc)
+        problem = field_errors(exc)[0]
+        line = line_of(lines, problem.loc)
         place = f"{where}:{line}" if line else where
-        key = ".".join(str(part) for part in loc) or "(top)"
         hint = f"see {EXAMPLE} and worker/scripted/script.py for the format"
-        raise ScriptError(f"{place}: '{key}': {error['msg']} (got {error.get('input')!r:.80}); {hint}") from None
-
-
-def _is_type_tag(part: Any) -> bool:
-    """pydantic puts union member names (str, dict[str,any], function-after[...]) into error locations."""
-    return isinstance(part, str) and (part in TYPE_TAGS or "[" in part)
+        raise ScriptError(f"{place}: {problem.line()}; {hint}") from None
