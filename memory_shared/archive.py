@@ -16,15 +16,14 @@ import json
 import os
 import re
 import shutil
-import signal
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ContextManager, Iterator, Optional
 from urllib.parse import quote, unquote
 
+from . import faults
 from .fsutil import atomic_replace, flocked, fsync_dir
 
-FAULT_ENV = "GA_ARCHIVE_FAULT"  # "point" or "point:N": the process SIGKILLs itself at the Nth pass
 TEMP_MARK = ".tmp-"
 ARG_CHARS = 40
 LINE_CHARS = 200
@@ -35,20 +34,10 @@ MONTH = re.compile(r"^\d{4}-\d{2}$")
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-_fault_passes: dict[str, int] = {}
-
-
-def _fault(point: str) -> None:
-    wanted, _, nth = os.environ.get(FAULT_ENV, "").partition(":")
-    if wanted == point:
-        _fault_passes[point] = _fault_passes.get(point, 0) + 1
-        if _fault_passes[point] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _write_lines(path: Path, lines: list[str], *, gz: bool) -> None:
     data = "".join(line + "\n" for line in lines).encode("utf-8")
-    atomic_replace(path, gzip.compress(data, mtime=0) if gz else data, before_rename=lambda: _fault("before_rename"))
+    atomic_replace(path, gzip.compress(data, mtime=0) if gz else data,
+                   before_rename=lambda: faults.point("archive.before_rename"))
 
 
 def _encode_task(task_id: str) -> str:
@@ -114,10 +103,10 @@ class Archive:
             records += added
             records.sort(key=lambda record: (record["date"], record["source"]))
             _write_lines(path, [json.dumps(record, ensure_ascii=False) for record in records], gz=True)
-        _fault("after_month_write")
+        faults.point("archive.after_month_write")
         for raw in raws:
             raw.unlink()
-            _fault("after_raw_unlink")
+            faults.point("archive.after_raw_unlink")
         with contextlib.suppress(OSError):  # the month's raw directory, once empty
             raws[0].parent.rmdir()
         return [record["source"] for record in added]
@@ -139,7 +128,7 @@ class Archive:
                     "task_ids": sorted({r["task_id"] for r in records})[:200],
                 })
         _write_lines(summary_path, [json.dumps(entry, ensure_ascii=False) for entry in summaries], gz=False)
-        _fault("after_summary_write")
+        faults.point("archive.after_summary_write")
         for path in old:
             path.unlink()
         return [path.name[:7] for path in old]
