@@ -46,7 +46,7 @@ from typing import Any, Callable, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from configs.usererrors import FieldError
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
@@ -232,14 +232,11 @@ class Plan:
 def load(path: Union[str, Path]) -> Plan:
     """Read, validate and expand a tasks file; SpecError listing every problem."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError([f"{path}: tasks file not found; give the path of a tasks YAML file (see {EXAMPLE})"])
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"tasks file not found; give the path of a tasks YAML file (see {EXAMPLE})",
+                                   shape=f"a tasks file is a mapping with 'tasks:' and/or 'matrix:'; see {EXAMPLE}")
     except YamlError as exc:
         raise SpecError([str(exc)]) from None
-    if not isinstance(data, dict):
-        raise SpecError([f"{path}:1: a tasks file is a mapping with 'tasks:' and/or 'matrix:'; see {EXAMPLE}"])
     return from_data(data, source=path, lines=lines)
 
 

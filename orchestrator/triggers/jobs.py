@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from configs.usererrors import FieldError, field_errors
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.yamlsource import YamlError, line_of, load_mapping
 from orchestrator.triggers.durations import parse_duration
 
 EXAMPLE = "configs/examples/jobs.yaml"
@@ -143,14 +143,11 @@ class JobsFile(BaseModel):
 def load_jobs(path: Path) -> list[Job]:
     """Read and validate a jobs file; JobsError (one line with file:line) on any problem."""
     path = Path(path)
-    if not path.is_file():
-        raise JobsError(f"{path}: no such jobs file; see {EXAMPLE}")
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"no such jobs file; see {EXAMPLE}",
+                                   shape=f"expected a mapping with a 'jobs:' list; see {EXAMPLE}")
     except YamlError as exc:
         raise JobsError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise JobsError(f"{path}:1: expected a mapping with a 'jobs:' list; see {EXAMPLE}")
     try:
         return JobsFile.model_validate(data).jobs
     except ValidationError as exc:

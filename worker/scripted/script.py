@@ -43,7 +43,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from configs.usererrors import field_errors
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.yamlsource import YamlError, line_of, load_mapping
 
 EXAMPLE = "configs/examples/scripts/hello.yaml"
 
@@ -116,14 +116,11 @@ def load_script(source: Union[Path, str, dict]) -> Script:
     if isinstance(source, dict):
         return _validate(source, "<script>", {})
     path = Path(source)
-    if not path.is_file():
-        raise ScriptError(f"{path}: script file not found; see {EXAMPLE} for the format")
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"script file not found; see {EXAMPLE} for the format",
+                                   shape=f"a script is a mapping with a 'tasks:' list; see {EXAMPLE}")
     except YamlError as exc:
         raise ScriptError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise ScriptError(f"{path}:1: a script is a mapping with a 'tasks:' list; see {EXAMPLE}")
     return _validate(data, str(path), lines)
 
 
