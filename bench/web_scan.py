@@ -179,12 +179,11 @@ def furniture(truth: Counter, seen: Counter) -> float:
 
 def make_ctx(settings, name: str) -> ToolContext:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
-    return ToolContext(f"bench-{name}", workdir, settings, None, extra={"cleanup": []})
+    return ToolContext(f"bench-{name}", workdir, settings, None)
 
 
 def finish(ctx: ToolContext) -> None:
-    for cleanup in ctx.extra["cleanup"]:
-        cleanup()
+    ctx.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -204,7 +203,7 @@ def baseline_script(ref: str) -> Optional[str]:
 
 def measure_baseline(ctx: ToolContext, source: str, truth: Counter, repeat: int) -> dict:
     """The old scan in the same tab: one output cut head+tail at the cap, as the old tool did."""
-    session, runs = ctx.extra["web"], []
+    session, runs = ctx.web, []
     for _ in range(repeat):
         started = time.perf_counter()
         _, result = session.call(_evaluate, source, {"textOnly": False})
@@ -386,7 +385,7 @@ def open_workers(homes: list[str], url: str) -> list[ToolContext]:
 
 def browsers_memory(ctxs: list[ToolContext]) -> tuple[int, int, int]:
     time.sleep(1.0)  # let renderers finish starting
-    pids = {ctx.extra["web"].info.pid for ctx in ctxs}
+    pids = {ctx.web.info.pid for ctx in ctxs}
     totals = [tree_memory(pid) for pid in pids]
     return len(pids), sum(t[0] for t in totals), sum(t[1] for t in totals)
 

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from configs.usererrors import FieldError
 from configs.yamlsource import (
     YamlError,
     YamlLimits,
@@ -282,8 +283,8 @@ def _validate(data: dict, source: str, lines: dict) -> Settings:
 
 
 def _describe(error: dict, source: str, lines: dict) -> str:
-    loc = tuple(error["loc"])
-    key = ".".join(str(part) for part in loc)
+    problem = FieldError.of(error)
+    loc, key = problem.loc, problem.key()
     line = line_of(lines, loc)
     where = f"{source}:{line}" if line else source
     if error["type"] == "extra_forbidden":
@@ -294,4 +295,4 @@ def _describe(error: dict, source: str, lines: dict) -> str:
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"{where}: unknown key '{key}'; {hint}allowed here: {', '.join(allowed)}"
-    return f"{where}: '{key}': {error['msg']} (got {error.get('input')!r}); see configs/default.yaml for the allowed values"
+    return f"{where}: {problem.line()}; see configs/default.yaml for the allowed values"

@@ -62,6 +62,18 @@ def load_yaml(path: Path, limits: Optional[YamlLimits] = None) -> tuple[Any, dic
     return load_text(text, str(path), limits)
 
 
+def load_mapping(path: Path, *, missing: str, shape: str) -> tuple[dict, dict[tuple, int]]:
+    """A YAML file that must hold a mapping: (data, lines). YamlError, one line, when the file is missing
+    ("<path>: <missing>"), unreadable, or not a mapping ("<path>:1: <shape>")."""
+    path = Path(path)
+    if not path.is_file():
+        raise YamlError(f"{path}: {missing}")
+    data, lines = load_yaml(path)
+    if not isinstance(data, dict):
+        raise YamlError(f"{path}:1: {shape}")
+    return data, lines
+
+
 def load_text(text: str, where: str, limits: Optional[YamlLimits] = None) -> tuple[Any, dict[tuple, int]]:
     """Parse YAML text (`where` names it in errors) under the same limits as a file."""
     limits = limits or _limits

@@ -11,21 +11,19 @@ until the next compress, which then only deletes the raw copy).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import json
 import os
 import re
 import shutil
-import signal
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, ContextManager, Iterator, Optional
 from urllib.parse import quote, unquote
 
-from .fsutil import fsync_dir
+from . import faults
+from .fsutil import atomic_replace, flocked, fsync_dir
 
-FAULT_ENV = "GA_ARCHIVE_FAULT"  # "point" or "point:N": the process SIGKILLs itself at the Nth pass
 TEMP_MARK = ".tmp-"
 ARG_CHARS = 40
 LINE_CHARS = 200
@@ -36,27 +34,10 @@ MONTH = re.compile(r"^\d{4}-\d{2}$")
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-_fault_passes: dict[str, int] = {}
-
-
-def _fault(point: str) -> None:
-    wanted, _, nth = os.environ.get(FAULT_ENV, "").partition(":")
-    if wanted == point:
-        _fault_passes[point] = _fault_passes.get(point, 0) + 1
-        if _fault_passes[point] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _write_atomic(path: Path, lines: list[str], *, gz: bool) -> None:
-    tmp = path.with_name(f"{path.name}{TEMP_MARK}{os.getpid()}")
-    opener = gzip.open if gz else open
-    with opener(tmp, "wt", encoding="utf-8") as out:
-        out.writelines(line + "\n" for line in lines)
-    with open(tmp, "rb") as done:
-        os.fsync(done.fileno())
-    _fault("before_rename")
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+def _write_lines(path: Path, lines: list[str], *, gz: bool) -> None:
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    atomic_replace(path, gzip.compress(data, mtime=0) if gz else data,
+                   before_rename=lambda: faults.point("archive.before_rename"))
 
 
 def _encode_task(task_id: str) -> str:
@@ -84,7 +65,7 @@ class Archive:
         when = when or datetime.now().astimezone()
         day = when.strftime("%Y-%m-%d")
         month_dir = self.raw_dir / day[:7]
-        with self._locked(fcntl.LOCK_EX):
+        with self._locked():
             month_dir.mkdir(parents=True, exist_ok=True)
             tmp = month_dir / f"{day}_{_encode_task(task_id)}{TEMP_MARK}{os.getpid()}"
             shutil.copyfile(source, tmp)
@@ -102,7 +83,7 @@ class Archive:
         now = now or datetime.now().astimezone()
         cutoff = (now - timedelta(days=older_than_days)).strftime("%Y-%m-%d")
         compressed: list[str] = []
-        with self._locked(fcntl.LOCK_EX):
+        with self._locked():
             self._remove_temps()
             by_month: dict[str, list[Path]] = {}
             for raw in self._raw_files():
@@ -121,11 +102,11 @@ class Archive:
         if added:
             records += added
             records.sort(key=lambda record: (record["date"], record["source"]))
-            _write_atomic(path, [json.dumps(record, ensure_ascii=False) for record in records], gz=True)
-        _fault("after_month_write")
+            _write_lines(path, [json.dumps(record, ensure_ascii=False) for record in records], gz=True)
+        faults.point("archive.after_month_write")
         for raw in raws:
             raw.unlink()
-            _fault("after_raw_unlink")
+            faults.point("archive.after_raw_unlink")
         with contextlib.suppress(OSError):  # the month's raw directory, once empty
             raws[0].parent.rmdir()
         return [record["source"] for record in added]
@@ -146,8 +127,8 @@ class Archive:
                     "month": month, "state": "summarized", "sessions": len(records),
                     "task_ids": sorted({r["task_id"] for r in records})[:200],
                 })
-        _write_atomic(summary_path, [json.dumps(entry, ensure_ascii=False) for entry in summaries], gz=False)
-        _fault("after_summary_write")
+        _write_lines(summary_path, [json.dumps(entry, ensure_ascii=False) for entry in summaries], gz=False)
+        faults.point("archive.after_summary_write")
         for path in old:
             path.unlink()
         return [path.name[:7] for path in old]
@@ -164,7 +145,7 @@ class Archive:
         found: list[dict[str, Any]] = []
         if not self.dir.is_dir():
             return found
-        with self._locked(fcntl.LOCK_SH):
+        with self._locked(shared=True):
             candidates = [r for p in self._month_files() if _month_matches(p.name[:7], date)
                           for r in self._read_month(p)]
             folded = {record["source"] for record in candidates}  # a crash can leave both copies
@@ -191,7 +172,7 @@ class Archive:
         """Counts for display: raw sessions, months archived, months summarized."""
         if not self.dir.is_dir():
             return {"raw_sessions": 0, "months": {}, "summarized_months": []}
-        with self._locked(fcntl.LOCK_SH):
+        with self._locked(shared=True):
             months = {p.name[:7]: len(self._read_month(p)) for p in self._month_files()}
             return {
                 "raw_sessions": len(list(self._raw_files())),
@@ -201,15 +182,9 @@ class Archive:
 
     # ---- plumbing ------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self, mode: int) -> Iterator[None]:
+    def _locked(self, shared: bool = False) -> ContextManager[None]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".lock", "a+") as lock:
-            fcntl.flock(lock, mode)  # released by the kernel if the holder dies
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        return flocked(self.dir / ".lock", shared)
 
     def _raw_files(self) -> Iterator[Path]:
         if self.raw_dir.is_dir():

@@ -1,7 +1,10 @@
-"""Named fault points so tests can crash a committer at every step.
+"""Named fault points so tests can crash a writer at every step: the one fault-injection mechanism.
 
-Arm a point with the environment (read at each check, so a child process can be armed alone):
+The store's commit steps are listed in POINTS; the L4 archive's are named `archive.<step>` and an
+exploration cycle's `explore.<step>`. Arm a point with the environment (read at each check, so a
+child process can be armed alone):
   GA_MEMORY_FAULT=<point>        the process SIGKILLs itself at that point
+  GA_MEMORY_FAULT=<point>:<n>    ... at its n-th pass in this process
   GA_MEMORY_FAULT=<point>:block  it prints "FAULT <point> <pid>" to stderr and sleeps until killed
 or set `hook` to a callable that receives every point name (in-process tests).
 """
@@ -29,6 +32,7 @@ POINTS = (
 
 ENV = "GA_MEMORY_FAULT"
 hook: Optional[Callable[[str], None]] = None
+_passes: dict[str, int] = {}
 
 
 def armed(name: str) -> bool:
@@ -37,12 +41,17 @@ def armed(name: str) -> bool:
 
 
 def point(name: str) -> None:
-    """Called by the store at each named step."""
+    """Called by a writer (store, archive, exploration) at each named step."""
     if hook is not None:
         hook(name)
     if not armed(name):
         return
-    if os.environ[ENV].endswith(":block"):
+    when = os.environ[ENV].partition(":")[2]
+    if when.isdigit():
+        _passes[name] = _passes.get(name, 0) + 1
+        if _passes[name] != int(when):
+            return
+    elif when == "block":
         sys.stderr.write(f"FAULT {name} {os.getpid()}\n")
         sys.stderr.flush()
         while True:

@@ -62,6 +62,11 @@ def atomic_replace(path: Path, data: bytes, before_rename: Optional[Callable[[],
     fsync_dir(path.parent)
 
 
+def atomic_write_text(path: Path, text: str, before_rename: Optional[Callable[[], None]] = None) -> None:
+    """`atomic_replace` for UTF-8 text."""
+    atomic_replace(path, text.encode("utf-8"), before_rename)
+
+
 @contextmanager
 def flocked(path: Path, shared: bool = False) -> Iterator[None]:
     """Hold an flock on `path` (created if missing). The kernel drops it if the holder dies."""
@@ -81,29 +86,55 @@ class HeldElsewhere(RuntimeError):
         self.holder = holder
 
 
-@contextmanager
-def single_instance(path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on `path` (with our pid in it) for the block; HeldElsewhere if another
-    process holds it. The kernel drops the lock when its holder dies, so a crash never wedges it."""
+def hold(path: Path) -> int:
+    """Take the single-instance lock on `path` (our pid written in it) and return its fd; closing the fd
+    releases it. HeldElsewhere if another process holds it. The kernel drops the lock when its holder
+    dies, so a crash never wedges it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise HeldElsewhere(os.pread(fd, 32, 0).decode(errors="replace").strip() or "?") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise HeldElsewhere(holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+@contextmanager
+def single_instance(path: Path) -> Iterator[None]:
+    """Hold `path`'s single-instance lock (see `hold`) for the block."""
+    fd = hold(path)
+    try:
         yield
     finally:
         os.close(fd)
 
 
-def lock_fd(path: Path | str, flags: int = os.O_RDONLY) -> int:
+def lock_fd(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
     """Open `path` and take an exclusive flock on it; the caller closes the fd to release it."""
-    fd = os.open(path, flags)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    fd = os.open(path, flags, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
+
+
+def is_held(fd: int) -> bool:
+    """True if another open file holds an exclusive flock on the file behind `fd`. The probe is shared,
+    so checkers never see each other as holders (it lasts until `fd` is closed)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    return False
 
 
 def is_abandoned(path: Path | str) -> bool:

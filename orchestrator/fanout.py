@@ -23,10 +23,12 @@ from orchestrator import spec as specs
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.records import ReduceResult, RunSummary, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask, SpecError
+from worker.context.cut import cut_head_tail
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
 COMPACT_CHARS = 6000  # --json answers together stay well inside a code_run output cap
+ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
 
 
 class FanoutError(ValueError):
@@ -49,7 +51,7 @@ class Run:
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
         """What --json prints: small enough for a parent agent to read whole."""
         per_answer = max(200, limit // max(1, len(self.results) + (1 if self.reduce else 0)))
-        rows = [{"id": r.task_id, "status": r.status, "answer": _cut(r.answer, per_answer),
+        rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
                  **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
                 for r in self.results]
         data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
@@ -59,7 +61,8 @@ class Run:
         if self.summary.stop_note:
             data["note"] = self.summary.stop_note
         if self.reduce:
-            data["reduce"] = {"status": self.reduce.status, "answer": _cut(self.reduce.answer or "", limit),
+            data["reduce"] = {"status": self.reduce.status,
+                              "answer": cut_head_tail(self.reduce.answer or "", limit, ANSWER_NOTE),
                               "path": self.reduce.path}
         return data
 
@@ -297,10 +300,3 @@ def load_run(runs_dir: Path, run_id: str) -> dict[str, Any]:
     return {"run_id": run.run_id, "path": str(run.path), "summary": summary.model_dump(mode="json") if summary else None,
             "results": [r.line() for r in run.results().values()],
             "ledger_tail": list(read_jsonl(run.path / "ledger.jsonl"))[-20:]}
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return f"{text[:head]}\n[... {len(text) - limit} chars cut; see the answer file ...]\n{text[-(limit - head):]}"

@@ -9,7 +9,6 @@ the next open. `results.jsonl` is the truth about what finished: resume skips wh
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
@@ -20,7 +19,7 @@ from typing import Any, Iterator, Optional
 import yaml
 from pydantic import BaseModel
 
-from memory_shared.fsutil import atomic_replace
+from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 
@@ -80,11 +79,6 @@ def _read_results(path: Path) -> dict[str, TaskRecord]:
     return {record.task_id: record for record in found}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Text through fsutil's atomic replace (no temp file left when it fails)."""
-    atomic_replace(path, text.encode("utf-8"))
-
-
 class RunDir:
     """One run's directory (DESIGN §5). Open it with `create` or `open`; close() when done."""
 
@@ -102,7 +96,7 @@ class RunDir:
         path.mkdir(parents=True, exist_ok=False)
         (path / "tasks").mkdir()
         (path / "reduce").mkdir()
-        write_atomic(path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+        atomic_write_text(path / "spec.yaml", yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
         run = cls(path)
         run.lock()
         return run.open_files()
@@ -117,16 +111,10 @@ class RunDir:
 
     def lock(self) -> bool:
         """Hold the run for this process (released when it exits, even on kill -9); False if another holds it."""
-        self._lock_handle = (self.path / ".lock").open("a+")
         try:
-            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_handle.close()
+            self._lock_fd: Optional[int] = hold(self.path / ".lock")
+        except HeldElsewhere:
             return False
-        self._lock_handle.seek(0)
-        self._lock_handle.truncate()
-        self._lock_handle.write(str(os.getpid()))
-        self._lock_handle.flush()
         return True
 
     def holder(self) -> str:
@@ -146,8 +134,9 @@ class RunDir:
         for handle in (self._ledger, self._results, self._events):
             if handle:
                 handle.close()
-        if getattr(self, "_lock_handle", None):
-            self._lock_handle.close()  # releases the flock
+        if getattr(self, "_lock_fd", None) is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     # ---- reading ----
 
@@ -216,7 +205,7 @@ class RunDir:
             with (self.path / "results.retried.jsonl").open("a", encoding="utf-8") as old:
                 for task_id in dropped:
                     old.write(json.dumps(self._finished[task_id].line()) + "\n")
-            write_atomic(path, "".join(json.dumps(r.line()) + "\n" for r in keep.values()))
+            atomic_write_text(path, "".join(json.dumps(r.line()) + "\n" for r in keep.values()))
             self._results = JsonlFile(path)
             self._finished = keep
             for task_id in dropped:
@@ -226,7 +215,7 @@ class RunDir:
         return dropped
 
     def write_summary(self, summary: RunSummary) -> None:
-        write_atomic(self.path / "summary.json", summary.text())
+        atomic_write_text(self.path / "summary.json", summary.text())
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
+from orchestrator.records import Job
 
 _REAPER: Any = None  # kept referenced: it outlives this process on purpose
 TASK_THREAD = "ga-task-"
@@ -94,7 +95,7 @@ class LocalPool:
 
     # ---- the pool interface ----
 
-    def submit(self, slot: Slot, job: dict[str, Any]) -> Future:
+    def submit(self, slot: Slot, job: Job) -> Future:
         future: Future = Future()
         member = slot.member
         with self._lock:

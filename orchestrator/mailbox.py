@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from orchestrator.ledger import write_atomic
+from memory_shared.fsutil import atomic_write_text
 
 POLL = 0.1  # seconds between looks at the mailbox (the driver) and for the reply (the asker)
 REPLY_WAIT = 10.0  # an asker gives up after this long without a reply (the driver is stuck or gone)
@@ -51,7 +51,7 @@ class Mailbox:
                     reply = self.handle(request) if isinstance(request, dict) else {"ok": False, "error": "bad request"}
                 except (OSError, ValueError) as exc:
                     reply = {"ok": False, "error": f"unreadable request: {exc}"}
-                write_atomic(path.with_suffix(".reply"), json.dumps(reply))
+                atomic_write_text(path.with_suffix(".reply"), json.dumps(reply))
                 path.unlink(missing_ok=True)
 
 
@@ -60,7 +60,7 @@ def ask(run_path: Path, request: dict[str, Any], wait: float = REPLY_WAIT) -> Op
     folder = _folder(run_path)
     folder.mkdir(exist_ok=True)
     name = uuid.uuid4().hex
-    write_atomic(folder / f"{name}.json", json.dumps(request))
+    atomic_write_text(folder / f"{name}.json", json.dumps(request))
     reply_path = folder / f"{name}.reply"
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

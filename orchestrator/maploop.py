@@ -15,9 +15,10 @@ from typing import Any, Callable, Optional
 
 import structlog
 
+from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
-from orchestrator.ledger import RunDir, write_atomic
+from orchestrator.ledger import RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 
@@ -245,7 +246,7 @@ class MapLoop:
             folder = Path(str(record.task_dir))
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in record.files.items():
-                write_atomic(folder / name, text)
+                atomic_write_text(folder / name, text)
             record.files = None
         total = record.usage + record.nested_usage
         record.usage_with_nested = total

@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from orchestrator.ledger import write_atomic
+from memory_shared.fsutil import atomic_write_text
 from orchestrator.maploop import MapLoop
 from orchestrator.records import Job, ReduceResult, TaskRecord, Usage
 from orchestrator.spec import PlannedTask
+from worker.context.cut import cut_head_tail
 
 MAX_LEVELS = 6
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
@@ -52,14 +53,14 @@ class Reducer:
                        + (records[t.id].answer or records[t.id].reason) for i, t in enumerate(tasks)]
         self.levels = level
         final = self._task("reduce", f"{self.cfg.prompt}\n\n{STATUS_NOTE}\n\n<results count=\"{len(results)}\">\n"
-                                     + "\n\n".join(_cut(e, self.budget_chars) for e in entries) + "\n</results>")
+                                     + "\n\n".join(cut_head_tail(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
         output = self.dir / self.cfg.output
-        write_atomic(output, record.answer + "\n")
+        atomic_write_text(output, record.answer + "\n")
         summary = ReduceResult(status=record.status, reason=record.reason, answer=record.answer, path=str(output),
                                levels=level, usage=self.usage, memory_generation=record.memory_generation,
                                reused=self.reused)
-        write_atomic(self.dir / "result.json", summary.model_dump_json(indent=2) + "\n")
+        atomic_write_text(self.dir / "result.json", summary.model_dump_json(indent=2) + "\n")
         self.driver.run.ledger("reduce_finished", status=summary.status, levels=level, reused=len(self.reused),
                                memory_generation=summary.memory_generation)
         return summary
@@ -130,18 +131,10 @@ def chunk(entries: list[str], budget: int) -> list[list[str]]:
     groups: list[list[str]] = [[]]
     size = 0
     for entry in entries:
-        entry = _cut(entry, budget)
+        entry = cut_head_tail(entry, budget)
         if groups[-1] and size + len(entry) + 2 > budget:
             groups.append([])
             size = 0
         groups[-1].append(entry)
         size += len(entry) + 2
     return [g for g in groups if g] or [[]]
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    keep = max(0, limit - 60)
-    return f"{text[:keep // 2]}\n[... {len(text) - keep} chars cut ...]\n{text[-(keep - keep // 2):]}"
-

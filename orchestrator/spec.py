@@ -45,7 +45,8 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.usererrors import FieldError
+from configs.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
@@ -233,14 +234,11 @@ class Plan:
 def load(path: Union[str, Path]) -> Plan:
     """Read, validate and expand a tasks file; SpecError listing every problem."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError([f"{path}: tasks file not found; give the path of a tasks YAML file (see {EXAMPLE})"])
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"tasks file not found; give the path of a tasks YAML file (see {EXAMPLE})",
+                                   shape=f"a tasks file is a mapping with 'tasks:' and/or 'matrix:'; see {EXAMPLE}")
     except YamlError as exc:
         raise SpecError([str(exc)]) from None
-    if not isinstance(data, dict):
-        raise SpecError([f"{path}:1: a tasks file is a mapping with 'tasks:' and/or 'matrix:'; see {EXAMPLE}"])
     return from_data(data, source=path, lines=lines)
 
 
@@ -303,8 +301,8 @@ def _merge_misspelled(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
-    loc = tuple(p for p in error["loc"] if not _is_type_tag(p))
-    loc = tuple("from" if p == "from_" else p for p in loc)
+    problem = FieldError.of(error, tags={"Matrix"})
+    loc = tuple("from" if p == "from_" else p for p in problem.loc)
     place = f"{where}:{line_of(lines, loc) or 1}"
     key = _dotted(loc) or "(top)"
     if error["type"] == "extra_forbidden":
@@ -317,10 +315,7 @@ def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
     if error["type"] == "string_pattern_mismatch":
         return (f"{place}: '{key}': {error.get('input')!r:.60} is not a valid name; use letters, digits, '.', '_' "
                 "and '-' (at most 80, starting with a letter or digit)")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    got = error.get("input")
-    shown = f" (got {got!r:.60})" if not isinstance(got, dict) and error["type"] != "value_error" else ""
-    return f"{place}: '{key}': {message}{shown}; see {EXAMPLE} for the format"
+    return f"{place}: '{key}': {problem.message}{problem.got}; see {EXAMPLE} for the format"
 
 
 def _allowed_keys(parent: tuple) -> list[str]:
@@ -345,10 +340,6 @@ def _model_in(annotation: Any) -> Any:
             return found
     return None
 
-
-def _is_type_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part in {"str", "int", "float", "dict", "list", "Matrix", "function-after"}
-                                      or "[" in part)
 
 
 def _dotted(loc: tuple) -> str:

@@ -15,15 +15,13 @@ files always land together.
 """
 from __future__ import annotations
 
-import os
-import signal
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
 import structlog
 
-from memory_shared import L1_INDEX, format_sop
+from memory_shared import L1_INDEX, faults, format_sop
 from skilltree.commit import commit_tree, commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
@@ -34,7 +32,6 @@ from skilltree.verify import Collected
 log = structlog.get_logger("skilltree.consolidate")
 AUTHOR = "ga explore"
 SCRIPTS_DIR = "L3/scripts"
-FAULT_ENV = "GA_EXPLORE_FAULT"  # "<point>" or "<point>:<n>": SIGKILL at the n-th (default 1st) pass, for crash tests
 
 
 @dataclass(frozen=True)
@@ -76,20 +73,6 @@ def report_path(run_id: str, task_id: str) -> str:
     return f"{REPORTS_DIR}/{run_id}/{task_id}.md"
 
 
-_passes: dict[str, int] = {}
-
-
-def fault_point(name: str) -> None:
-    """SIGKILL this process when GA_EXPLORE_FAULT names this point (at its n-th pass)."""
-    spec = os.environ.get(FAULT_ENV, "")
-    point, _, nth = spec.partition(":")
-    if point != name:
-        return
-    _passes[name] = _passes.get(name, 0) + 1
-    if _passes[name] >= int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _report_text(task: TaskPlan, collected: Collected, *, category: str, skill: str, artifacts: list[str],
                  run_id: str, tokens: int, now: datetime) -> str:
     claimed = collected.report
@@ -126,7 +109,7 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
     done = Consolidated(task.task_id, collected.outcome, problems=collected.problems, checks=collected.checks)
     if collected.outcome == "failed":
         return done
-    fault_point("consolidating")
+    faults.point("explore.consolidating")
     try:
         if collected.outcome == "verified":
             generation, skill_id = _commit_skill(store, run_id, task, collected, rel, tokens, now)
@@ -140,7 +123,7 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
         done.outcome, done.skill_id = "already", _skill_with_report(store, rel)
         log.info("explore.already_consolidated", run=run_id, task=task.task_id, report=rel, skill=done.skill_id)
     else:
-        fault_point("committed")
+        faults.point("explore.committed")
     done.generation, done.report_path = generation, rel
     return done
 
@@ -174,7 +157,7 @@ def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected,
         if txn.read(rel) is not None:
             raise _Already
         skill: Skill = chosen["skill"]
-        for artifact, path in zip(collected.artifacts, skill.scripts):
+        for artifact, path in zip(collected.artifacts, skill.scripts, strict=False):
             txn.write(path, artifact.text)
         txn.write(skill.sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
         txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,

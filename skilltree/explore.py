@@ -32,7 +32,8 @@ from typing import Any, Optional
 import structlog
 
 from configs import Settings
-from orchestrator.ledger import RunDir, new_run_id, write_atomic
+from memory_shared.fsutil import atomic_write_text
+from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import Plan, write_plan
@@ -166,7 +167,7 @@ def explore_spec(tasks: list[TaskPlan], model: Optional[str], settings: Settings
 
 
 def _write_record(run_dir: Path, record: dict[str, Any]) -> None:
-    write_atomic(run_dir / CYCLE_FILE, json.dumps(record, indent=2, default=str) + "\n")
+    atomic_write_text(run_dir / CYCLE_FILE, json.dumps(record, indent=2, default=str) + "\n")
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:

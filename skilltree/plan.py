@@ -2,7 +2,6 @@
 as plan.json in the run directory."""
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -10,6 +9,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from configs.settings import PlannerSettings
+from memory_shared.fsutil import atomic_write_text
 from skilltree.demand import apply_demand, category_demand
 from skilltree.scoring import Candidate, Judgement, ScoredCandidate, TreeStats, score_task
 from skilltree.selection import MIN_CATEGORIES, categories_covered, ranked, select_batch
@@ -67,7 +67,7 @@ def build_plan(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[C
         raise ValueError(f"{len(candidates)} candidates but {len(judgements)} judgements")
     params = planner or PlannerSettings(rule="s6")
     stats = TreeStats.build(tree, usage)
-    scored = [score_task(c, j, stats, tree.weights) for c, j in zip(candidates, judgements)]
+    scored = [score_task(c, j, stats, tree.weights) for c, j in zip(candidates, judgements, strict=False)]
     demand = category_demand(tree, recent or {}, now, params, trend) if params.rule == "demand" else {}
     scored = ranked(apply_demand(scored, demand, params))
     batch = select_batch(scored, batch_size, min_categories)
@@ -84,9 +84,7 @@ def write_plan(run_dir: Path | str, plan: Plan) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / PLAN_FILE
-    tmp = target.with_suffix(f".tmp.{os.getpid()}")
-    tmp.write_text(plan.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_text(target, plan.model_dump_json(indent=2) + "\n")
     return target
 
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 import structlog
 from pydantic import ConfigDict, Field, ValidationError
 
+from configs.usererrors import validation_line
 from skilltree.plan import Dropped, Plan, build_plan, write_plan
 from skilltree.reports import ExplorationReport
 from skilltree.scoring import Candidate, Judgement
@@ -53,10 +54,6 @@ def parse_json_array(content: str) -> list[Any]:
         if isinstance(data, list):
             return data
     raise ValueError("the reply is not a JSON array")
-
-
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'item'}: {e['msg']}" for e in exc.errors())
 
 
 class Planner:
@@ -116,7 +113,7 @@ class Planner:
                 try:
                     candidate = Candidate.model_validate(item)
                 except ValidationError as exc:
-                    problems.append((f"item {n}: {_errors(exc)}", item))
+                    problems.append((f"item {n}: {validation_line(exc, top='item', every=True, quote=False)}", item))
                     continue
                 if candidate.title.casefold() in titles:
                     problems.append((f"item {n}: duplicate title {candidate.title!r}", item))
@@ -146,7 +143,7 @@ class Planner:
                 try:
                     judgement = IndexedJudgement.model_validate(item)
                 except ValidationError as exc:
-                    problems.append((f"judgement {item!r:.80}: {_errors(exc)}", item))
+                    problems.append((f"judgement {item!r:.80}: {validation_line(exc, top='item', every=True, quote=False)}", item))
                     continue
                 if judgement.index > n or judgement.index in valid:
                     problems.append((f"judgement index {judgement.index} is not a single candidate 1-{n}", item))
@@ -171,7 +168,7 @@ def plan(model: Any, tree: SkillTree, usage: Mapping[str, int], *, now: datetime
     planner = Planner(model, candidates=candidates)
     proposed = planner.propose(tree, usage, reports)
     judgements = planner.judge(tree, usage, proposed)
-    kept = [(c, j) for c, j in zip(proposed, judgements) if j is not None]
+    kept = [(c, j) for c, j in zip(proposed, judgements, strict=False) if j is not None]
     result = build_plan(tree, usage, [c for c, _ in kept], [j for _, j in kept], batch_size=batch_size,
                         now=now, min_categories=min_categories, generation=generation,
                         planner=planner_settings, recent=recent, trend=trend)

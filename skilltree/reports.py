@@ -27,6 +27,7 @@ import structlog
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from configs.usererrors import validation_line
 from configs.yamlsource import load_text
 from skilltree.tree import utc
 from skilltree.vectors import ScoreVector
@@ -93,7 +94,8 @@ def load_reports(directory: Path | str, limit: Optional[int] = None) -> list[Exp
         try:
             reports.append(read_report(path))
         except (ValueError, ValidationError, yaml.YAMLError, OSError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = validation_line(exc) if isinstance(exc, ValidationError) else (
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             log.warning("report.skipped", file=str(path), problem=first,
                         fix="give it front matter with title, category, skill, score_vector, verified")
     reports.sort(key=lambda r: (r.created or datetime.min.replace(tzinfo=timezone.utc), r.title), reverse=True)

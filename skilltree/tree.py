@@ -41,6 +41,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from configs.usererrors import validation_line
 from skilltree.vectors import ScoreVector, Weights
 
 TREE_FILE = "skilltree.json"
@@ -229,9 +230,7 @@ def parse(text: str, source: str = TREE_FILE) -> SkillTree:
     try:
         return SkillTree.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        raise SkillTreeError(f"{source}: '{where}': {error['msg']}; see the format in skilltree/tree.py") from None
+        raise SkillTreeError(f"{source}: {validation_line(exc, top='(top level)')}; see the format in skilltree/tree.py") from None
 
 
 def load(snapshot_path: Path | str) -> SkillTree:

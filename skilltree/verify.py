@@ -38,6 +38,7 @@ import yaml
 from pydantic import ValidationError
 
 from configs.settings import SandboxSettings
+from configs.usererrors import validation_line
 from skilltree.reports import ExplorationReport, split_front_matter
 from worker import sandbox as bwrap
 
@@ -100,8 +101,7 @@ def read_task_report(workdir: Path) -> ExplorationReport:
     try:
         return ExplorationReport.model_validate({**data, "path": str(path), "body": body})
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise ValueError(f"{REPORT_FILE}: '{'.'.join(str(p) for p in error['loc'])}': {error['msg']}") from None
+        raise ValueError(f"{REPORT_FILE}: {validation_line(exc)}") from None
 
 
 def execution_evidence(history_path: Optional[Path]) -> list[str]:

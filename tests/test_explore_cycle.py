@@ -65,7 +65,7 @@ def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_
     store = MemoryStore(memory)
     commits = store.log()[1:]
     assert [c.generation for c in commits] == [1, 2, 3, 4]  # one commit per filed task, none for the failed one
-    for commit, skill_id in zip(commits[:3], VERIFIED):
+    for commit, skill_id in zip(commits[:3], VERIFIED, strict=False):
         folder = VERIFIED[skill_id][0]
         assert commit.author == "ga explore" and "evidence: code_run call_" in commit.message
         assert {L1_INDEX, "skilltree.json", f"L3/{folder}/{skill_id}.md",
@@ -116,7 +116,7 @@ def outcomes_id(skill_id: str) -> str:
 
 
 def consolidate(run_dir: Path, runs: Path, fault: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("GA_MEMORY_FAULT", "GA_EXPLORE_FAULT")}
+    env = {k: v for k, v in os.environ.items() if k != "GA_MEMORY_FAULT"}
     return subprocess.run([sys.executable, str(ROOT / "cli.py"), "explore", "--consolidate", run_dir.name,
                            "--out", str(runs), "--json"], env={**env, **fault}, capture_output=True, text=True,
                           timeout=120)
@@ -142,7 +142,7 @@ def test_a_stopped_cycle_resumes_and_kill_9_during_consolidation_never_breaks_or
     assert MemoryStore(memory).head() == 0 and not skills and not reports
 
     # 2. killed right after the second task's commit, before the run directory recorded it
-    died = consolidate(ran.run_dir, runs, {"GA_EXPLORE_FAULT": "committed:2"})
+    died = consolidate(ran.run_dir, runs, {"GA_MEMORY_FAULT": "explore.committed:2"})
     assert died.returncode == -9
     skills, reports = consistent(memory)
     assert MemoryStore(memory).head() == 2 and set(skills) == {"count-words", "csv-column-sum"}

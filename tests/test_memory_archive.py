@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_shared.archive import FAULT_ENV, Archive, compact_session
+from memory_shared import faults
+from memory_shared.archive import Archive, compact_session
 
 NOW = datetime(2025, 6, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -128,8 +129,9 @@ COMPRESS_CHILD = textwrap.dedent("""
 """)
 
 
-FAULT_POINTS = ["before_rename", "after_month_write", "after_raw_unlink", "after_raw_unlink:3",
-                "before_rename:2", "after_month_write:2", "before_rename:3", "after_summary_write"]
+FAULT_POINTS = ["archive." + point for point in (
+    "before_rename", "after_month_write", "after_raw_unlink", "after_raw_unlink:3",
+    "before_rename:2", "after_month_write:2", "before_rename:3", "after_summary_write")]
 
 
 @pytest.mark.parametrize("point", FAULT_POINTS)
@@ -140,7 +142,7 @@ def test_compress_killed_at_each_fault_point_loses_nothing(tmp_path, point):
     tasks = [f"t{i}" for i in range(4)]
     for i, task in enumerate(tasks):  # two sessions in May (to be dropped to a summary), two in June
         archive.store_session(task, history, when=NOW - timedelta(days=25 * (i % 2)))
-    env = {**os.environ, FAULT_ENV: point}
+    env = {**os.environ, faults.ENV: point}
     child = subprocess.run([sys.executable, "-c", COMPRESS_CHILD, str(root)], env=env, cwd=Path(__file__).parents[1])
     assert child.returncode == -9, "the fault point was not reached"
     found = {r["task_id"] for r in archive.search(date="2025-06")}

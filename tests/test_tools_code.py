@@ -82,7 +82,7 @@ def test_runs_in_workdir_and_cwd_subdir(ctx):
 
 
 def test_env_from_context_reaches_the_child(ctx):
-    ctx.extra["env"] = {"GA_RUN_DIR": "/tmp/run-x", "GA_DEPTH": 1}
+    ctx.env = {"GA_RUN_DIR": "/tmp/run-x", "GA_DEPTH": 1}
     out = call(ctx, type="bash", script='echo "$GA_RUN_DIR|$GA_DEPTH|$HOME"').output
     assert out.split("\n")[1] == f"/tmp/run-x|1|{os.environ['HOME']}"
 

@@ -29,14 +29,13 @@ def ctx(store, tmp_path):
     work.mkdir()
     with store.snapshot() as snapshot:
         view = MemoryView(store, snapshot, "task-7", AccessLog(store.root))
-        yield ToolContext(task_id="task-7", workdir=work, settings=load_settings(), memory=view,
-                          extra={"seq": 1, "call_id": "c1"})
+        yield ToolContext(task_id="task-7", workdir=work, settings=load_settings(), memory=view, seq=1, call_id="c1")
 
 
 def call(ctx: ToolContext, name: str, **args):
     spec = REGISTRY[name]
-    ctx.extra["seq"] = ctx.extra.get("seq", 0) + 1  # as the loop does before each dispatch
-    ctx.extra["call_id"] = f"c{ctx.extra['seq']}"
+    ctx.seq += 1  # as the loop does before each dispatch
+    ctx.call_id = f"c{ctx.seq}"
     return spec.run(ctx, spec.args.model_validate(args))
 
 

@@ -27,12 +27,11 @@ def browser_state(settings) -> dict:
 def own_ctx(tmp_path: Path, settings, name: str) -> ToolContext:
     workdir = tmp_path / name
     workdir.mkdir()
-    return ToolContext(f"task-{name}", workdir, settings, None, extra={"cleanup": []})
+    return ToolContext(f"task-{name}", workdir, settings, None)
 
 
 def finish(ctx: ToolContext) -> None:
-    for cleanup in ctx.extra["cleanup"]:
-        cleanup()
+    ctx.close()
 
 
 def test_workers_share_one_browser_but_not_cookies_storage_or_tabs(make_ctx, site, web_settings):
@@ -48,7 +47,7 @@ def test_workers_share_one_browser_but_not_cookies_storage_or_tabs(make_ctx, sit
     while "t2" not in scan(alice, tabs_only=True).output and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "t2" in scan(alice, tabs_only=True).output and "t2" not in scan(bob, tabs_only=True).output
-    pids = {alice.extra["web"].info.pid, bob.extra["web"].info.pid, browser_state(web_settings)["pid"]}
+    pids = {alice.web.info.pid, bob.web.info.pid, browser_state(web_settings)["pid"]}
     assert len(pids) == 1
 
 
@@ -64,12 +63,11 @@ def test_worker_processes_on_one_node_share_the_browser(make_ctx, site, web_sett
         from worker.tools.base import ToolContext
         from web_fixtures.server import goto, js
         settings = load_settings({{"home": {str(web_settings.home_dir)!r}}})
-        ctx = ToolContext("child", Path({str(tmp_path)!r}), settings, None, extra={{"cleanup": []}})
+        ctx = ToolContext("child", Path({str(tmp_path)!r}), settings, None)
         goto(ctx, {f"{site}/details.html"!r})
         cookie = js(ctx, "document.cookie", no_monitor=True).output
-        print(json.dumps({{"pid": ctx.extra["web"].info.pid, "cookie": cookie}}))
-        for cleanup in ctx.extra["cleanup"]:
-            cleanup()
+        print(json.dumps({{"pid": ctx.web.info.pid, "cookie": cookie}}))
+        ctx.close()
     """)
     run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

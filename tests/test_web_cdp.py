@@ -83,14 +83,13 @@ def test_a_worker_in_the_persons_browser_uses_their_login_and_only_its_own_tabs(
     settings = load_settings({"home": str(tmp_path / "home"), "web.cdp_url": cdp_url},
                              user_file=tmp_path / "n", project_file=tmp_path / "n")
     (tmp_path / "work").mkdir()
-    ctx = ToolContext("task-w", tmp_path / "work", settings, None, extra={"cleanup": []})
+    ctx = ToolContext("task-w", tmp_path / "work", settings, None)
     goto(ctx, f"{site}/whoami")
     seen = js(ctx, "document.getElementById('who').textContent")
     assert seen.ok and "session=alice" in seen.output  # the person's logged-in session
     tabs = scan(ctx, tabs_only=True)
     assert "/whoami" in tabs.output and "/login" not in tabs.output  # the person's tab is not the worker's
-    for cleanup in ctx.extra["cleanup"]:
-        cleanup()
+    ctx.close()
     after = asyncio.run(_persons_tabs(cdp_url, site, login=False))
     assert any(url.endswith("/login") for url in after)  # the person's tab is still there
     assert not any(url.endswith("/whoami") for url in after)  # the worker closed its own

@@ -11,6 +11,7 @@ import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.history import History
@@ -78,12 +79,9 @@ class Worker:
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, extra={"env": dict(self.env), "kill": self._kill, "cleanup": []})
-            try:
+                                    self.ask, env=dict(self.env), kill=self._kill)
+            with self._ctx.cleanup:
                 result = self._loop(memory)
-            finally:
-                for cleanup in self._ctx.extra["cleanup"]:
-                    cleanup()
             result.memory_generation = memory.finish(result, self._executions)
         log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
         return result
@@ -122,32 +120,45 @@ class Worker:
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
                 return self._answered(reply.content, turn)
-            done: list[tuple[ToolCall, ToolResult]] = []
-            self._ctx.extra["calls_in_turn"] = len(reply.tool_calls)  # the turn's calls share the output caps
-            for call in reply.tool_calls:
-                result, well_formed = self._dispatch(call, turn)
-                malformed = 0 if well_formed else malformed + 1
-                if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
-                    self._last_run = (call.name, result.ok, result.output)
-                done.append((call, result))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
-                anchor.add(turn, context.summarize_call(call.name, call.arguments, result.output, result.ok))
-                self._notify(turn, call, result)
-                if result.stop or malformed >= MAX_MALFORMED_IN_A_ROW:
-                    break
-            messages += _skipped(reply.tool_calls[len(done):])
+            done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
-            call, result = done[-1]
-            if result.stop:
-                question = result.data.get("question")
-                reason = result.data.get("reason") or "waiting for the user"
-                return self._result(result.stop, question or "", turn, reason, question)
-            if malformed >= MAX_MALFORMED_IN_A_ROW:
-                return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {result.output}")
-            if limit := self._over_limit():
-                return self._result("limit", "", turn, limit)
+            ended = self._ended_by(done[-1][1], malformed, turn)
+            if ended is not None:
+                return ended
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
+
+    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: Any,
+                   malformed: int) -> tuple[list[tuple[ToolCall, ToolResult]], int]:
+        """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
+        too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
+        done: list[tuple[ToolCall, ToolResult]] = []
+        self._ctx.calls_in_turn = len(calls)  # the turn's calls share the output caps
+        for call in calls:
+            result, well_formed = self._dispatch(call, turn)
+            malformed = 0 if well_formed else malformed + 1
+            if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
+                self._last_run = (call.name, result.ok, result.output)
+            done.append((call, result))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
+            anchor.add(turn, context.summarize_call(call.name, call.arguments, result.output, result.ok))
+            self._notify(turn, call, result)
+            if result.stop or malformed >= MAX_MALFORMED_IN_A_ROW:
+                break
+        messages += _skipped(calls[len(done):])
+        return done, malformed
+
+    def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[WorkerResult]:
+        """The task's result if the turn's calls end it (a stop, malformed calls, a spending limit), else None."""
+        if last.stop:
+            question = last.data.get("question")
+            reason = last.data.get("reason") or "waiting for the user"
+            return self._result(last.stop, question or "", turn, reason, question)
+        if malformed >= MAX_MALFORMED_IN_A_ROW:
+            return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {last.output}")
+        if limit := self._over_limit():
+            return self._result("limit", "", turn, limit)
+        return None
 
     def _context_settings(self, schemas: list[dict[str, Any]]) -> Any:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
@@ -221,10 +232,10 @@ class Worker:
         except json.JSONDecodeError as exc:
             return ToolResult(f"error: arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos})", ok=False), False
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            problems = validation_line(exc, top="arguments", every=True, quote=False)
             return ToolResult(f"error: bad arguments for {call.name}: {problems}", ok=False), False
         seq = len(self._executions) + 1
-        self._ctx.extra.update(seq=seq, call_id=call.id, turn=turn)
+        self._ctx.seq, self._ctx.call_id = seq, call.id
         started = time.monotonic()
         try:
             result = tool.run(self._ctx, args)

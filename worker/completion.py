@@ -12,6 +12,8 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from configs.usererrors import validation_line
+
 
 class NotACompletion(ValueError):
     """The body is not a chat completion; str() says what it is (a few words, no body text)."""
@@ -77,6 +79,4 @@ def parse_completion(body: bytes, content_type: str = "") -> Completion:
     try:
         return Completion.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "(top)"
-        raise NotACompletion(f"JSON of the wrong shape ('{where}': {error['msg']})") from None
+        raise NotACompletion(f"JSON of the wrong shape ({validation_line(exc)})") from None

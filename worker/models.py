@@ -27,6 +27,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from configs.usererrors import field_errors
 from configs.yamlsource import YamlError, line_of, load_yaml
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
@@ -167,10 +168,9 @@ def _build(fields: dict, places: dict[str, str]) -> ModelConfig:
     try:
         return ModelConfig.model_validate(fields)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"])
-        where = places.get(str(error["loc"][0]) if error["loc"] else "", places[""])
-        raise ModelConfigError(f"{where}: model '{fields.get('name')}' field '{key}': {error['msg']}; "
+        problem = field_errors(exc)[0]
+        where = places.get(str(problem.loc[0]) if problem.loc else "", places[""])
+        raise ModelConfigError(f"{where}: model '{fields.get('name')}' field {problem.line()}; "
                                f"allowed fields: {', '.join(ModelConfig.model_fields)}") from None
 
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -55,7 +55,7 @@ def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, 
         done.append(f"the answer matches /{check.pattern}/")
     if check.script is not None:
         tool = REGISTRY["code_run"]
-        env: dict[str, Any] = ctx.extra.setdefault("env", {})
+        env = ctx.env
         env[ANSWER_ENV] = answer or ""
         try:
             result = tool.run(ctx, tool.args.model_validate({"script": check.script, "type": check.type,

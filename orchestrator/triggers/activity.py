@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 
 import structlog
 
-from memory_shared.fsutil import atomic_replace, flocked
+from memory_shared.fsutil import atomic_replace, flocked, is_abandoned, is_held, lock_fd
 from orchestrator.triggers.durations import format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -87,8 +86,7 @@ def user_job(home: Union[Path, str], kind: str, *, now: Optional[Clock] = None,
     started = clock()
     name = f"{_safe(kind)}-{os.getpid()}-{secrets.token_hex(4)}"
     temp, path = jobs / f".{name}.tmp", jobs / f"{name}.lock"
-    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    fd = lock_fd(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
     os.write(fd, json.dumps({"kind": kind, "pid": os.getpid(), "started": started.isoformat()}).encode())
     _touch(temp, started)
     os.rename(temp, path)  # only ever visible while locked: a checker never mistakes it for a crashed job
@@ -121,7 +119,7 @@ def running_jobs(home: Union[Path, str], kinds: Optional[Iterable[str]] = None) 
             continue  # ended meanwhile
         try:
             record = _read_job(path, fd)
-            held = _is_held(fd)
+            held = is_held(fd)
             if held and (wanted is None or (record and record.kind in wanted)):
                 found.append(record or JobRecord("?", 0, _mtime(path), _mtime(path), path))
             elif not held:
@@ -129,7 +127,7 @@ def running_jobs(home: Union[Path, str], kinds: Optional[Iterable[str]] = None) 
         finally:
             os.close(fd)
     for temp in jobs.glob(".*.tmp") if jobs.is_dir() else []:  # a job that died while starting
-        if _stale(temp) and _abandoned(temp):
+        if _stale(temp) and is_abandoned(temp):
             temp.unlink(missing_ok=True)
     return found
 
@@ -233,14 +231,6 @@ def _read_job(path: Path, fd: int) -> Optional[JobRecord]:
         return None
 
 
-def _is_held(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    return False
-
-
 def _stale(path: Path, seconds: float = 60.0) -> bool:
     try:
         return time.time() - path.stat().st_ctime > seconds  # real time: the lock is not yet taken when young
@@ -248,15 +238,6 @@ def _stale(path: Path, seconds: float = 60.0) -> bool:
         return False
 
 
-def _abandoned(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        return not _is_held(fd)
-    finally:
-        os.close(fd)
 
 
 def _touch(path: Path, when: datetime) -> None:

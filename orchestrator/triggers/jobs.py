@@ -24,7 +24,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.usererrors import FieldError, field_errors
+from configs.yamlsource import YamlError, line_of, load_mapping
 from orchestrator.triggers.durations import parse_duration
 
 EXAMPLE = "configs/examples/jobs.yaml"
@@ -100,10 +101,10 @@ class Job(BaseModel):
             try:
                 BUILTIN_ARGS[self.builtin].model_validate(self.args)
             except ValidationError as exc:
-                first = exc.errors()[0]
+                first = field_errors(exc)[0]
                 allowed = ", ".join(BUILTIN_ARGS[self.builtin].model_fields)
-                raise ValueError(f"'args.{first['loc'][0]}' of {self.builtin}: {first['msg']} "
-                                 f"(got {first.get('input')!r}); allowed args: {allowed}") from None
+                raise ValueError(f"'args.{first.key()}' of {self.builtin}: {first.message}{first.got}; "
+                                 f"allowed args: {allowed}") from None
         return self
 
     @property
@@ -142,14 +143,11 @@ class JobsFile(BaseModel):
 def load_jobs(path: Path) -> list[Job]:
     """Read and validate a jobs file; JobsError (one line with file:line) on any problem."""
     path = Path(path)
-    if not path.is_file():
-        raise JobsError(f"{path}: no such jobs file; see {EXAMPLE}")
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"no such jobs file; see {EXAMPLE}",
+                                   shape=f"expected a mapping with a 'jobs:' list; see {EXAMPLE}")
     except YamlError as exc:
         raise JobsError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise JobsError(f"{path}:1: expected a mapping with a 'jobs:' list; see {EXAMPLE}")
     try:
         return JobsFile.model_validate(data).jobs
     except ValidationError as exc:
@@ -157,18 +155,18 @@ def load_jobs(path: Path) -> list[Job]:
 
 
 def _describe(error: dict, path: Path, lines: dict, data: dict) -> str:
-    loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+    problem = FieldError.of(error)
+    loc = problem.loc
     where = f"{path}:{line_of(lines, loc) or 1}"
     job = _job_label(loc, data)
     key = loc[2] if len(loc) > 2 else None
-    message = str(error.get("ctx", {}).get("error") or error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         allowed = ", ".join(Job.model_fields) if len(loc) > 2 else "jobs"
         return f"{where}: {job}unknown key {loc[-1]!r}; allowed: {allowed}"
     if error["type"] == "missing":
         return f"{where}: {job}{loc[-1]!r} is required; see {EXAMPLE}"
     subject = f"{key!r}: " if key is not None else ""
-    return f"{where}: {job}{subject}{message}; see {EXAMPLE}"
+    return f"{where}: {job}{subject}{problem.message}; see {EXAMPLE}"
 
 
 def _job_label(loc: tuple, data: dict) -> str:

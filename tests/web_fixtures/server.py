@@ -79,14 +79,13 @@ def make_ctx(tmp_path, web_settings, browser_keeper):
     def make(name: str = "w", settings=None) -> ToolContext:
         workdir = tmp_path / f"{name}-{len(made)}"
         workdir.mkdir()
-        ctx = ToolContext(f"task-{name}", workdir, settings or web_settings, None, extra={"cleanup": []})
+        ctx = ToolContext(f"task-{name}", workdir, settings or web_settings, None)
         made.append(ctx)
         return ctx
 
     yield make
     for ctx in made:
-        for cleanup in ctx.extra["cleanup"]:
-            cleanup()
+        ctx.close()
 
 
 def js(ctx: ToolContext, script: str, **options) -> ToolResult:

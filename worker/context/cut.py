@@ -5,12 +5,13 @@ import json
 from typing import Any
 
 
-def cut_marker(cut: int) -> str:
-    return f"\n[... {cut} chars cut ...]\n"
+def cut_marker(cut: int, note: str = "") -> str:
+    return f"\n[... {cut} chars cut{'; ' + note if note else ''} ...]\n"
 
 
-def cut_head_tail(text: str, limit: int) -> str:
-    """Keep the head and the tail of `text` with a marker saying how much was cut; len(result) <= limit.
+def cut_head_tail(text: str, limit: int, note: str = "") -> str:
+    """Keep the head and the tail of `text` with a marker saying how much was cut (and `note`, e.g. where
+    the whole text is); len(result) <= limit.
 
     A text already within `limit` comes back unchanged, so cutting is idempotent.
     """
@@ -18,7 +19,7 @@ def cut_head_tail(text: str, limit: int) -> str:
         return text
     if limit <= 0:
         return ""
-    marker = _fitting_marker(len(text), limit)
+    marker = _fitting_marker(len(text), limit, note)
     keep = limit - len(marker)
     if keep < 2:  # no room for a marker: a plain head is the best we can do
         return text[:limit]
@@ -26,16 +27,16 @@ def cut_head_tail(text: str, limit: int) -> str:
     return text[:head] + marker + text[len(text) - (keep - head):]
 
 
-def _fitting_marker(total: int, limit: int) -> str:
+def _fitting_marker(total: int, limit: int, note: str) -> str:
     # The marker states the cut count, whose digit count changes the marker length: find the fixed point.
     cut = total - limit
     for _ in range(4):
-        marker = cut_marker(cut)
+        marker = cut_marker(cut, note)
         exact = total - (limit - len(marker))
         if exact == cut:
             break
         cut = exact
-    return cut_marker(cut)
+    return cut_marker(cut, note)
 
 
 def cut_arguments(arguments: str, limit: int) -> str:

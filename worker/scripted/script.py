@@ -42,10 +42,10 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from configs.yamlsource import YamlError, line_of, load_yaml
+from configs.usererrors import field_errors
+from configs.yamlsource import YamlError, line_of, load_mapping
 
 EXAMPLE = "configs/examples/scripts/hello.yaml"
-TYPE_TAGS = {"str", "int", "float", "bool", "none"}
 
 
 class ScriptError(ValueError):
@@ -116,14 +116,11 @@ def load_script(source: Union[Path, str, dict]) -> Script:
     if isinstance(source, dict):
         return _validate(source, "<script>", {})
     path = Path(source)
-    if not path.is_file():
-        raise ScriptError(f"{path}: script file not found; see {EXAMPLE} for the format")
     try:
-        data, lines = load_yaml(path)
+        data, lines = load_mapping(path, missing=f"script file not found; see {EXAMPLE} for the format",
+                                   shape=f"a script is a mapping with a 'tasks:' list; see {EXAMPLE}")
     except YamlError as exc:
         raise ScriptError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise ScriptError(f"{path}:1: a script is a mapping with a 'tasks:' list; see {EXAMPLE}")
     return _validate(data, str(path), lines)
 
 
@@ -131,15 +128,8 @@ def _validate(data: dict, where: str, lines: dict) -> Script:
     try:
         return Script.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = tuple(part for part in error["loc"] if not _is_type_tag(part))
-        line = line_of(lines, loc)
+        problem = field_errors(exc)[0]
+        line = line_of(lines, problem.loc)
         place = f"{where}:{line}" if line else where
-        key = ".".join(str(part) for part in loc) or "(top)"
         hint = f"see {EXAMPLE} and worker/scripted/script.py for the format"
-        raise ScriptError(f"{place}: '{key}': {error['msg']} (got {error.get('input')!r:.80}); {hint}") from None
-
-
-def _is_type_tag(part: Any) -> bool:
-    """pydantic puts union member names (str, dict[str,any], function-after[...]) into error locations."""
-    return isinstance(part, str) and (part in TYPE_TAGS or "[" in part)
+        raise ScriptError(f"{place}: {problem.line()}; {hint}") from None

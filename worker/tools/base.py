@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Type
@@ -14,7 +15,8 @@ from worker.types import ToolResult
 
 @dataclass
 class ToolContext:
-    """Everything a tool may touch for one task."""
+    """Everything a tool may touch for one task. What a tool opens for the task it registers on
+    `cleanup`, which the loop closes at task end (`close()`)."""
 
     task_id: str
     workdir: Path
@@ -23,7 +25,22 @@ class ToolContext:
     interactive: bool = False
     ask: Optional[Callable[[str, list[str]], str]] = None  # asks the person when interactive
     key_info: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # per-task state a tool keeps (e.g. browser context)
+    env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
+    kill: list[Callable[[], None]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
+    cleanup: ExitStack = field(default_factory=ExitStack)
+    # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
+    seq: int = 0
+    call_id: str = ""
+    calls_in_turn: int = 1
+    # what the tools keep for the task
+    web: Any = None  # worker.web.WebSession, opened on first use
+    pgids: Optional[list[int]] = None  # process groups code_run started that may still be alive
+    code_runs: int = 0  # the last .ga/code_N number
+    warned_unsandboxed: bool = False
+
+    def close(self) -> None:
+        """Run what the tools registered on `cleanup` (each one, even if another fails)."""
+        self.cleanup.close()
 
 
 @dataclass(frozen=True)

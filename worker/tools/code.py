@@ -26,8 +26,6 @@ from worker.types import ToolResult
 
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
-PGIDS_KEY = "code_run_pgids"  # ctx.extra: process groups started, for kill_leftovers at task end
-WARNED_KEY = "sandbox_off_warned"
 GENERATIONS = "generations"  # memory_shared/store.py: the published trees, immutable
 log = structlog.get_logger("worker.code")
 
@@ -81,9 +79,8 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _track(ctx, proc.pid)
-    killers = ctx.extra.setdefault("kill", [])  # the loop's cancel() calls these from another thread
     killer = partial(_kill_group, proc.pid)
-    killers.append(killer)
+    ctx.kill.append(killer)
     try:
         code = proc.wait(timeout=timeout)
         status = f"exit code {code}"
@@ -92,12 +89,12 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         code = proc.wait()
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
     finally:
-        killers.remove(killer)
+        ctx.kill.remove(killer)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
-        ctx.extra[PGIDS_KEY].remove(proc.pid)
+        ctx.pgids.remove(proc.pid)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
-    cap = output_cap(ctx.settings, "code_run", ctx.extra.get("calls_in_turn", 1))
+    cap = output_cap(ctx.settings, "code_run", ctx.calls_in_turn)
     output = _read_ends(out_path, cap)
     if out_path.stat().st_size > cap:
         status += f"; full output in {out_path.relative_to(workdir).as_posix()}"
@@ -151,24 +148,25 @@ def _ray_node() -> Optional[tuple[Path, str]]:
 
 
 def _warn_unsandboxed(ctx: ToolContext) -> None:
-    if not ctx.extra.get(WARNED_KEY):  # once per task: every run that uses `sandbox: off` says so
-        ctx.extra[WARNED_KEY] = True
+    if not ctx.warned_unsandboxed:  # once per task: every run that uses `sandbox: off` says so
+        ctx.warned_unsandboxed = True
         log.warning("sandbox_off", task=ctx.task_id,
                     note="code_run runs unsandboxed (sandbox.mode: off): it can write wherever this user can")
 
 
 def kill_leftovers(ctx: ToolContext) -> int:
     """Kill process groups code_run started that are still alive (call at task end); returns how many."""
-    groups = ctx.extra.get(PGIDS_KEY, [])
+    groups = ctx.pgids or []
     killed = sum(_kill_group(pgid) for pgid in groups)
     groups.clear()
     return killed
 
 
 def _track(ctx: ToolContext, pgid: int) -> None:
-    if PGIDS_KEY not in ctx.extra:  # first script of the task: the loop's end-of-task cleanup kills leftovers
-        ctx.extra.setdefault("cleanup", []).append(partial(kill_leftovers, ctx))
-    ctx.extra.setdefault(PGIDS_KEY, []).append(pgid)
+    if ctx.pgids is None:  # first script of the task: the loop's end-of-task cleanup kills leftovers
+        ctx.pgids = []
+        ctx.cleanup.callback(kill_leftovers, ctx)
+    ctx.pgids.append(pgid)
 
 
 def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
@@ -182,10 +180,10 @@ def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
 def _script_files(workdir: Path, kind: str, ctx: ToolContext) -> tuple[Path, Path]:
     folder = workdir / SCRIPT_DIR
     folder.mkdir(exist_ok=True)
-    n = ctx.extra.get("code_run_count", 0) + 1
+    n = ctx.code_runs + 1
     while (folder / f"code_{n}.out").exists():  # a resumed task keeps its earlier scripts
         n += 1
-    ctx.extra["code_run_count"] = n
+    ctx.code_runs = n
     suffix = ".py" if kind == "python" else ".sh"
     return folder / f"code_{n}{suffix}", folder / f"code_{n}.out"
 
@@ -199,7 +197,7 @@ def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
     env[sandbox.ENV_MARK] = ctx.settings.sandbox.mode
-    env.update({k: str(v) for k, v in ctx.extra.get("env", {}).items()})
+    env.update({k: str(v) for k, v in ctx.env.items()})
     env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
     return env
 

@@ -147,7 +147,7 @@ def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
     else:
         span = ""
     body = "\n".join(f"{i}|{line}" for i, line in shown)
-    limit = output_cap(ctx.settings, "file_read", ctx.extra.get("calls_in_turn", 1))
+    limit = output_cap(ctx.settings, "file_read", ctx.calls_in_turn)
     return cut_head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", limit)
 
 
@@ -230,7 +230,7 @@ def _no_memory(path: str) -> ToolResult:
 
 def _staging(ctx: ToolContext) -> dict:
     """Where the loop is in the session: the gate orders staged changes against executions by it."""
-    return {"seq": ctx.extra.get("seq", 0), "call_id": ctx.extra.get("call_id", "")}
+    return {"seq": ctx.seq, "call_id": ctx.call_id}
 
 
 def _read_text_strict(path: Path) -> str:

@@ -13,7 +13,6 @@ relaunched by whoever first notices it died (a new launch id tells the others th
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -22,11 +21,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import ContextManager, Optional
 
+from memory_shared.fsutil import atomic_write_text, flocked
 from worker.web.chromium import launch_args
 
 START_TIMEOUT = 30.0
@@ -84,15 +83,9 @@ class NodeBrowser:
             return info is not None
 
     # ---- internals
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> ContextManager[None]:
         self.leases.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return flocked(self.root / "lock")
 
     def _live_leases(self) -> list[Path]:
         live = []
@@ -141,9 +134,7 @@ class NodeBrowser:
             time.sleep(0.02)
         port, path = port_file.read_text().split("\n")[:2]
         info = BrowserInfo(proc.pid, f"ws://127.0.0.1:{int(port)}{path}", uuid.uuid4().hex[:12], str(profile), str(self.binary))
-        tmp = self.root / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(info)))
-        os.replace(tmp, self.root / "state.json")
+        atomic_write_text(self.root / "state.json", json.dumps(asdict(info)))
         return info
 
 
