@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .fsutil import READ_ONLY, write_new
+from .paths import walk_tree
 
 NAME = "MANIFEST"
 STAT = "MANIFEST.stat"
@@ -137,17 +138,11 @@ def hash_file(path: str) -> list:
 
 
 def entries(tree: Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """Every non-directory entry of a generation (manifest files excluded), by relative path."""
-    stack = [(str(tree), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        with os.scandir(folder) as found:
-            for entry in found:
-                rel = prefix + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif prefix or entry.name not in RESERVED:
-                    yield rel, entry
+    """Every non-directory entry of a generation (manifest files excluded), by relative path; the pooled
+    folders it shares with other generations are walked as its own."""
+    for rel, entry in walk_tree(tree):
+        if rel not in RESERVED:
+            yield rel, entry
 
 
 def walk(tree: Path) -> dict[str, os.stat_result]:

@@ -298,8 +298,9 @@ def _drop(plan: _Plan, damage: Damage) -> None:
             plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}")
     for generation, rel in damage.places:
         tree = store._gen_path(generation)
-        os.unlink(tree / rel)
-        fsync_dir((tree / rel).parent)
+        if os.path.lexists(tree / rel):  # generations sharing its folder lost it with the first unlink
+            os.unlink(tree / rel)
+            fsync_dir((tree / rel).parent)
         stats = manifest.load_stats(tree) or {}
         stats.pop(rel, None)
         manifest.rewrite_stats(tree, stats)

@@ -17,12 +17,19 @@ import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, events, faults, layers, manifest, recovery
+from . import commitlog, cow, events, faults, layers, manifest, recovery
 from .commitlog import Commit
-from .errors import GenerationDamaged, GenerationMissing, MemoryStoreError, StoreMissing, StoreNeedsRepair
+from .errors import (
+    GenerationDamaged,
+    GenerationMissing,
+    MemoryStoreError,
+    PathRefused,
+    StoreMissing,
+    StoreNeedsRepair,
+)
 from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree, unique
 from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
-from .paths import resolve
+from .paths import POOL, resolve
 from .transaction import Transaction
 
 # A pin check that passed (or a generation this handle just published) is trusted this long by the same
@@ -109,6 +116,10 @@ class MemoryStore:
         return self.root / "generations"
 
     @property
+    def _pool(self) -> Path:
+        return self.root / POOL
+
+    @property
     def _staging(self) -> Path:
         return self.root / "staging"
 
@@ -171,7 +182,7 @@ class MemoryStore:
     # ---- init and recovery --------------------------------------------------------------------
 
     def _init(self) -> "MemoryStore":
-        for folder in (self.root, self._gens, self._staging, self._pins):
+        for folder in (self.root, self._gens, self._pool, self._staging, self._pins):
             folder.mkdir(parents=True, exist_ok=True)
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=True)
@@ -188,7 +199,7 @@ class MemoryStore:
         return self
 
     def _recover(self) -> None:
-        for folder in (self._gens, self._staging, self._pins):
+        for folder in (self._gens, self._pool, self._staging, self._pins):
             folder.mkdir(exist_ok=True)
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=True)
@@ -365,26 +376,43 @@ class MemoryStore:
         """Remove generations except the newest `keep`, HEAD and pinned ones; return those removed."""
         if keep < 1:
             raise ValueError(f"gc keep must be at least 1, got {keep}")
-        trash: Optional[Hold] = None
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=False)  # raises when the store needs repair
             head = self._read_head()  # (head() may take `lock`, which this process holds here)
             published = [g for g in self._generation_numbers() if g <= head]
             kept = set(published[-keep:]) | {head} | live_pins(self._pins, remove_stale=True)
             doomed = [g for g in published if g not in kept]
+            trash = create_dir(self._staging, "gc-")
             if doomed:
                 events.append(self.root, "gc", generations=doomed)
-                trash = create_dir(self._staging, "gc-")
                 for generation in doomed:
                     os.rename(self._gen_path(generation), trash.path / str(generation))
                     kept_manifest = self.root / "manifests" / str(generation)
                     if os.path.lexists(kept_manifest):
                         os.rename(kept_manifest, trash.path / f"{generation}.{manifest.NAME}")
                 fsync_dir(self._gens)
+            self._sweep_pool(trash.path)
+            if doomed:
                 faults.point("gc")
-        if trash is not None:
-            trash.release()
+        trash.release()
         return doomed
+
+    def _sweep_pool(self, trash: Path) -> None:
+        """Move into `trash` the pooled dirs that no generation (nor anything in quarantine/) links and no
+        live commit is building: those of generations just collected, or of commits that died. Caller holds
+        both locks (so no staging dir appears meanwhile)."""
+        if not self._pool.is_dir():
+            return
+        quarantined = self.root / "quarantine"
+        roots = [self._gens / name for name in os.listdir(self._gens)]
+        if quarantined.is_dir():
+            roots += [Path(e.path) for q in os.scandir(quarantined) if q.is_dir() for e in os.scandir(q.path)
+                      if e.is_dir(follow_symlinks=False)]
+        linked = cow.reachable(roots, self._pool)
+        building = set(os.listdir(self._staging))
+        for entry in os.scandir(self._pool):
+            if entry.name not in linked and entry.name.rsplit(".", 1)[0] not in building:
+                os.rename(entry.path, trash / f"pool-{entry.name}")
 
     def verify(self, quick: bool = False) -> list[str]:
         """Check the store, every generation's contents against its manifest included (HEAD only when
@@ -404,14 +432,14 @@ class MemoryStore:
 def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, int]:
     """Every non-directory entry of a tree by relative path, with its inode; checks modes and symlinks."""
     found: dict[str, int] = {}
-    real_tree = os.path.realpath(tree)
     for rel, entry in manifest.entries(tree):
         found[rel] = entry.inode()
         if problems is None:
             continue
         if entry.is_symlink():
-            real = os.path.realpath(entry.path)
-            if not real.startswith(real_tree + os.sep):
+            try:
+                resolve(tree, rel)
+            except PathRefused:
                 problems.append(f"{entry.path} is a symlink leading outside its generation")
         elif entry.stat(follow_symlinks=False).st_mode & 0o222:
             problems.append(f"{entry.path} is writable; files of a generation must be read-only")

@@ -73,7 +73,8 @@ def code_run_then_echo(script: str, kind: str = "bash") -> list[dict]:
 def store_state(root: Path) -> dict[str, tuple[str, int]]:
     """path -> (sha256, mode) of every published file: the generations, HEAD and the log."""
     state = {}
-    for path in sorted([*(root / "generations").rglob("*"), root / "HEAD", root / "log.jsonl"]):
+    shared = [*(root / "generations").rglob("*"), *(root / "dirs").rglob("*")]  # dirs/: folders they share
+    for path in sorted([*shared, root / "HEAD", root / "log.jsonl"]):
         if path.is_file():
             state[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
     return state
