@@ -36,6 +36,12 @@ def is_pool_link(path: str) -> bool:
         return False
 
 
+def tree_files(base: Path) -> list[Path]:
+    """The paths of every non-directory entry under `base`, through the store's shared folders (pathlib's
+    rglob does not follow symlinked folders)."""
+    return [base / rel for rel, _ in walk_tree(base)]
+
+
 def walk_tree(base: Path | str) -> Iterator[tuple[str, os.DirEntry]]:
     """Every non-directory entry under `base` by relative path, descending into real folders and into the
     store's pooled folders (never through another symlink)."""

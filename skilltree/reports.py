@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from configs.yamlsource import load_text
+from memory_shared.paths import tree_files
 from skilltree.tree import utc
 from skilltree.vectors import ScoreVector
 
@@ -89,7 +90,8 @@ def load_reports(directory: Path | str, limit: Optional[int] = None) -> list[Exp
     skipped with a log line naming it and the fix."""
     directory = Path(directory)
     reports = []
-    for path in sorted(directory.rglob("*.md")) if directory.is_dir() else []:
+    found = [p for p in tree_files(directory) if p.suffix == ".md"] if directory.is_dir() else []
+    for path in sorted(found):
         try:
             reports.append(read_report(path))
         except (ValueError, ValidationError, yaml.YAMLError, OSError) as exc:

@@ -8,6 +8,7 @@ import structlog
 
 from memory_shared.gate import StagedChange
 from memory_shared.manifest import RESERVED
+from memory_shared.paths import tree_files
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
@@ -71,7 +72,7 @@ class MemoryView:
         if root is not None:
             base = (root / prefix) if prefix else root
             if base.is_dir():
-                names.update(p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file())
+                names.update(p.relative_to(root).as_posix() for p in tree_files(base) if p.is_file())
                 names -= RESERVED  # the generation's MANIFEST files are not memory
         for rel, text in self._staged.items():
             if _under(rel, prefix):
