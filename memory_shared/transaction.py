@@ -1,17 +1,17 @@
 """A transaction: staged write/patch/delete on a base generation, published as one new generation.
 
-The new tree is built in staging outside the commit lock (hard links to the base, new files for the
-changes). Under the lock, if HEAD moved past the base, staging is brought up to HEAD path by path using
-the log lines of the generations in between (O(changed paths), not O(files)); a path this transaction
-changed and someone else changed too is replayed only if every change to it was a patch whose anchor
-is still unique in HEAD's text, otherwise CommitConflict. Then the store publishes (see store.py).
+The new tree is built in staging outside the commit lock, copy-on-write by folder (cow.py: new pooled
+folders only along the changed paths, every other folder shared). Under the lock, if HEAD moved past the
+base, staging is brought up to HEAD path by path using the log lines of the generations in between
+(O(changed paths), not O(files)); a path this transaction changed and someone else changed too is replayed
+only if every change to it was a patch whose anchor is still unique in HEAD's text, otherwise
+CommitConflict. Then the store publishes (see store.py).
 
-Durability: new files and the folders whose entries changed are fsynced before publication; folders that
-only received hard links are not fsynced one by one (that would cost an fsync per folder of the whole
-tree): journaling file systems (ext4, xfs) commit metadata in order, so once the fsynced rename of HEAD
-is on disk, the links made before it are too. MANIFEST and MANIFEST.stat are not fsynced at all: both
-can be rebuilt from the (fsynced) files, MANIFEST proven by the hash in the record (see manifest.py).
-A SIGKILL needs none of this (the page cache survives).
+Durability: new files and the folders this commit made (about its depth of them) are fsynced before
+publication; hard links into them need nothing more: journaling file systems (ext4, xfs) commit metadata
+in order, so once the fsynced rename of HEAD is on disk, the entries made before it are too. MANIFEST and
+MANIFEST.stat are not fsynced at all: both can be rebuilt from the (fsynced) files, MANIFEST proven by the
+hash in the record (see manifest.py). A SIGKILL needs none of this (the page cache survives).
 """
 from __future__ import annotations
 
