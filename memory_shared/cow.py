@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from .fsutil import READ_ONLY, remove_tree, write_new
-from .manifest import RESERVED
+from .manifest import FOLDER_NAME, FOLDER_STAT, RESERVED
 from .paths import POOL_LINK, is_pool_link, pool_id
 
 Midway = Optional[Callable[[], None]]
@@ -35,7 +35,7 @@ class Builder:
         self.owned: dict[str, str] = {"": self.tree}  # logical folder -> physical dir this build made
         self.created: list[str] = []                  # new pooled dirs, while unpublished ours to remove
         if base is not None:
-            self._copy(str(base), self.tree, top=True)
+            self._copy(str(base), self.tree, "")
 
     def folders(self) -> list[str]:
         """The physical folders this build made or changed (to fsync before publication)."""
@@ -66,7 +66,7 @@ class Builder:
             parent_rel, _, name = folder_rel.rpartition("/")
             os.unlink(os.path.join(self.own(parent_rel), name))
             emptied = self.owned.pop(folder_rel)
-            os.rmdir(emptied)
+            os.rmdir(emptied)  # (its tables are written only at publication)
             self.created.remove(emptied)
             folder_rel = parent_rel
 
@@ -79,6 +79,9 @@ class Builder:
         """Remove the pooled dirs this unpublished build made (the staging dir goes with its hold)."""
         for path in reversed(self.created):
             remove_tree(path)
+            for table in (path + FOLDER_NAME, path + FOLDER_STAT):
+                if os.path.lexists(table):
+                    os.unlink(table)
         self.created.clear()
 
     # ---- copy on write -------------------------------------------------------------------------
@@ -94,7 +97,7 @@ class Builder:
         if os.path.lexists(entry):
             if not is_pool_link(entry):
                 raise ValueError(f"{folder} is not a folder of the store")
-            self._copy(entry, new, top=False)
+            self._copy(entry, new, folder)
             os.unlink(entry)
         os.symlink(POOL_LINK + os.path.basename(new), entry)
         self.owned[folder] = new
@@ -116,19 +119,22 @@ class Builder:
         self.created.append(path)
         return path
 
-    def _copy(self, src: str, dst: str, top: bool) -> None:
-        """Hard-link every entry of `src` into `dst` (pooled links included: their text resolves the same
-        from any dir two levels below the store); a real subfolder (an old layout) becomes a pooled one."""
+    def _copy(self, src: str, dst: str, folder: str) -> None:
+        """Hard-link every entry of `src` (the folder `folder`) into `dst` (pooled links included: their
+        text resolves the same from any dir two levels below the store); a real subfolder (the layout before
+        pooled folders) becomes a pooled one that this build made."""
         flags = os.O_RDONLY | os.O_DIRECTORY
         src_fd, dst_fd = os.open(src, flags), os.open(dst, flags)
         try:
             for entry in os.scandir(src_fd):
-                if top and entry.name in RESERVED:
+                if not folder and entry.name in RESERVED:
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     new = self._new_dir()
-                    self._copy(os.path.join(src, entry.name), new, top=False)
+                    rel = f"{folder}/{entry.name}" if folder else entry.name
+                    self._copy(os.path.join(src, entry.name), new, rel)
                     os.symlink(POOL_LINK + os.path.basename(new), entry.name, dir_fd=dst_fd)
+                    self.owned[rel] = new
                     continue
                 os.link(entry.name, entry.name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
                 if self._midway is not None:

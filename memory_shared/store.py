@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, cow, events, faults, layers, manifest, recovery
+from . import commitlog, cow, events, faults, foldertables, layers, manifest, recovery
 from .commitlog import Commit
 from .errors import (
     GenerationDamaged,
@@ -264,8 +264,9 @@ class MemoryStore:
             tree = self._gen_path(commit.generation)
             if commit.manifest is None and commit.generation not in found.upgraded and tree.is_dir() \
                     and not (tree / manifest.NAME).exists():
-                entries, stats = manifest.scan(tree, cache)
-                hashes[str(commit.generation)] = manifest.write(tree, entries, stats)
+                built = foldertables.tables_of(tree, cache)
+                built.write()
+                hashes[str(commit.generation)] = built.digest
                 self.link_manifest(commit.generation)
         if hashes:
             events.append(self.root, "upgrade", manifests=hashes,
@@ -411,7 +412,8 @@ class MemoryStore:
         linked = cow.reachable(roots, self._pool)
         building = set(os.listdir(self._staging))
         for entry in os.scandir(self._pool):
-            if entry.name not in linked and entry.name.rsplit(".", 1)[0] not in building:
+            folder = ".".join(entry.name.split(".")[:2])  # <staging id>.<k>, then .m / .s for its tables
+            if folder not in linked and folder.rsplit(".", 1)[0] not in building:
                 os.rename(entry.path, trash / f"pool-{entry.name}")
 
     def verify(self, quick: bool = False) -> list[str]:

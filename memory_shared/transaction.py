@@ -25,6 +25,7 @@ from . import commitlog, faults, layers, manifest
 from .commitlog import Commit
 from .cow import Builder
 from .errors import CommitConflict, MemoryStoreError, PathRefused
+from .foldertables import Staged
 from .fsutil import flocked, fsync_dir
 from .paths import check_rel, resolve
 
@@ -206,22 +207,21 @@ class Transaction:
         try:
             faults.point("staging")
             builder = Builder(staging.path, self._base_tree, store._pool, _midway("linking"))
-            entries, stats = self._base_manifest(builder)
+            tables = Staged(self._base_tree)
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
             for rel, text in sorted(changes.items()):
-                _apply(builder, rel, text, entries, stats, midway, sync=not bulk)
+                _apply(builder, rel, text, tables, midway, sync=not bulk)
                 midway = None if text is not None else midway
             _flush(builder, bulk)
             with flocked(store._lock):
-                return self._publish_locked(builder, changes, entries, stats)
+                return self._publish_locked(builder, changes, tables)
         finally:
             if builder is not None:
                 builder.discard()  # what it made, unless published
             staging.release()
 
-    def _publish_locked(self, builder: Builder, changes: dict[str, Optional[str]],
-                        entries: manifest.Table, stats: manifest.Table) -> int:
+    def _publish_locked(self, builder: Builder, changes: dict[str, Optional[str]], tables: Staged) -> int:
         """Rebase onto HEAD if it moved, then publish (see store.py). Caller holds the commit lock."""
         store = self._store
         faults.point("locked")
@@ -231,10 +231,10 @@ class Transaction:
         if self.key is not None and self.key in found.keys:
             return found.keys[self.key]
         if head != self.base:
-            self._rebase(builder, changes, head, entries, stats)
+            self._rebase(builder, changes, head, tables)
             _flush(builder, bulk=False)
             self._check_l1(changes)
-        digest = manifest.write(Path(builder.tree), entries, stats)  # its folder entry: see "Durability" above
+        digest = tables.write(builder)  # not fsynced: see "Durability" above
         faults.point("rebased")
         generation = head + 1
         builder.publish(store._gen_path(generation))
@@ -265,19 +265,7 @@ class Transaction:
             key=self.key,
         )
 
-    def _base_manifest(self, builder: Builder) -> tuple[manifest.Table, manifest.Table]:
-        """The base's manifest and stat tables (the builder leaves the base's manifest files out)."""
-        if self._base_tree is None:
-            return manifest.Table(), manifest.Table()
-        entries = manifest.load_table(self._base_tree)
-        stats = manifest.load_table(self._base_tree, manifest.STAT)
-        if entries is None or stats is None:  # a base written before manifests, not yet upgraded
-            scanned = manifest.scan(Path(builder.tree))
-            return manifest.Table.of(scanned[0]), manifest.Table.of(scanned[1])
-        return _present(entries, stats), stats
-
-    def _rebase(self, builder: Builder, changes: dict[str, Optional[str]], head: int,
-                entries: manifest.Table, stats: manifest.Table) -> None:
+    def _rebase(self, builder: Builder, changes: dict[str, Optional[str]], head: int, tables: Staged) -> None:
         """Bring staging from the base to `head`, path by path. Caller holds the lock."""
         store = self._store
         newer = commitlog.entries_after(store._log, self.base)
@@ -289,25 +277,22 @@ class Transaction:
             for rel in commit.paths:
                 latest[rel] = commit
         head_tree = store._gen_path(head)
-        head_stats = manifest.load_table(head_tree, manifest.STAT) or manifest.Table()
-        head_entries = _present(manifest.load_table(head_tree) or manifest.Table(), head_stats)
+        head_tables = Staged(head_tree)
         for rel, theirs in sorted(latest.items()):
             if rel in changes:
                 changes[rel] = self._replay(rel, theirs, head_tree)
-                _apply(builder, rel, changes[rel], entries, stats, None)
+                _apply(builder, rel, changes[rel], tables, None)
                 continue
             source = os.path.join(head_tree, rel)
-            entry, stat = head_entries.get(rel), head_stats.get(rel)
+            entry, stat = head_tables.get(rel)
             if os.path.lexists(source):
                 builder.link(rel, source)
             else:
                 builder.delete(rel)
             if entry is None or stat is None:
-                entries.pop(rel)
-                stats.pop(rel)
+                tables.pop(rel)
             else:
-                entries.set_raw(rel, entry)
-                stats.set_raw(rel, stat)
+                tables.set_raw(rel, entry, stat)
 
     def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
         if rel in self._rewritten or rel not in self._patches:
@@ -331,19 +316,17 @@ def _midway(point: str) -> Optional[Callable[[], None]]:
     return (lambda: faults.point(point)) if faults.hook is not None or faults.armed(point) else None
 
 
-def _apply(builder: Builder, rel: str, text: Optional[str], entries: manifest.Table, stats: manifest.Table,
+def _apply(builder: Builder, rel: str, text: Optional[str], tables: Staged,
            midway: Optional[Callable[[], None]], sync: bool = True) -> None:
     """Make `rel` in the staging tree hold `text` (a new file; never written through a link), or delete
     it, and update the staged manifest and stat tables."""
     if text is None:
         builder.delete(rel)
-        entries.pop(rel)
-        stats.pop(rel)
+        tables.pop(rel)
         return
     data = text.encode("utf-8")
     path = builder.write(rel, data, midway, sync=sync)
-    entries.set(rel, manifest.entry_of(data))
-    stats.set(rel, manifest.stat_entry(os.lstat(path)))
+    tables.set(rel, manifest.entry_of(data), manifest.stat_entry(os.lstat(path)))
 
 
 def _flush(builder: Builder, bulk: bool) -> None:
@@ -354,12 +337,3 @@ def _flush(builder: Builder, bulk: bool) -> None:
     for folder in builder.folders():
         fsync_dir(folder)
     fsync_dir(builder.pool)
-
-
-def _present(entries: manifest.Table, stats: manifest.Table) -> manifest.Table:
-    """Manifest lines of files still in the tree: repair takes an unrestorable damaged file out of its
-    generations and out of their stat records, so a commit on top must not list it."""
-    if len(entries) + (stats.get(manifest.NAME) is not None) == len(stats):
-        return entries
-    kept = {rel for rel, _ in stats.rows()}
-    return manifest.Table([line for (rel, _), line in zip(entries.rows(), entries.lines, strict=True) if rel in kept])

@@ -25,7 +25,8 @@ def store(tmp_path: Path) -> MemoryStore:
 
 
 def pool(store: MemoryStore) -> set[str]:
-    return set(os.listdir(store.root / "dirs"))
+    """The pooled folders (next to each, its manifest and stat tables: <id>.m, <id>.s)."""
+    return {e.name for e in os.scandir(store.root / "dirs") if e.is_dir()}
 
 
 def test_a_commit_copies_only_the_folders_on_its_path(store: MemoryStore) -> None:
@@ -37,7 +38,8 @@ def test_a_commit_copies_only_the_folders_on_its_path(store: MemoryStore) -> Non
         assert os.readlink(gen0 / shared) == os.readlink(gen1 / shared)  # the same pooled directory
     assert os.readlink(gen0 / "L3") != os.readlink(gen1 / "L3")
     new = pool(store) - before
-    assert len(new) == 2 and all(os.path.isdir(store.root / "dirs" / name) for name in new)  # L3, L3/deep
+    assert len(new) == 2  # L3, L3/deep
+    assert all((store.root / "dirs" / f"{name}{suffix}").is_file() for name in new for suffix in (".m", ".s"))
     assert (gen0 / "L3/README.md").stat().st_ino == (gen1 / "L3/README.md").stat().st_ino
     assert (gen1 / "L3/deep/x.md").read_text() == "x" and not (gen0 / "L3/deep").exists()
     assert os.path.realpath(gen1 / "L3/deep/x.md").startswith(str(store.root / "dirs") + os.sep)
@@ -59,6 +61,7 @@ def test_a_failed_commit_leaves_no_pooled_folder(store: MemoryStore) -> None:
     with pytest.raises(CommitConflict):
         second.commit()
     assert pool(store) == before and list((store.root / "staging").iterdir()) == []
+    assert len(os.listdir(store.root / "dirs")) == 3 * len(before)  # no folder's tables left either
 
 
 def test_gc_removes_pooled_folders_nobody_links_and_keeps_pinned_ones(store: MemoryStore) -> None:
@@ -152,3 +155,25 @@ def test_shared_folders_read_inside_the_sandbox_and_stay_read_only(tmp_path: Pat
         codes = dict(line.split("=") for line in out.split())
         assert codes["read"] == "0" and codes["chmod"] != "0" and codes["plant"] != "0", out
     assert store.verify() == []
+
+
+def test_folder_manifests_chain_to_the_record_and_a_lost_one_is_rebuilt(store: MemoryStore) -> None:
+    with store.transaction("deep", "t") as txn:
+        txn.write("L3/deep/x.md", "x")
+    root_manifest = (store.root / "generations/1/MANIFEST").read_text()
+    assert '"L3/"\t' in root_manifest and "L3/deep/x.md" not in root_manifest  # one line per top-level folder
+    deep = Path(os.path.realpath(store.root / "generations/1/L3/deep"))
+    table = Path(f"{deep}.m")
+    assert table.read_text().startswith('"x.md"\t')
+    edited = table.read_text().replace('"x.md"', '"y.md"')
+    table.unlink()
+    table.write_text(edited)
+    assert any("the manifest of folder L3/deep does not match" in p for p in store.verify())
+    table.unlink()  # lost to a power cut (folder tables are not fsynced, like MANIFEST)
+    assert any("the manifest of folder L3/deep is missing" in p for p in store.verify())
+    done, unsolved = store.repair()
+    assert unsolved == [] and any("rebuilt the MANIFEST of generation 1" in line for line in done), done
+    assert table.is_file() and store.verify() == []
+    with store.transaction("after", "t") as txn:
+        txn.write("L3/deep/z.md", "z")
+    assert store.verify() == [] and store.diff(1, 2) == [("L3/deep/z.md", "added")]
