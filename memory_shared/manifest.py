@@ -247,9 +247,12 @@ def rewrite_stats(tree: Path, stats: Stats) -> None:
     os.replace(tmp, tree / STAT)
 
 
-def stat_changes(tree: Path, recorded: Table) -> list[str]:
+def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str] = frozenset(),
+                 checked: Optional[dict[str, Optional[str]]] = None) -> list[str]:
     """Paths whose inode, size or mtime differ from the record, or that are missing: the cheap check
-    run when a generation is pinned (one stat per file, no reading), shared folders included."""
+    run when a generation is pinned (one stat per file, no reading), shared folders included, except the
+    pooled folders in `trusted` (checked moments ago). `checked` receives each pooled folder looked at,
+    checked or trusted, with the pooled folder containing it (None at the top)."""
     changed: list[str] = []
     stack = [("", str(tree), recorded)]
     while stack:
@@ -259,6 +262,10 @@ def stat_changes(tree: Path, recorded: Table) -> list[str]:
             if not name.endswith("/") or prefix + name in changed:
                 continue
             source = pooled(folder, name[:-1])
+            if checked is not None and source is not None:
+                checked[source] = folder if prefix else None
+            if source in trusted:
+                continue
             try:
                 sub = Table.parse(Path(source + FOLDER_STAT).read_bytes()) if source else None
             except FileNotFoundError:

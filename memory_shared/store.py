@@ -93,6 +93,7 @@ class MemoryStore:
         self.l1_max_chars = l1_max_chars
         self.recovered: list[str] = []  # what recovery fixed through this handle, one line each
         self._checked: dict[int, float] = {}  # generation -> when this handle last found its files intact
+        self._folders_checked: dict[str, float] = {}  # pooled folder -> when this handle found it intact
         self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
         if self.exists(self.root):
             self._recover()  # may finish an interrupted init, or undo one that never published
@@ -307,7 +308,7 @@ class MemoryStore:
                 raise GenerationMissing(
                     f"generation {generation} was removed by gc; open a new snapshot (HEAD is {head})")
         if check and time.monotonic() - self._checked.get(generation, -CHECK_TRUST_S) >= CHECK_TRUST_S:
-            damage = self.stat_check(generation)  # after the lock: the pin already keeps gc away
+            damage = self.stat_check(generation, trust=True)  # after the lock: the pin keeps gc away
             if not damage:
                 self._checked[generation] = time.monotonic()
             else:
@@ -318,8 +319,25 @@ class MemoryStore:
                     "was published; run `ga memory verify`, then `ga memory repair`")
         return pin
 
-    def stat_check(self, generation: int) -> list[str]:
-        """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""
+    def stat_check(self, generation: int, trust: bool = False) -> list[str]:
+        """The cheap check of a pin: paths whose inode, size or mtime differ from the record. With `trust`,
+        a shared folder this handle found intact less than CHECK_TRUST_S ago is not stat'ed again (so
+        pinning each new HEAD costs the folders it changed, not the whole tree)."""
+        now = time.monotonic()
+        trusted = {f: t for f, t in self._folders_checked.items() if now - t < CHECK_TRUST_S} if trust else {}
+        parents: dict[str, Optional[str]] = {}
+        damage = self._stat_changes(generation, set(trusted), parents)
+        if not damage:  # a folder counts as checked when the oldest check of anything under it was made
+            found = {folder: now for folder in parents if folder not in trusted}
+            for folder in trusted.keys() & parents.keys():
+                up = parents[folder]
+                while up is not None and up in found:
+                    found[up] = min(found[up], trusted[folder])
+                    up = parents[up]
+            self._folders_checked = {**trusted, **found}
+        return damage
+
+    def _stat_changes(self, generation: int, trusted: set[str], checked: dict[str, Optional[str]]) -> list[str]:
         tree = self._gen_path(generation)
         recorded = manifest.load_table(tree, manifest.STAT)
         if recorded is None:
@@ -327,7 +345,7 @@ class MemoryStore:
         if recorded.get(manifest.NAME) is None:
             return [f"{manifest.STAT} (incomplete)"]
         try:
-            return manifest.stat_changes(tree, recorded)
+            return manifest.stat_changes(tree, recorded, trusted, checked)
         except (ValueError, IndexError):
             return [f"{manifest.STAT} (unreadable)"]
 
