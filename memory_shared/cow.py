@@ -37,10 +37,6 @@ class Builder:
         if base is not None:
             self._copy(str(base), self.tree, "")
 
-    def folders(self) -> list[str]:
-        """The physical folders this build made or changed (to fsync before publication)."""
-        return list(self.owned.values())
-
     def exists(self, rel: str) -> bool:
         return os.path.lexists(os.path.join(self.tree, rel))
 

@@ -7,9 +7,10 @@ base, staging is brought up to HEAD path by path using the log lines of the gene
 only if every change to it was a patch whose anchor is still unique in HEAD's text, otherwise
 CommitConflict. Then the store publishes (see store.py).
 
-Durability: new files and the folders this commit made (about its depth of them) are fsynced before
-publication; hard links into them need nothing more: journaling file systems (ext4, xfs) commit metadata
-in order, so once the fsynced rename of HEAD is on disk, the entries made before it are too. MANIFEST and
+Durability: new files are fsynced before publication; the folders this commit made (about its depth of
+them) and the hard links into them are not fsynced one by one: journaling file systems (ext4, xfs) commit
+metadata in order, so once the fsynced log line and rename of HEAD are on disk, the entries made before
+them are too. MANIFEST and
 MANIFEST.stat are not fsynced at all: both can be rebuilt from the (fsynced) files, MANIFEST proven by the
 hash in the record (see manifest.py). A SIGKILL needs none of this (the page cache survives).
 """
@@ -330,10 +331,7 @@ def _apply(builder: Builder, rel: str, text: Optional[str], tables: Staged,
 
 
 def _flush(builder: Builder, bulk: bool) -> None:
-    """New files and the folders this build made reach the disk before publication (see "Durability")."""
+    """New files reach the disk before publication (each fsynced when written, or all at once here); the
+    folders this build made need no fsync of their own (see "Durability")."""
     if bulk:
         os.sync()  # one flush instead of an fsync per file
-        return
-    for folder in builder.folders():
-        fsync_dir(folder)
-    fsync_dir(builder.pool)
