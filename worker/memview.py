@@ -6,8 +6,10 @@ from typing import Any, Literal, Optional
 
 import structlog
 
+from memory_shared.errors import PathRefused
 from memory_shared.gate import StagedChange
 from memory_shared.manifest import RESERVED
+from memory_shared.paths import resolve as resolve_in_tree
 from memory_shared.paths import tree_files
 from worker.paths import PathError
 from worker.textpatch import patch_exact
@@ -119,10 +121,11 @@ class MemoryView:
         root = self.root
         if root is None or not rel:
             return None
-        path = (root / rel).resolve()
-        if root.resolve() not in path.parents or not path.is_file():
+        try:  # resolved against the generation's own paths: its shared folders live in the store's pool
+            path = root / resolve_in_tree(root, rel)
+        except PathRefused:
             return None
-        return path
+        return path if path.is_file() else None
 
     def _snapshot_text(self, rel: str) -> Optional[str]:
         path = self._snapshot_file(rel)
