@@ -38,8 +38,8 @@ def is_pool_link(path: str) -> bool:
 
 def tree_files(base: Path) -> list[Path]:
     """The paths of every non-directory entry under `base`, through the store's shared folders (pathlib's
-    rglob does not follow symlinked folders)."""
-    return [base / rel for rel, _ in walk_tree(base)]
+    rglob does not follow symlinked folders); none when `base` is not a folder."""
+    return [base / rel for rel, _ in walk_tree(base)] if os.path.isdir(base) else []
 
 
 def walk_tree(base: Path | str) -> Iterator[tuple[str, os.DirEntry]]:
