@@ -1,6 +1,13 @@
-"""Benchmark of the memory store: P processes x K commits, side by side with the reference's naive writes.
+"""Benchmark of the memory store, the copy-on-write store side by side with the store before it.
 
     python bench/memory_commits.py [-P 8] [-K 45] [--sizes 10,1000,10000,100000] [--size-commits 10]
+                                   [--throughput-files 1000] [--baseline 3a72b77]
+
+The store before copy-on-write (hard-linking the whole tree per commit) is `--baseline`'s memory_shared,
+taken with `git archive` into the work directory; each measurement runs in a child process importing one
+of the two. Measured: P processes x K commits on a store seeded with --throughput-files files (commits/s,
+latency, lost updates, with the reference's naive writes as a third column), then the one-file commit
+latency (p50, p95) against the store's size.
 
 Each process cycles through three kinds of commit: a new file of its own (disjoint paths), an
 append-style patch of one shared file (every process patches the same unique anchor), and a
@@ -11,19 +18,23 @@ Lost updates = own files missing + shared lines missing + counter increments mis
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import multiprocessing as mp
 import os
 import shutil
-import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+IMPL_ENV = "GA_BENCH_MEMORY_IMPL"  # the folder holding the memory_shared a child process measures
+sys.path.insert(0, os.environ.get(IMPL_ENV) or str(REPO))
 
 from memory_shared import CommitConflict, MemoryStore  # noqa: E402
-from memory_shared.fsutil import link_tree  # noqa: E402
 
 CTX = mp.get_context("fork")
 SHARED, COUNTER = "L2/shared.md", "L2/counter.md"
@@ -128,114 +139,144 @@ def lost_updates(read, procs: int, commits: int) -> int:
     return lost + max(0, increments - (int(counter) if counter.strip().isdigit() else 0))
 
 
-# ---- store size ---------------------------------------------------------------------------------------
+# ---- measurements (in a child process, importing one implementation) -------------------------------
 
 
-def latency_at_size(workdir: Path, files: int, commits: int) -> tuple[float, float, float]:
-    """Median one-file commit latency (ms) on a store of `files` files, the median time to link its tree (ms),
-    and the time of the one commit that wrote all those files (s)."""
-    store = MemoryStore(workdir / f"size-{files}", create=True)
-    started = time.perf_counter()
-    with store.transaction("bulk", "bench") as txn:
+def seed(store: MemoryStore, files: int) -> None:
+    with store.transaction("bench seed", "bench") as txn:
+        txn.write(SHARED, "# shared\n" + END)
+        txn.write(COUNTER, "0")
         for k in range(files):
             txn.write(f"L3/bulk/d{k // 100}/f{k}.md", f"file {k}\n")
+
+
+def measure_throughput(workdir: Path, procs: int, commits: int, files: int) -> dict:
+    store = MemoryStore(workdir / "store", create=True)
+    seed(store, files)
+    result = run(store_worker, str(store.root), procs, commits)
+    with store.snapshot() as snap:
+        lost = lost_updates(snap.read, procs, commits)
+    return {"rate": result["rate"], "p50": pct(result["latencies"], .5), "p99": pct(result["latencies"], .99),
+            "lost": lost, "conflicts": result["conflicts"], "wall": result["wall"], "problems": store.verify()}
+
+
+def measure_size(workdir: Path, files: int, commits: int) -> dict:
+    """One-file commit latency on a store of `files` files, and the time of the commit that wrote them."""
+    store = MemoryStore(workdir / f"size-{files}", create=True)
+    started = time.perf_counter()
+    seed(store, files)
     build_s = time.perf_counter() - started
-    commit_times, link_times = [], []
+    times = []
     for n in range(commits):
         started = time.perf_counter()
         with store.transaction(f"one {n}", "bench") as txn:
             txn.write("L3/one.md", str(n))
-        commit_times.append(time.perf_counter() - started)
-        target = workdir / f"link-{files}-{n}"
-        target.mkdir()
-        started = time.perf_counter()
-        link_tree(str(store.root / "generations" / str(store.head())), str(target))
-        link_times.append(time.perf_counter() - started)
-        shutil.rmtree(target)
+        times.append(time.perf_counter() - started)
     shutil.rmtree(store.root)
-    return statistics.median(commit_times) * 1000, statistics.median(link_times) * 1000, build_s
-
-
-# ---- main ----------------------------------------------------------------------------------------------
+    times.sort()
+    return {"p50": pct(times, .5), "p95": pct(times, .95), "build_s": build_s}
 
 
 def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
 
 
-def main() -> None:
+# ---- the parent: both implementations side by side ---------------------------------------------------
+
+
+def baseline(ref: str, workdir: Path) -> Path:
+    """`ref`'s memory_shared, extracted under workdir (the store before copy-on-write)."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", ref, "memory_shared"], capture_output=True,
+                          check=True).stdout
+    target = workdir / "baseline"
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def child(impl: Path, workdir: Path, *args: object) -> dict:
+    """Run one measurement in a fresh process importing the memory_shared under `impl`."""
+    folder = Path(tempfile.mkdtemp(prefix="m-", dir=workdir))
+    try:
+        out = subprocess.run([sys.executable, __file__, "--measure", *map(str, args), "--dir", str(folder)],
+                             env={**os.environ, IMPL_ENV: str(impl)}, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.splitlines()[-1])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def naive_throughput(workdir: Path, procs: int, commits: int) -> dict:
+    root = workdir / "naive"
+    (root / "L2").mkdir(parents=True)
+    (root / SHARED).write_text("# shared\n" + END)
+    (root / COUNTER).write_text("0")
+    result = run(naive_worker, str(root), procs, commits)
+    result["lost"] = lost_updates(lambda rel: (root / rel).read_text() if (root / rel).is_file() else None,
+                                  procs, commits)
+    return result
+
+
+def print_throughput(new: dict, old: dict, naive: dict) -> None:
+    rows = [("commits/s", f"{new['rate']:.1f}", f"{old['rate']:.1f}", f"{naive['rate']:.1f}",
+             f"{new['rate'] / old['rate']:.2f}x"),
+            ("p50 commit latency ms", f"{new['p50']:.1f}", f"{old['p50']:.1f}",
+             f"{pct(naive['latencies'], .5):.3f}", f"{new['p50'] / old['p50']:.2f}x"),
+            ("p99 commit latency ms", f"{new['p99']:.1f}", f"{old['p99']:.1f}",
+             f"{pct(naive['latencies'], .99):.3f}", f"{new['p99'] / old['p99']:.2f}x"),
+            ("lost updates", str(new["lost"]), str(old["lost"]), str(naive["lost"]), ""),
+            ("conflicts raised (retried)", str(new["conflicts"]), str(old["conflicts"]), "never detected", ""),
+            ("verify", "clean" if not new["problems"] else f"{len(new['problems'])} problems",
+             "clean" if not old["problems"] else f"{len(old['problems'])} problems", "n/a", "")]
+    print(f"\n{'':28}{'new (cow)':>12}{'old (links)':>13}{'naive (open w)':>16}{'new/old':>9}")
+    for name, *cells in rows:
+        print(f"{name:28}{cells[0]:>12}{cells[1]:>13}{cells[2]:>16}{cells[3]:>9}")
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" ({os.cpu_count()} cpus)"
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-P", "--procs", type=int, default=8, help="processes committing at once")
     parser.add_argument("-K", "--commits", type=int, default=45, help="commits per process")
-    parser.add_argument("--sizes", default="10,1000,10000,100000",
-                        help="store sizes (files) for the latency curve")
+    parser.add_argument("--sizes", default="10,1000,10000,100000", help="store sizes (files) for the latency curve")
     parser.add_argument("--size-commits", type=int, default=10, help="commits timed per store size")
+    parser.add_argument("--throughput-files", type=int, default=1000, help="files in the store the P processes share")
+    parser.add_argument("--baseline", default="3a72b77", help="git ref of the store before copy-on-write")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
-    args = parser.parse_args()
+    parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)  # a child: size FILES N | throughput P K F
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.measure:
+        kind, *n = args.measure[0], *map(int, args.measure[1:])
+        args.dir.mkdir(parents=True, exist_ok=True)
+        found = measure_size(args.dir, *n) if kind == "size" else measure_throughput(args.dir, *n)
+        print(json.dumps(found))
+        return
     workdir = Path(tempfile.mkdtemp(prefix="ga-bench-", dir=args.dir))
-    P, K = args.procs, args.commits
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cpus)")
+    P, K, F = args.procs, args.commits, args.throughput_files
+    print(f"load average at start: {load()}")
     try:
-        store = MemoryStore(workdir / "store", create=True)
-        with store.transaction("bench seed", "bench") as txn:
-            txn.write(SHARED, "# shared\n" + END)
-            txn.write(COUNTER, "0")
-        naive_root = workdir / "naive"
-        (naive_root / "L2").mkdir(parents=True)
-        (naive_root / SHARED).write_text("# shared\n" + END)
-        (naive_root / COUNTER).write_text("0")
-
-        print(f"memory_commits: P={P} processes x K={K} commits, kinds in turn: a new own file, an append-style "
-              f"patch of one shared file, an increment of one shared counter (store: retried on conflict)")
-        ours = run(store_worker, str(store.root), P, K)
-        snap = store.snapshot()
-        ours_lost = lost_updates(snap.read, P, K)
-        snap.release()
-        problems = store.verify()
-        naive = run(naive_worker, str(naive_root), P, K)
-        naive_lost = lost_updates(
-            lambda rel: (naive_root / rel).read_text() if (naive_root / rel).is_file() else None, P, K)
-
-        rows = [
-            ("commits/s", f"{ours['rate']:.1f}", f"{naive['rate']:.1f}", f"{ours['rate'] / naive['rate']:.3f}x"),
-            ("p50 commit latency ms", f"{pct(ours['latencies'], .5):.2f}", f"{pct(naive['latencies'], .5):.3f}",
-             f"{pct(ours['latencies'], .5) / pct(naive['latencies'], .5):.0f}x"),
-            ("p99 commit latency ms", f"{pct(ours['latencies'], .99):.2f}", f"{pct(naive['latencies'], .99):.3f}",
-             f"{pct(ours['latencies'], .99) / pct(naive['latencies'], .99):.0f}x"),
-            ("lost updates", str(ours_lost), str(naive_lost), ""),
-            ("conflicts raised (retried)", str(ours["conflicts"]), "n/a (never detected)", ""),
-            ("failed patches (torn reads)", "0", str(naive["conflicts"]), ""),
-            ("snapshot open p50/p99 ms", f"{pct(ours['snapshots'], .5):.2f} / {pct(ours['snapshots'], .99):.2f}",
-             "n/a", ""),
-            ("wall s", f"{ours['wall']:.1f}", f"{naive['wall']:.2f}", ""),
-            ("verify", "clean" if not problems else f"{len(problems)} problems", "n/a", ""),
-        ]
-        print(f"\n{'':30}{'store (ga)':>16}{'naive (open w)':>22}{'store/naive':>14}")
-        for name, a, b, ratio in rows:
-            print(f"{name:30}{a:>16}{b:>22}{ratio:>14}")
-        for problem in problems:
-            print(f"  verify: {problem}")
-
-        sizes = [int(s) for s in args.sizes.split(",") if s]
-        print(f"\ncommit latency against store size (1 process, one-file commit, median of {args.size_commits}):")
-        print(f"{'files':>8}{'commit ms':>12}{'linking the tree ms':>22}{'one commit writing them all s':>32}")
-        curve = []
-        for files in sizes:
-            commit_ms, link_ms, build_s = latency_at_size(workdir, files, args.size_commits)
-            curve.append((files, commit_ms, link_ms))
-            print(f"{files:>8}{commit_ms:>12.1f}{link_ms:>22.1f}{build_s:>32.2f}")
-        if len(curve) >= 2:
-            (f0, c0, l0), (f1, c1, l1) = curve[0], curve[-1]
-            slope = (l1 - l0) / (f1 - f0) * 1000
-            print(f"linking grows ~linearly: {slope:.1f} ms per 1,000 files; "
-                  f"commit at {f1:,} files is {c1 / c0:.1f}x the commit at {f0:,}")
-            if c1 > 50:
-                print(f"note: past 50 ms at {f1:,} files because hard-linking every file of the tree is O(files); "
-                      "proposal: share unchanged folders between generations (per-folder copy-on-write) so a "
-                      "commit costs O(depth x folder size)")
-        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if ours_lost:
-            sys.exit(f"error: the store lost {ours_lost} updates")
+        impls = {"new": REPO, "old": baseline(args.baseline, workdir)}
+        print(f"memory_commits: P={P} processes x K={K} commits on a store of {F:,} files; kinds in turn: a new "
+              "own file, an append-style patch of one shared file, an increment of one shared counter (the "
+              f"stores retry on conflict); old = memory_shared of {args.baseline}")
+        found = {name: child(path, workdir, "throughput", P, K, F) for name, path in impls.items()}
+        print_throughput(found["new"], found["old"], naive_throughput(workdir, P, K))
+        print(f"\none-file commit against store size (1 process, {args.size_commits} commits each):")
+        print(f"{'files':>8}{'new p50 ms':>12}{'new p95 ms':>12}{'old p50 ms':>12}{'old p95 ms':>12}"
+              f"{'old/new p50':>13}{'load (1 min)':>14}")
+        for files in [int(s) for s in args.sizes.split(",") if s]:
+            new, old = (child(impls[name], workdir, "size", files, args.size_commits) for name in ("new", "old"))
+            print(f"{files:>8}{new['p50']:>12.1f}{new['p95']:>12.1f}{old['p50']:>12.1f}{old['p95']:>12.1f}"
+                  f"{old['p50'] / new['p50']:>12.1f}x{os.getloadavg()[0]:>14.2f}", flush=True)
+        print(f"load average at end: {load()}")
+        if found["new"]["lost"] or found["old"]["lost"]:
+            sys.exit(f"error: lost updates: new {found['new']['lost']}, old {found['old']['lost']}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .errors import CommitConflict
 from .gate import Execution, StagedChange, consolidate
@@ -37,10 +37,23 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
     snapshot = store.snapshot()
     pinned_facts, pinned_files = snapshot.read(L2_FACTS), snapshot.files()
     say("snapshot", f"pinned generation {snapshot.generation} ({len(pinned_files)} files)")
+    lost, failed = _concurrent_commits(store, say, processes, commits)
+    stable = snapshot.read(L2_FACTS) == pinned_facts and snapshot.files() == pinned_files
+    say("snapshot isolation", f"generation {snapshot.generation} still reads exactly as pinned while HEAD moved to "
+        f"{store.head()}: {'stable' if stable else 'CHANGED (a bug)'}")
+    snapshot.release()
+    conflict = _conflict(store, say)
+    generation = _gate(store, say)
+    return {"root": str(root), "head": store.head(), "lost_updates": lost, "snapshot_stable": stable,
+            "conflict": conflict, "gate_generation": generation, "failed_processes": failed}
 
+
+def _concurrent_commits(store: MemoryStore, say: Callable[[str, str], None], processes: int,
+                        commits: int) -> tuple[int, list]:
+    """`processes` processes commit at once; return the lost updates and the exit codes of failed ones."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    workers = [context.Process(target=_committer, args=(str(root), w, commits)) for w in range(processes)]
+    workers = [context.Process(target=_committer, args=(str(store.root), w, commits)) for w in range(processes)]
     started = time.perf_counter()
     for worker in workers:
         worker.start()
@@ -53,15 +66,14 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
         files = [f for f in head.files() if f.startswith("L3/demo/")]
         filled = facts.count(": filled by process")
     expected = processes * commits
+    lost = expected - min(len(files), filled)
     say("concurrent commits", f"{processes} processes x {commits} commits in {elapsed:.2f}s; each commit adds a "
         f"file and patches the shared {L2_FACTS}: {len(files)}/{expected} files, {filled}/{expected} patched lines, "
-        f"lost updates: {expected - min(len(files), filled)}" + (f"; failed processes: {failed}" if failed else ""))
+        f"lost updates: {lost}" + (f"; failed processes: {failed}" if failed else ""))
+    return lost, failed
 
-    stable = snapshot.read(L2_FACTS) == pinned_facts and snapshot.files() == pinned_files
-    say("snapshot isolation", f"generation {snapshot.generation} still reads exactly as pinned while HEAD moved to "
-        f"{store.head()}: {'stable' if stable else 'CHANGED (a bug)'}")
-    snapshot.release()
 
+def _conflict(store: MemoryStore, say: Callable[[str, str], None]) -> str:
     base = store.head()
     first = store.transaction(message="demo: first writer", author="alice", base=base)
     second = store.transaction(message="demo: second writer", author="bob", base=base)
@@ -75,7 +87,10 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
         conflict = str(exc)
     say("conflict", f"alice and bob both rewrite L3/demo/contested.md from generation {base}; alice commits first. "
         f"bob gets: {conflict}")
+    return conflict
 
+
+def _gate(store: MemoryStore, say: Callable[[str, str], None]) -> Optional[int]:
     executions = [Execution(seq=2, call_id="call_2", tool="code_run", ok=True, evidence=True)]
     changes = [
         StagedChange(seq=1, call_id="call_1", op="write", path="L3/demo/guess.md", text="a guess, never verified\n"),
@@ -87,6 +102,4 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
     accepted = ", ".join(f"{c.op} {c.path}" for c in report.accepted)
     refused = "; ".join(f"{c.op} {c.path} ({reason})" for c, reason in report.refused)
     say("consolidation gate", f"accepted [{accepted}] as generation {report.generation}; refused [{refused}]")
-    return {"root": str(root), "head": store.head(), "lost_updates": expected - min(len(files), filled),
-            "snapshot_stable": stable, "conflict": conflict, "gate_generation": report.generation,
-            "failed_processes": failed}
+    return report.generation

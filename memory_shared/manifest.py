@@ -1,8 +1,13 @@
 """Per-generation manifests: what every file of a generation must contain, and a cheap stat record.
 
-generations/<n>/MANIFEST       one line per file, `"path"<TAB>sha256<TAB>size`, sorted; its sha256 is in
-                               the commit record
-generations/<n>/MANIFEST.stat  `"path"<TAB>inode<TAB>size<TAB>mtime_ns`: a cache for the pin check, not hashed
+generations/<n>/MANIFEST       one line per entry of the generation's root, `"name"<TAB>sha256<TAB>size`,
+                               sorted; its sha256 is in the commit record. A shared (pooled) folder is one
+                               line `"name/"<TAB>sha256 of the folder's manifest<TAB>its size`: a Merkle tree,
+                               so a commit rewrites the manifests of the folders on its path only. A real
+                               folder (a store written before pooled folders) lists its files by path.
+generations/<n>/MANIFEST.stat  `"name"<TAB>inode<TAB>size<TAB>mtime_ns` (a folder line: its link's lstat): a
+                               cache for the pin check, not hashed
+dirs/<id>.m, dirs/<id>.s       the same two tables for the pooled folder dirs/<id>
 manifests/<n>                  a hard link to the MANIFEST, so a generation removed by hand can be rebuilt
 
 Both are written in staging before the generation is published. A new generation's tables are its base's
@@ -19,10 +24,12 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .fsutil import READ_ONLY, write_new
+from .paths import POOL, pool_id, walk_tree
 
 NAME = "MANIFEST"
 STAT = "MANIFEST.stat"
 RESERVED = frozenset({NAME, STAT})
+FOLDER_NAME, FOLDER_STAT = ".m", ".s"  # suffixes of a pooled folder's tables, next to it in dirs/
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 Stats = dict[str, list]     # path -> [inode, size, mtime_ns]
@@ -112,10 +119,50 @@ def load_table(tree: Path, name: str = NAME) -> Optional[Table]:
 
 
 def load(tree: Path) -> Optional[Manifest]:
+    """Every file of a generation, shared folders included: path -> [sha256, size]."""
     try:
-        return loads((tree / NAME).read_bytes())
+        return flatten(tree, (tree / NAME).read_bytes())
     except FileNotFoundError:
         return None
+
+
+def pooled(folder: str, name: str) -> Optional[str]:
+    """The pooled dir that the link `name` of the physical dir `folder` names, or None for anything else.
+    (A generation's root and a pooled dir both sit two levels below the store's root, next to dirs/.)"""
+    try:
+        found = pool_id(os.readlink(os.path.join(folder, name)))
+    except OSError:
+        return None
+    store = os.path.dirname(os.path.dirname(os.path.realpath(folder)))  # `folder` may be reached by links
+    return None if found is None else os.path.join(store, POOL, found)
+
+
+def flatten(tree: Optional[Path], data: bytes, problems: Optional[list[str]] = None,
+            by_hash: Optional[dict[str, str]] = None) -> Manifest:
+    """path -> [sha256, size] of every file under a MANIFEST, through the folder manifests its folder lines
+    name (found through the tree's links, or by their hash in `by_hash`); a folder manifest missing or not
+    matching its line is named in `problems` and its files left out."""
+    found: Manifest = {}
+    stack = [("", None if tree is None else str(tree), Table.parse(data))]
+    while stack:
+        prefix, folder, table = stack.pop()
+        for name, fields in table.rows():
+            sha = fields[0].decode()
+            if not name.endswith("/"):
+                found[prefix + name] = [sha, int(fields[1])]
+                continue
+            source = by_hash.get(sha) if by_hash is not None else pooled(folder, name[:-1]) if folder else None
+            try:
+                sub = Path(source + FOLDER_NAME).read_bytes() if source else None
+            except FileNotFoundError:
+                sub = None
+            if sub is None or digest(sub) != sha:
+                if problems is not None:
+                    why = "is missing" if sub is None else "does not match the line in its parent's (it was edited)"
+                    problems.append(f"the manifest of folder {prefix}{name[:-1]} {why}")
+                continue
+            stack.append((prefix + name, source, Table.parse(sub)))
+    return found
 
 
 def load_stats(tree: Path) -> Optional[Stats]:
@@ -137,17 +184,11 @@ def hash_file(path: str) -> list:
 
 
 def entries(tree: Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """Every non-directory entry of a generation (manifest files excluded), by relative path."""
-    stack = [(str(tree), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        with os.scandir(folder) as found:
-            for entry in found:
-                rel = prefix + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif prefix or entry.name not in RESERVED:
-                    yield rel, entry
+    """Every non-directory entry of a generation (manifest files excluded), by relative path; the pooled
+    folders it shares with other generations are walked as its own."""
+    for rel, entry in walk_tree(tree):
+        if rel not in RESERVED:
+            yield rel, entry
 
 
 def walk(tree: Path) -> dict[str, os.stat_result]:
@@ -206,16 +247,44 @@ def rewrite_stats(tree: Path, stats: Stats) -> None:
     os.replace(tmp, tree / STAT)
 
 
-def stat_changes(tree: Path, recorded: Table) -> list[str]:
+def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str] = frozenset(),
+                 checked: Optional[dict[str, Optional[str]]] = None) -> list[str]:
     """Paths whose inode, size or mtime differ from the record, or that are missing: the cheap check
-    run when a generation is pinned (one stat per file, no reading)."""
+    run when a generation is pinned (one stat per file, no reading), shared folders included, except the
+    pooled folders in `trusted` (checked moments ago). `checked` receives each pooled folder looked at,
+    checked or trusted, with the pooled folder containing it (None at the top)."""
+    changed: list[str] = []
+    stack = [("", str(tree), recorded)]
+    while stack:
+        prefix, folder, table = stack.pop()
+        changed += [prefix + rel for rel in _stat_changes(folder, table)]
+        for name, _ in table.rows():
+            if not name.endswith("/") or prefix + name in changed:
+                continue
+            source = pooled(folder, name[:-1])
+            if checked is not None and source is not None:
+                checked[source] = folder if prefix else None
+            if source in trusted:
+                continue
+            try:
+                sub = Table.parse(Path(source + FOLDER_STAT).read_bytes()) if source else None
+            except FileNotFoundError:
+                sub = None
+            if sub is None:
+                changed.append(f"{prefix}{name} (its stat record is missing)")
+            else:
+                stack.append((prefix + name, source, sub))
+    return changed
+
+
+def _stat_changes(tree: str, recorded: Table) -> list[str]:
     changed = []
     fds: dict[str, int] = {}
     root = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     fds[""] = root
     try:
         for rel, fields in recorded.rows():
-            folder, _, name = rel.rpartition("/")
+            folder, _, name = rel.rstrip("/").rpartition("/")
             fd = fds.get(folder)
             try:
                 if fd is None:

@@ -89,43 +89,11 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
     problems += log.bad
     problems += [f"{gens / name} is not a generation" for name in found.strays]
 
-    for index in range(log.chained, len(log.commits)):
-        if log.broken:
-            break
-        commit, number = log.commits[index], log.numbers[index]
-        expected_parent = index - 1 if index else None
-        if commit.generation != index or commit.parent != expected_parent:
-            log.chain_problems.append(f"{log_path}:{number}: record of generation {commit.generation} (parent "
-                                      f"{commit.parent}) where generation {index} (parent {expected_parent}) belongs")
-            log.broken = True
-            break
-        if commit.parent_hash is not None and commit.parent_hash != (log.hashes[index - 1] if index else None):
-            log.chain_problems.append(f"{log_path}:{number}: the record of generation {index} does not chain "
-                                      f"to the record of generation {index - 1} (the log was edited)")
-        log.chained = index + 1
+    _chain(log, log_path)
     problems += log.chain_problems
     last = log.chained - 1
 
-    head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
-    above = sorted(g for g in dirs if g > last)
-    # HEAD is replaced only after the record is whole, so HEAD naming an existing generation above the log
-    # proves records were lost from it: not a crash leftover.
-    evidence = head_number is not None and head_number > last and head_number in dirs
-    if log.torn or above:
-        if above in ([], [last + 1]) and not evidence:
-            if log.torn:
-                found.fixes.append(Fix("cut_tail", last, f"{log_path} ends with a torn line (a commit died "
-                                                          "while appending it); it is cut, the bytes kept in quarantine/"))
-            if above:
-                found.fixes.append(Fix("discard", last + 1, f"generation {last + 1} is above HEAD {last} and has "
-                                                              "no record: leftover of a crashed commit, discarded"))
-        else:
-            found.beyond = above
-            torn = " and ends with a torn line" if log.torn else ""
-            said = f", HEAD says {head_number}" if evidence else ""
-            problems.append(f"generation{'s' if len(above) > 1 else ''} {_span(above)} "
-                            f"{'are' if len(above) > 1 else 'is'} above HEAD {last} without a record: "
-                            f"{log_path} ends at generation {last}{torn}{said}; records were lost from the log")
+    _leftovers(found, log_path, last)
     for generation in range(last + 1):
         if generation not in dirs and generation not in gone:
             what = (f"HEAD points to generation {generation}, which does not exist" if generation == last
@@ -141,6 +109,51 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
         found.fixes.append(Fix("head", last, f"log/HEAD mismatch: HEAD was {was} but generation {last} is the "
                                              "newest published; HEAD recomputed"))
     return found
+
+
+def _chain(log: LogState, log_path: Path) -> None:
+    """Check the records not yet chained: numbered in order, each naming its parent and its parent's hash."""
+    for index in range(log.chained, len(log.commits)):
+        if log.broken:
+            break
+        commit, number = log.commits[index], log.numbers[index]
+        expected_parent = index - 1 if index else None
+        if commit.generation != index or commit.parent != expected_parent:
+            log.chain_problems.append(f"{log_path}:{number}: record of generation {commit.generation} (parent "
+                                      f"{commit.parent}) where generation {index} (parent {expected_parent}) belongs")
+            log.broken = True
+            break
+        if commit.parent_hash is not None and commit.parent_hash != (log.hashes[index - 1] if index else None):
+            log.chain_problems.append(f"{log_path}:{number}: the record of generation {index} does not chain "
+                                      f"to the record of generation {index - 1} (the log was edited)")
+        log.chained = index + 1
+
+
+def _leftovers(found: Assessment, log_path: Path, last: int) -> None:
+    """A torn last line and generation dirs above the log: a crashed commit's leftovers (undone), or lost
+    records (a problem)."""
+    head_text, log = found.head_text, found.log
+    head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
+    above = sorted(g for g in found.dirs if g > last)
+    # HEAD is replaced only after the record is whole, so HEAD naming an existing generation above the log
+    # proves records were lost from it: not a crash leftover.
+    evidence = head_number is not None and head_number > last and head_number in found.dirs
+    if not log.torn and not above:
+        return
+    if above in ([], [last + 1]) and not evidence:
+        if log.torn:
+            found.fixes.append(Fix("cut_tail", last, f"{log_path} ends with a torn line (a commit died "
+                                                      "while appending it); it is cut, the bytes kept in quarantine/"))
+        if above:
+            found.fixes.append(Fix("discard", last + 1, f"generation {last + 1} is above HEAD {last} and has "
+                                                          "no record: leftover of a crashed commit, discarded"))
+        return
+    found.beyond = above
+    torn = " and ends with a torn line" if log.torn else ""
+    said = f", HEAD says {head_number}" if evidence else ""
+    found.problems.append(f"generation{'s' if len(above) > 1 else ''} {_span(above)} "
+                          f"{'are' if len(above) > 1 else 'is'} above HEAD {last} without a record: "
+                          f"{log_path} ends at generation {last}{torn}{said}; records were lost from the log")
 
 
 _events_cache: dict[str, tuple[Optional[tuple], tuple]] = {}

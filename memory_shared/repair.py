@@ -19,9 +19,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from . import commitlog, events, manifest
+from . import commitlog, events, foldertables, manifest
 from .commitlog import Commit
 from .fsutil import READ_ONLY, flocked, fsync_dir, unique, write_new
+from .paths import POOL_LINK
 from .verify import Damage, content_damage
 
 if TYPE_CHECKING:
@@ -120,17 +121,23 @@ def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit],
     store = plan.store
     tree = store._gen_path(generation)
     recorded = (commit.manifest if commit is not None else None) or upgraded.get(generation)
+    if recorded is None:
+        return False
     try:
-        if recorded is None or manifest.digest((tree / manifest.NAME).read_bytes()) == recorded:
-            return False
+        data = (tree / manifest.NAME).read_bytes()
+        folders: list[str] = []
+        if manifest.digest(data) == recorded:
+            manifest.flatten(tree, data, folders)  # and its folders' manifests: lost or torn too?
+            if not folders:
+                return False
     except FileNotFoundError:
         pass
-    entries, stats = manifest.scan(tree, cache)
-    if manifest.digest(manifest.Table.of(entries).to_bytes()) != recorded:
+    built = foldertables.tables_of(tree, cache)
+    if built.digest != recorded:
         return False  # the files changed too: content_damage names them
 
     def rewrite() -> None:
-        manifest.write(tree, entries, stats)
+        built.write()
         store.link_manifest(generation)
     plan.act(f"rebuilt the MANIFEST of generation {generation} from its files (they hash to its record)",
              rewrite, "manifest_rebuilt", generation=generation)
@@ -150,7 +157,7 @@ def _complete(store: "MemoryStore", generation: int, cache: dict) -> bool:
 def _append_record(store: "MemoryStore", generation: int) -> None:
     tree = store._gen_path(generation)
     data = (tree / manifest.NAME).read_bytes()
-    new = manifest.loads(data)
+    new = manifest.flatten(tree, data)
     old = _manifest_of(store, generation - 1) or {}
     parent_line = commitlog.last_line(store._log)
     commit = Commit(
@@ -164,9 +171,10 @@ def _append_record(store: "MemoryStore", generation: int) -> None:
 
 
 def _manifest_of(store: "MemoryStore", generation: int) -> Optional[manifest.Manifest]:
-    for path in (store._gen_path(generation) / manifest.NAME, store.root / "manifests" / str(generation)):
+    tree = store._gen_path(generation)
+    for path in (tree / manifest.NAME, store.root / "manifests" / str(generation)):
         try:
-            return manifest.loads(path.read_bytes())
+            return manifest.flatten(tree, path.read_bytes())
         except (FileNotFoundError, ValueError):
             continue
     return None
@@ -203,13 +211,15 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
     except FileNotFoundError:
         data = None
     if data is not None and (recorded is None or manifest.digest(data) == recorded):
-        entries = manifest.loads(data)
+        index = foldertables.pool_index(store._pool)
+        folders: list[str] = []
+        entries = manifest.flatten(None, data, folders, by_hash=index)
         near = sorted((g for g in found.dirs if g <= last), key=lambda g: abs(g - generation))
         sources = _sources(store, near, cache)
-        missing = sorted(rel for rel, (sha, _) in entries.items() if sha not in sources)
+        missing = sorted(rel for rel, (sha, _) in entries.items() if sha not in sources) + folders
         if not missing:
             plan.act(f"rebuilt generation {generation} from manifests/{generation} with the same content found "
-                     "in other generations", lambda: _rebuild(store, generation, entries, sources),
+                     "in other generations", lambda: _rebuild(store, generation, data, sources, index),
                      "generation_rebuilt", generation=generation)
             return
         why = f"{len(missing)} of its files ({missing[0]}{', ...' if len(missing) > 1 else ''}) exist nowhere else"
@@ -223,15 +233,22 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
                              f"{store._gen_path(generation)} from a backup")
 
 
-def _rebuild(store: "MemoryStore", generation: int, entries: manifest.Manifest, sources: dict[str, Path]) -> None:
+def _rebuild(store: "MemoryStore", generation: int, data: bytes, sources: dict[str, Path],
+             index: dict[str, str]) -> None:
+    """The root again: its files hard-linked from other generations, its folders linked to the pooled folders
+    whose manifests have the hashes its MANIFEST names (a flat MANIFEST of the old layout: real folders)."""
     staging = store._staging / unique("rebuild-")
     staging.mkdir()
-    for rel, (sha, _) in entries.items():
-        target = staging / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(sources[sha], target, follow_symlinks=False)
+    stats = {}
+    for rel, fields in manifest.Table.parse(data).rows():
+        target = staging / rel.rstrip("/")
+        if rel.endswith("/"):
+            os.symlink(POOL_LINK + os.path.basename(index[fields[0].decode()]), target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(sources[fields[0].decode()], target, follow_symlinks=False)
+        stats[rel] = manifest.stat_entry(os.lstat(target))
     os.link(store.root / "manifests" / str(generation), staging / manifest.NAME)
-    stats = {rel: manifest.stat_entry(os.lstat(staging / rel)) for rel in entries}
     write_new(staging / manifest.STAT, manifest.stat_bytes(staging, stats), READ_ONLY)
     os.sync()
     os.rename(staging, store._gen_path(generation))
@@ -273,21 +290,17 @@ def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
     os.link(store._gen_path(first_generation) / first_rel, evidence)
     fresh = store._staging / unique("restore-")
     write_new(fresh, text, READ_ONLY)
-    touched: dict[int, list[str]] = {}
+    touched: set[int] = set()
     for generation, rel in damage.places:
         target = store._gen_path(generation) / rel
         tmp = target.with_name(f".{target.name}.{unique()}")
         os.link(fresh, tmp)
         os.replace(tmp, target)
         fsync_dir(target.parent)
-        touched.setdefault(generation, []).append(rel)
+        touched.add(generation)
     os.unlink(fresh)
-    for generation, rels in touched.items():
-        tree = store._gen_path(generation)
-        stats = manifest.load_stats(tree) or {}
-        for rel in rels:
-            stats[rel] = manifest.stat_entry(os.lstat(tree / rel))
-        manifest.rewrite_stats(tree, stats)
+    for generation in sorted(touched):
+        foldertables.refresh_stats(store._gen_path(generation))
 
 
 def _drop(plan: _Plan, damage: Damage) -> None:
@@ -298,16 +311,11 @@ def _drop(plan: _Plan, damage: Damage) -> None:
             plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}")
     for generation, rel in damage.places:
         tree = store._gen_path(generation)
-        os.unlink(tree / rel)
-        fsync_dir((tree / rel).parent)
-        stats = manifest.load_stats(tree) or {}
-        stats.pop(rel, None)
-        manifest.rewrite_stats(tree, stats)
+        if os.path.lexists(tree / rel):  # generations sharing its folder lost it with the first unlink
+            os.unlink(tree / rel)
+            fsync_dir((tree / rel).parent)
+        foldertables.refresh_stats(tree)
 
 
 def _refresh_stats(store: "MemoryStore", generation: int) -> None:
-    tree = store._gen_path(generation)
-    entries = manifest.load(tree) or {}
-    manifest.rewrite_stats(tree, {rel: manifest.stat_entry(os.lstat(tree / rel)) for rel in entries
-                                  if os.path.lexists(tree / rel)})
-
+    foldertables.refresh_stats(store._gen_path(generation))

@@ -17,12 +17,19 @@ import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, events, faults, layers, manifest, recovery
+from . import commitlog, cow, events, faults, foldertables, layers, manifest, recovery
 from .commitlog import Commit
-from .errors import GenerationDamaged, GenerationMissing, MemoryStoreError, StoreMissing, StoreNeedsRepair
+from .errors import (
+    GenerationDamaged,
+    GenerationMissing,
+    MemoryStoreError,
+    PathRefused,
+    StoreMissing,
+    StoreNeedsRepair,
+)
 from .fsutil import atomic_replace, flocked, fsync_dir, remove_tree, unique
 from .holds import Hold, abandoned_entries, create_dir, create_pin, live_pins
-from .paths import resolve
+from .paths import POOL, resolve
 from .transaction import Transaction
 
 # A pin check that passed (or a generation this handle just published) is trusted this long by the same
@@ -86,6 +93,7 @@ class MemoryStore:
         self.l1_max_chars = l1_max_chars
         self.recovered: list[str] = []  # what recovery fixed through this handle, one line each
         self._checked: dict[int, float] = {}  # generation -> when this handle last found its files intact
+        self._folders_checked: dict[str, float] = {}  # pooled folder -> when this handle found it intact
         self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
         if self.exists(self.root):
             self._recover()  # may finish an interrupted init, or undo one that never published
@@ -107,6 +115,10 @@ class MemoryStore:
     @property
     def _gens(self) -> Path:
         return self.root / "generations"
+
+    @property
+    def _pool(self) -> Path:
+        return self.root / POOL
 
     @property
     def _staging(self) -> Path:
@@ -171,7 +183,7 @@ class MemoryStore:
     # ---- init and recovery --------------------------------------------------------------------
 
     def _init(self) -> "MemoryStore":
-        for folder in (self.root, self._gens, self._staging, self._pins):
+        for folder in (self.root, self._gens, self._pool, self._staging, self._pins):
             folder.mkdir(parents=True, exist_ok=True)
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=True)
@@ -188,7 +200,7 @@ class MemoryStore:
         return self
 
     def _recover(self) -> None:
-        for folder in (self._gens, self._staging, self._pins):
+        for folder in (self._gens, self._pool, self._staging, self._pins):
             folder.mkdir(exist_ok=True)
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=True)
@@ -253,8 +265,9 @@ class MemoryStore:
             tree = self._gen_path(commit.generation)
             if commit.manifest is None and commit.generation not in found.upgraded and tree.is_dir() \
                     and not (tree / manifest.NAME).exists():
-                entries, stats = manifest.scan(tree, cache)
-                hashes[str(commit.generation)] = manifest.write(tree, entries, stats)
+                built = foldertables.tables_of(tree, cache)
+                built.write()
+                hashes[str(commit.generation)] = built.digest
                 self.link_manifest(commit.generation)
         if hashes:
             events.append(self.root, "upgrade", manifests=hashes,
@@ -295,7 +308,7 @@ class MemoryStore:
                 raise GenerationMissing(
                     f"generation {generation} was removed by gc; open a new snapshot (HEAD is {head})")
         if check and time.monotonic() - self._checked.get(generation, -CHECK_TRUST_S) >= CHECK_TRUST_S:
-            damage = self.stat_check(generation)  # after the lock: the pin already keeps gc away
+            damage = self.stat_check(generation, trust=True)  # after the lock: the pin keeps gc away
             if not damage:
                 self._checked[generation] = time.monotonic()
             else:
@@ -306,8 +319,25 @@ class MemoryStore:
                     "was published; run `ga memory verify`, then `ga memory repair`")
         return pin
 
-    def stat_check(self, generation: int) -> list[str]:
-        """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""
+    def stat_check(self, generation: int, trust: bool = False) -> list[str]:
+        """The cheap check of a pin: paths whose inode, size or mtime differ from the record. With `trust`,
+        a shared folder this handle found intact less than CHECK_TRUST_S ago is not stat'ed again (so
+        pinning each new HEAD costs the folders it changed, not the whole tree)."""
+        now = time.monotonic()
+        trusted = {f: t for f, t in self._folders_checked.items() if now - t < CHECK_TRUST_S} if trust else {}
+        parents: dict[str, Optional[str]] = {}
+        damage = self._stat_changes(generation, set(trusted), parents)
+        if not damage:  # a folder counts as checked when the oldest check of anything under it was made
+            found = {folder: now for folder in parents if folder not in trusted}
+            for folder in trusted.keys() & parents.keys():
+                up = parents[folder]
+                while up is not None and up in found:
+                    found[up] = min(found[up], trusted[folder])
+                    up = parents[up]
+            self._folders_checked = {**trusted, **found}
+        return damage
+
+    def _stat_changes(self, generation: int, trusted: set[str], checked: dict[str, Optional[str]]) -> list[str]:
         tree = self._gen_path(generation)
         recorded = manifest.load_table(tree, manifest.STAT)
         if recorded is None:
@@ -315,7 +345,7 @@ class MemoryStore:
         if recorded.get(manifest.NAME) is None:
             return [f"{manifest.STAT} (incomplete)"]
         try:
-            return manifest.stat_changes(tree, recorded)
+            return manifest.stat_changes(tree, recorded, trusted, checked)
         except (ValueError, IndexError):
             return [f"{manifest.STAT} (unreadable)"]
 
@@ -365,26 +395,44 @@ class MemoryStore:
         """Remove generations except the newest `keep`, HEAD and pinned ones; return those removed."""
         if keep < 1:
             raise ValueError(f"gc keep must be at least 1, got {keep}")
-        trash: Optional[Hold] = None
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=False)  # raises when the store needs repair
             head = self._read_head()  # (head() may take `lock`, which this process holds here)
             published = [g for g in self._generation_numbers() if g <= head]
             kept = set(published[-keep:]) | {head} | live_pins(self._pins, remove_stale=True)
             doomed = [g for g in published if g not in kept]
+            trash = create_dir(self._staging, "gc-")
             if doomed:
                 events.append(self.root, "gc", generations=doomed)
-                trash = create_dir(self._staging, "gc-")
                 for generation in doomed:
                     os.rename(self._gen_path(generation), trash.path / str(generation))
                     kept_manifest = self.root / "manifests" / str(generation)
                     if os.path.lexists(kept_manifest):
                         os.rename(kept_manifest, trash.path / f"{generation}.{manifest.NAME}")
                 fsync_dir(self._gens)
+            self._sweep_pool(trash.path)
+            if doomed:
                 faults.point("gc")
-        if trash is not None:
-            trash.release()
+        trash.release()
         return doomed
+
+    def _sweep_pool(self, trash: Path) -> None:
+        """Move into `trash` the pooled dirs that no generation (nor anything in quarantine/) links and no
+        live commit is building: those of generations just collected, or of commits that died. Caller holds
+        both locks (so no staging dir appears meanwhile)."""
+        if not self._pool.is_dir():
+            return
+        quarantined = self.root / "quarantine"
+        roots = [self._gens / name for name in os.listdir(self._gens)]
+        if quarantined.is_dir():
+            roots += [Path(e.path) for q in os.scandir(quarantined) if q.is_dir() for e in os.scandir(q.path)
+                      if e.is_dir(follow_symlinks=False)]
+        linked = cow.reachable(roots, self._pool)
+        building = set(os.listdir(self._staging))
+        for entry in os.scandir(self._pool):
+            folder = ".".join(entry.name.split(".")[:2])  # <staging id>.<k>, then .m / .s for its tables
+            if folder not in linked and folder.rsplit(".", 1)[0] not in building:
+                os.rename(entry.path, trash / f"pool-{entry.name}")
 
     def verify(self, quick: bool = False) -> list[str]:
         """Check the store, every generation's contents against its manifest included (HEAD only when
@@ -404,14 +452,14 @@ class MemoryStore:
 def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, int]:
     """Every non-directory entry of a tree by relative path, with its inode; checks modes and symlinks."""
     found: dict[str, int] = {}
-    real_tree = os.path.realpath(tree)
     for rel, entry in manifest.entries(tree):
         found[rel] = entry.inode()
         if problems is None:
             continue
         if entry.is_symlink():
-            real = os.path.realpath(entry.path)
-            if not real.startswith(real_tree + os.sep):
+            try:
+                resolve(tree, rel)
+            except PathRefused:
                 problems.append(f"{entry.path} is a symlink leading outside its generation")
         elif entry.stat(follow_symlinks=False).st_mode & 0o222:
             problems.append(f"{entry.path} is writable; files of a generation must be read-only")

@@ -1,17 +1,18 @@
 """A transaction: staged write/patch/delete on a base generation, published as one new generation.
 
-The new tree is built in staging outside the commit lock (hard links to the base, new files for the
-changes). Under the lock, if HEAD moved past the base, staging is brought up to HEAD path by path using
-the log lines of the generations in between (O(changed paths), not O(files)); a path this transaction
-changed and someone else changed too is replayed only if every change to it was a patch whose anchor
-is still unique in HEAD's text, otherwise CommitConflict. Then the store publishes (see store.py).
+The new tree is built in staging outside the commit lock, copy-on-write by folder (cow.py: new pooled
+folders only along the changed paths, every other folder shared). Under the lock, if HEAD moved past the
+base, staging is brought up to HEAD path by path using the log lines of the generations in between
+(O(changed paths), not O(files)); a path this transaction changed and someone else changed too is replayed
+only if every change to it was a patch whose anchor is still unique in HEAD's text, otherwise
+CommitConflict. Then the store publishes (see store.py).
 
-Durability: new files and the folders whose entries changed are fsynced before publication; folders that
-only received hard links are not fsynced one by one (that would cost an fsync per folder of the whole
-tree): journaling file systems (ext4, xfs) commit metadata in order, so once the fsynced rename of HEAD
-is on disk, the links made before it are too. MANIFEST and MANIFEST.stat are not fsynced at all: both
-can be rebuilt from the (fsynced) files, MANIFEST proven by the hash in the record (see manifest.py).
-A SIGKILL needs none of this (the page cache survives).
+Durability: new files are fsynced before publication; the folders this commit made (about its depth of
+them) and the hard links into them are not fsynced one by one: journaling file systems (ext4, xfs) commit
+metadata in order, so once the fsynced log line and rename of HEAD are on disk, the entries made before
+them are too. MANIFEST and
+MANIFEST.stat are not fsynced at all: both can be rebuilt from the (fsynced) files, MANIFEST proven by the
+hash in the record (see manifest.py). A SIGKILL needs none of this (the page cache survives).
 """
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import commitlog, faults, layers, manifest
 from .commitlog import Commit
+from .cow import Builder
 from .errors import CommitConflict, MemoryStoreError, PathRefused
-from .fsutil import READ_ONLY, flocked, fsync_dir, link_tree, write_new
+from .foldertables import Staged
+from .fsutil import flocked, fsync_dir
 from .paths import check_rel, resolve
 
 if TYPE_CHECKING:
@@ -201,82 +204,70 @@ class Transaction:
         store = self._store
         self._precheck()
         staging = store._new_staging()
+        builder: Optional[Builder] = None
         try:
             faults.point("staging")
-            tree = staging.path
-            if self._base_tree is not None:
-                link_tree(str(self._base_tree), str(tree), midway=_midway("linking"))
-            entries, stats = self._base_manifest(tree)
+            builder = Builder(staging.path, self._base_tree, store._pool, _midway("linking"))
+            tables = Staged(self._base_tree)
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
-            touched: set[str] = set()
-            plain: set[str] = set()
             for rel, text in sorted(changes.items()):
-                touched |= _apply(tree, rel, text, midway, sync=not bulk, plain=plain)
-                _record(tree, rel, text, entries, stats)
+                _apply(builder, rel, text, tables, midway, sync=not bulk)
                 midway = None if text is not None else midway
-            if bulk:
-                os.sync()  # one flush instead of an fsync per file
-            else:
-                for folder in touched:
-                    fsync_dir(folder)
+            _flush(builder, bulk)
             with flocked(store._lock):
-                faults.point("locked")
-                store._recover_locked(full=False)
-                found = store._assess()  # nothing changes under this lock but by us
-                head, hashes = found.head, found.log.hashes
-                parent_hash = hashes[head] if 0 <= head < len(hashes) else None  # the parent's line: the chain
-                if self.key is not None and self.key in found.keys:
-                    return found.keys[self.key]
-                if head != self.base:
-                    for folder in self._rebase(tree, changes, head, entries, stats):
-                        fsync_dir(folder)
-                    self._check_l1(changes)
-                digest = manifest.write(tree, entries, stats)  # its folder entry: see "Durability" above
-                faults.point("rebased")
-                generation = head + 1
-                os.rename(tree, store._gen_path(generation))
-                fsync_dir(store._gens)
-                store.link_manifest(generation)
-                faults.point("published")
-                commit = Commit(
-                    generation=generation,
-                    parent=head if head >= 0 else None,
-                    author=self.author,
-                    message=self.message,
-                    paths=sorted(changes),
-                    time=time.time(),
-                    deleted=sorted(p for p, t in changes.items() if t is None),
-                    manifest=digest,
-                    parent_hash=parent_hash,
-                    key=self.key,
-                )
-                commitlog.append(store._log, commit, midway=_midway("logging"))
-                faults.point("logged")
-                store._write_head(generation, with_faults=True)
-                faults.point("committed")
-                store._checked[generation] = time.monotonic()  # its stat record was just taken from its files
-                return generation
+                return self._publish_locked(builder, changes, tables)
         finally:
+            if builder is not None:
+                builder.discard()  # what it made, unless published
             staging.release()
 
-    def _base_manifest(self, tree: Path) -> tuple[manifest.Table, manifest.Table]:
-        """The base's manifest and stat tables (the staging tree's hard links to them removed)."""
-        for name in manifest.RESERVED:
-            if os.path.lexists(tree / name):
-                os.unlink(tree / name)
-        if self._base_tree is None:
-            return manifest.Table(), manifest.Table()
-        entries = manifest.load_table(self._base_tree)
-        stats = manifest.load_table(self._base_tree, manifest.STAT)
-        if entries is None or stats is None:  # a base written before manifests, not yet upgraded
-            scanned = manifest.scan(tree)
-            return manifest.Table.of(scanned[0]), manifest.Table.of(scanned[1])
-        return _present(entries, stats), stats
+    def _publish_locked(self, builder: Builder, changes: dict[str, Optional[str]], tables: Staged) -> int:
+        """Rebase onto HEAD if it moved, then publish (see store.py). Caller holds the commit lock."""
+        store = self._store
+        faults.point("locked")
+        store._recover_locked(full=False)
+        found = store._assess()  # nothing changes under this lock but by us
+        head, hashes = found.head, found.log.hashes
+        if self.key is not None and self.key in found.keys:
+            return found.keys[self.key]
+        if head != self.base:
+            self._rebase(builder, changes, head, tables)
+            _flush(builder, bulk=False)
+            self._check_l1(changes)
+        digest = tables.write(builder)  # not fsynced: see "Durability" above
+        faults.point("rebased")
+        generation = head + 1
+        builder.publish(store._gen_path(generation))
+        fsync_dir(store._gens)
+        store.link_manifest(generation)
+        faults.point("published")
+        parent_hash = hashes[head] if 0 <= head < len(hashes) else None  # the parent's line: the chain
+        commitlog.append(store._log, self._record_of(generation, changes, digest, parent_hash),
+                         midway=_midway("logging"))
+        faults.point("logged")
+        store._write_head(generation, with_faults=True)
+        faults.point("committed")
+        store._checked[generation] = time.monotonic()  # its stat record was just taken from its files
+        return generation
 
-    def _rebase(self, tree: Path, changes: dict[str, Optional[str]], head: int,
-                entries: manifest.Table, stats: manifest.Table) -> set[str]:
-        """Bring staging from the base to `head`; return the folders touched. Caller holds the lock."""
+    def _record_of(self, generation: int, changes: dict[str, Optional[str]], digest: str,
+                   parent_hash: Optional[str]) -> Commit:
+        return Commit(
+            generation=generation,
+            parent=generation - 1 if generation > 0 else None,
+            author=self.author,
+            message=self.message,
+            paths=sorted(changes),
+            time=time.time(),
+            deleted=sorted(p for p, t in changes.items() if t is None),
+            manifest=digest,
+            parent_hash=parent_hash,
+            key=self.key,
+        )
+
+    def _rebase(self, builder: Builder, changes: dict[str, Optional[str]], head: int, tables: Staged) -> None:
+        """Bring staging from the base to `head`, path by path. Caller holds the lock."""
         store = self._store
         newer = commitlog.entries_after(store._log, self.base)
         if not newer or newer[0].generation != self.base + 1 or newer[-1].generation != head:
@@ -287,24 +278,22 @@ class Transaction:
             for rel in commit.paths:
                 latest[rel] = commit
         head_tree = store._gen_path(head)
-        head_stats = manifest.load_table(head_tree, manifest.STAT) or manifest.Table()
-        head_entries = _present(manifest.load_table(head_tree) or manifest.Table(), head_stats)
-        touched: set[str] = set()
+        head_tables = Staged(head_tree)
         for rel, theirs in sorted(latest.items()):
             if rel in changes:
                 changes[rel] = self._replay(rel, theirs, head_tree)
-                touched |= _apply(tree, rel, changes[rel], None)
-                _record(tree, rel, changes[rel], entries, stats)
+                _apply(builder, rel, changes[rel], tables, None)
+                continue
+            source = os.path.join(head_tree, rel)
+            entry, stat = head_tables.get(rel)
+            if os.path.lexists(source):
+                builder.link(rel, source)
             else:
-                touched |= _sync(tree, head_tree, rel)
-                entry, stat = head_entries.get(rel), head_stats.get(rel)
-                if entry is None or stat is None:
-                    entries.pop(rel)
-                    stats.pop(rel)
-                else:
-                    entries.set_raw(rel, entry)
-                    stats.set_raw(rel, stat)
-        return touched
+                builder.delete(rel)
+            if entry is None or stat is None:
+                tables.pop(rel)
+            else:
+                tables.set_raw(rel, entry, stat)
 
     def _replay(self, rel: str, theirs: Commit, head_tree: Path) -> str:
         if rel in self._rewritten or rel not in self._patches:
@@ -328,69 +317,21 @@ def _midway(point: str) -> Optional[Callable[[], None]]:
     return (lambda: faults.point(point)) if faults.hook is not None or faults.armed(point) else None
 
 
-def _apply(tree: Path, rel: str, text: Optional[str], midway: Optional[Callable[[], None]],
-           sync: bool = True, plain: Optional[set[str]] = None) -> set[str]:
-    """Make `rel` in the staging tree hold `text` (a new file; never written through a link)."""
-    target = tree / resolve(tree, rel, plain)
-    if os.path.lexists(target):
-        os.unlink(target)
+def _apply(builder: Builder, rel: str, text: Optional[str], tables: Staged,
+           midway: Optional[Callable[[], None]], sync: bool = True) -> None:
+    """Make `rel` in the staging tree hold `text` (a new file; never written through a link), or delete
+    it, and update the staged manifest and stat tables."""
     if text is None:
-        return _prune(tree, target)
-    created = _make_parents(tree, target.parent)
-    write_new(target, text.encode("utf-8"), READ_ONLY, midway, sync=sync)
-    return created | {str(target.parent)}
-
-
-def _present(entries: manifest.Table, stats: manifest.Table) -> manifest.Table:
-    """Manifest lines of files still in the tree: repair takes an unrestorable damaged file out of its
-    generations and out of their stat records, so a commit on top must not list it."""
-    if len(entries) + (stats.get(manifest.NAME) is not None) == len(stats):
-        return entries
-    kept = {rel for rel, _ in stats.rows()}
-    return manifest.Table([line for (rel, _), line in zip(entries.rows(), entries.lines, strict=True) if rel in kept])
-
-
-def _record(tree: Path, rel: str, text: Optional[str], entries: manifest.Table, stats: manifest.Table) -> None:
-    """Update the staged manifest and stat tables for a path just written (or deleted)."""
-    if text is None:
-        entries.pop(rel)
-        stats.pop(rel)
+        builder.delete(rel)
+        tables.pop(rel)
         return
-    entries.set(rel, manifest.entry_of(text.encode("utf-8")))
-    stats.set(rel, manifest.stat_entry(os.lstat(tree / rel)))
+    data = text.encode("utf-8")
+    path = builder.write(rel, data, midway, sync=sync)
+    tables.set(rel, manifest.entry_of(data), manifest.stat_entry(os.lstat(path)))
 
 
-def _sync(tree: Path, head_tree: Path, rel: str) -> set[str]:
-    """Make `rel` in the staging tree the same entry as in `head_tree` (a hard link, or absent)."""
-    target, source = tree / rel, head_tree / rel
-    if os.path.lexists(target):
-        os.unlink(target)
-    if not os.path.lexists(source):
-        return _prune(tree, target)
-    created = _make_parents(tree, target.parent)
-    os.link(source, target, follow_symlinks=False)
-    return created | {str(target.parent)}
-
-
-def _make_parents(tree: Path, folder: Path) -> set[str]:
-    """Create missing folders; return the folders whose entries changed (to fsync)."""
-    touched: set[str] = set()
-    missing = []
-    while folder != tree and not folder.is_dir():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        os.mkdir(path)
-        touched.add(str(path.parent))
-    return touched
-
-
-def _prune(tree: Path, removed: Path) -> set[str]:
-    """Remove folders emptied by a delete, keeping the top-level layer folders (L0, L1, ...)."""
-    touched = {str(removed.parent)}
-    folder = removed.parent
-    while folder != tree and folder.parent != tree and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-        touched.add(str(folder.parent))
-        folder = folder.parent
-    return {t for t in touched if os.path.isdir(t)}
+def _flush(builder: Builder, bulk: bool) -> None:
+    """New files reach the disk before publication (each fsynced when written, or all at once here); the
+    folders this build made need no fsync of their own (see "Durability")."""
+    if bulk:
+        os.sync()  # one flush instead of an fsync per file

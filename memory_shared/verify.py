@@ -87,7 +87,9 @@ def content_damage(store: "MemoryStore", generations: list[int], commits: dict[i
         if recorded is not None and manifest.digest(data) != recorded:
             lines.append((f"{tree / manifest.NAME} does not match the hash in its record (it was edited)", None))
             continue
-        entries = manifest.loads(data)
+        folders: list[str] = []
+        entries = manifest.flatten(tree, data, folders)
+        lines += [(f"generation {generation}: {problem}", None) for problem in folders]
         present = manifest.walk(tree)
         for rel in sorted(entries.keys() - present.keys()):
             if (generation, rel) not in dropped:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from configs.usererrors import validation_line
 from configs.yamlsource import load_text
+from memory_shared.paths import tree_files
 from skilltree.tree import utc
 from skilltree.vectors import ScoreVector
 
@@ -90,7 +91,8 @@ def load_reports(directory: Path | str, limit: Optional[int] = None) -> list[Exp
     skipped with a log line naming it and the fix."""
     directory = Path(directory)
     reports = []
-    for path in sorted(directory.rglob("*.md")) if directory.is_dir() else []:
+    found = [p for p in tree_files(directory) if p.suffix == ".md"] if directory.is_dir() else []
+    for path in sorted(found):
         try:
             reports.append(read_report(path))
         except (ValueError, ValidationError, yaml.YAMLError, OSError) as exc:

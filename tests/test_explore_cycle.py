@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cli import app
 from configs import load_settings
 from memory_shared import L1_INDEX, MemoryStore, parse_sop
+from memory_shared.paths import tree_files
 from memory_shared.stats import AccessLog
 from skilltree.explore import read_record, resume_cycle, run_cycle
 from skilltree.plan import read_plan
@@ -35,7 +36,8 @@ def consistent(memory: Path) -> tuple[dict, list[str]]:
     with store.snapshot() as snap:
         tree = load(snap.path)
         index = snap.read(L1_INDEX) or ""
-        reports = sorted(str(p.relative_to(snap.path)) for p in Path(snap.path, "reports").rglob("*.md"))
+        reports = sorted(str(p.relative_to(snap.path)) for p in tree_files(Path(snap.path, "reports"))
+                         if p.suffix == ".md")  # through shared folders (rglob does not follow them)
         for skill in tree.skills.values():
             assert snap.read(skill.sop) and all(snap.read(path) for path in skill.scripts), skill.id
             assert skill.report in reports, skill.id

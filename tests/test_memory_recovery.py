@@ -29,7 +29,8 @@ def published(root: Path) -> dict[int, dict[str, bytes]]:
     """Every generation's files (manifest files aside) and their bytes."""
     state = {}
     for gen in sorted((root / "generations").iterdir(), key=lambda p: int(p.name)):
-        state[int(gen.name)] = {str(f.relative_to(gen)): f.read_bytes() for f in gen.rglob("*")
+        files = (Path(folder, name) for folder, _, names in os.walk(gen, followlinks=True) for name in names)
+        state[int(gen.name)] = {str(f.relative_to(gen)): f.read_bytes() for f in files  # shared folders too
                                 if f.is_file() and not f.name.startswith("MANIFEST")}
     return state
 

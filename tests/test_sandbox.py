@@ -73,7 +73,9 @@ def code_run_then_echo(script: str, kind: str = "bash") -> list[dict]:
 def store_state(root: Path) -> dict[str, tuple[str, int]]:
     """path -> (sha256, mode) of every published file: the generations, HEAD and the log."""
     state = {}
-    for path in sorted([*(root / "generations").rglob("*"), root / "HEAD", root / "log.jsonl"]):
+    published = [Path(folder, name) for folder, _, names in os.walk(root / "generations", followlinks=True)
+                 for name in names]  # through the folders generations share (rglob does not follow them)
+    for path in sorted([*published, root / "HEAD", root / "log.jsonl"]):
         if path.is_file():
             state[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
     return state

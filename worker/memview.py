@@ -6,8 +6,11 @@ from typing import Any, Literal, Optional
 
 import structlog
 
+from memory_shared.errors import PathRefused
 from memory_shared.gate import StagedChange
 from memory_shared.manifest import RESERVED
+from memory_shared.paths import resolve as resolve_in_tree
+from memory_shared.paths import tree_files
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
@@ -71,7 +74,7 @@ class MemoryView:
         if root is not None:
             base = (root / prefix) if prefix else root
             if base.is_dir():
-                names.update(p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file())
+                names.update(p.relative_to(root).as_posix() for p in tree_files(base) if p.is_file())
                 names -= RESERVED  # the generation's MANIFEST files are not memory
         for rel, text in self._staged.items():
             if _under(rel, prefix):
@@ -118,10 +121,11 @@ class MemoryView:
         root = self.root
         if root is None or not rel:
             return None
-        path = (root / rel).resolve()
-        if root.resolve() not in path.parents or not path.is_file():
+        try:  # resolved against the generation's own paths: its shared folders live in the store's pool
+            path = root / resolve_in_tree(root, rel)
+        except PathRefused:
             return None
-        return path
+        return path if path.is_file() else None
 
     def _snapshot_text(self, rel: str) -> Optional[str]:
         path = self._snapshot_file(rel)

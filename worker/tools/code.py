@@ -27,6 +27,7 @@ from worker.types import ToolResult
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 GENERATIONS = "generations"  # memory_shared/store.py: the published trees, immutable
+POOL = "dirs"  # memory_shared/cow.py: the folders those trees share, immutable too
 log = structlog.get_logger("worker.code")
 
 
@@ -116,7 +117,8 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
         # sandbox, and its workers open the store (recovery, pins, commits). The store's bookkeeping opens up;
         # the generations (everything ever published) stay read-only, and HEAD and the log are checked by it.
         writable += sorted(stores)
-        readonly = [p for p in readonly if p not in stores] + [root / GENERATIONS for root in sorted(stores)]
+        readonly = [p for p in readonly if p not in stores] + [root / part for root in sorted(stores)
+                                                               for part in (GENERATIONS, POOL)]
     return sandbox.Policy(network=settings.sandbox.network, writable=tuple(writable),
                           readonly=tuple(Path(p) for p in readonly if p is not None))
 
