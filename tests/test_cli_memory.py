@@ -30,9 +30,10 @@ def one_line_error(result, *needles: str) -> str:
 
 
 @pytest.fixture
-def store(ga_home: Path) -> MemoryStore:
+def store_root(ga_home: Path) -> Path:
+    """The store the `store` fixture opens is the one `ga memory init` made under GA_HOME."""
     assert ga("init").exit_code == 0
-    return MemoryStore(ga_home / "memory")
+    return ga_home / "memory"
 
 
 def commit(store: MemoryStore, rel: str, text: str) -> int:

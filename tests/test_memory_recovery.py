@@ -39,9 +39,13 @@ def records(root: Path) -> list[tuple[int, list[str]]]:
 
 
 @pytest.fixture
-def store(ga_home: Path) -> MemoryStore:
+def store_root(ga_home: Path) -> Path:
+    return ga_home / "memory"  # where `ga memory verify/repair` look
+
+
+@pytest.fixture
+def store(store: MemoryStore) -> MemoryStore:
     """Generations 0..3: 1 writes a.md, 2 writes b.md, 3 patches a.md (so b.md is shared by 2 and 3)."""
-    store = MemoryStore(ga_home / "memory", create=True)
     with store.transaction("a", "t1") as txn:
         txn.write("L3/a.md", "alpha\n")
     with store.transaction("b", "t2") as txn:
