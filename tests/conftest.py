@@ -21,6 +21,14 @@ def ga_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def runs_in_tmp(tmp_path, monkeypatch):
+    """Worker run directories go to the test's tmp dir, not ./runs of the repository (a module that starts
+    workers without --out uses it for all its tests: `pytestmark = pytest.mark.usefixtures("runs_in_tmp")`)."""
+    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.fixture
 def store_root(tmp_path):
     """Where the `store` fixture lives; a test module that needs another place (GA_HOME's) overrides this."""
     return tmp_path / "mem"

@@ -28,12 +28,8 @@ from orchestrator.triggers.activity import (
 
 WINDOW = timedelta(minutes=30)
 
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
-@pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
-    """Worker run directories go to the test's tmp dir, not ./runs of the repository."""
-    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 HOLDER = """
 import sys, time
 from orchestrator.triggers.activity import user_job

@@ -21,11 +21,7 @@ MODEL = "scripted:configs/examples/scripts/reflect_inbox.yaml"
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
-    """Worker run directories go to the test's tmp dir, not ./runs of the repository."""
-    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def write(path: Path, text: str) -> Path:
