@@ -22,6 +22,7 @@ budget is crossed, then one step down to `context.low_water`). Printed for each:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -189,7 +190,6 @@ def run_session(name: str, turns: int, context_tokens: Any, policy: str) -> dict
         overrides: dict[str, Any] = {"worker.max_turns": turns + 1, "context.context_tokens": context_tokens,
                                      **policy_overrides}
         settings = load_settings(overrides, user_file=root / "none", project_file=root / "none")
-        ctx = settings.context
         make_workdir(root / "work", random.Random(5), workload["widths"])
         model = SessionModel(turns, workload)
         tool_seconds = [0.0]
@@ -199,47 +199,60 @@ def run_session(name: str, turns: int, context_tokens: Any, policy: str) -> dict
             tool_seconds[0] += now - model.chat_returned
             model.chat_returned = now
 
-        # Instrumentation: time the context control where the loop calls it (the real one, or the
-        # reference's port for that column).
-        maintain, context_seconds = worker.context.maintain, [0.0]
-        policy_maintain = replacement or maintain
-
-        def timed_maintain(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return policy_maintain(*args, **kwargs)
-            finally:
-                context_seconds[0] += time.perf_counter() - started
-
-        worker.context.maintain = timed_maintain
-        try:
+        with timed_context_control(replacement) as context_seconds:
             task = Worker("Tidy the data files and report what changed.", task_id=f"bench-context-{name}",
                           workdir=root / "work", settings=settings, history_path=root / "history.jsonl",
                           model=model, store=MemoryStore(root / "memory", create=True), on_turn=on_turn)
             started = time.perf_counter()
             result = task.run()
             wall = time.perf_counter() - started
-        finally:
-            worker.context.maintain = maintain
+    return session_figures(model, result, settings.context.budget_chars,
+                           overhead=wall - model.model_seconds - tool_seconds[0], context_seconds=context_seconds[0])
 
+
+@contextlib.contextmanager
+def timed_context_control(replacement: Any) -> Iterator[list[float]]:
+    """Time the context control where the loop calls it (the real one, or the reference's port for that
+    column); yields the seconds spent, added up as the session runs."""
+    maintain, context_seconds = worker.context.maintain, [0.0]
+    policy_maintain = replacement or maintain
+
+    def timed_maintain(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return policy_maintain(*args, **kwargs)
+        finally:
+            context_seconds[0] += time.perf_counter() - started
+
+    worker.context.maintain = timed_maintain
+    try:
+        yield context_seconds
+    finally:
+        worker.context.maintain = maintain
+
+
+def session_figures(model: SessionModel, result: Any, budget: int, *, overhead: float,
+                    context_seconds: float) -> dict[str, Any]:
+    """The table's figures for one session from the requests the model saw (`overhead`: seconds of the
+    loop's own work, model and tools taken out)."""
     sizes = [len(r) for r in model.requests]
     pairs = list(zip(model.requests, model.requests[1:]))
     cached = [0] + [common_prefix(prev, cur) for prev, cur in pairs]
     count = len(model.requests)
     return {
         "status": f"{result.status}, {result.turns} turns",
-        "budget": ctx.budget_chars,
+        "budget": budget,
         "stable": sum(1 for prev, cur in pairs if cur.startswith(prev[:-1])) / len(pairs),
         "peak": max(sizes),
         "mean": sum(sizes) / count,
         "cacheable": sum(cached) / sum(sizes),
         # input cost in uncached-char units: the prefix shared with the previous request at the cached price
         "cost": sum(size - hit + CACHED_PRICE * hit for size, hit in zip(sizes, cached)),
-        "over_budget": sum(1 for size in sizes if size > ctx.budget_chars),
+        "over_budget": sum(1 for size in sizes if size > budget),
         "protocol": model.protocol_errors,
         "key_info_misses": model.key_info_misses,
-        "overhead_ms": (wall - model.model_seconds - tool_seconds[0]) / count * 1000,
-        "context_ms": context_seconds[0] / count * 1000,
+        "overhead_ms": overhead / count * 1000,
+        "context_ms": context_seconds / count * 1000,
     }
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from configs.settings import PlannerSettings  # noqa: E402
 from skilltree.adapt import Band, feedback  # noqa: E402
-from skilltree.plan import build_plan  # noqa: E402
+from skilltree.plan import score_and_select  # noqa: E402
 from skilltree.scoring import Candidate, Judgement, TreeStats, score_task  # noqa: E402
 from skilltree.selection import categories_covered, select_batch, top_k  # noqa: E402
 from skilltree.summary import summary_for_prompt  # noqa: E402
@@ -71,8 +71,10 @@ def planning_time() -> None:
         large = synthetic_candidates(tree, 100, seed=2)
         parse_t, _ = timed(lambda text=text: parse(text), 20)
         summary_t, _ = timed(lambda tree=tree, usage=usage: summary_for_prompt(tree, 3000, usage), 20)
-        plan_t, plan_max = timed(lambda tree=tree, usage=usage, small=small: build_plan(tree, usage, *small, batch_size=4, now=NOW), 20)
-        plan100_t, _ = timed(lambda tree=tree, usage=usage, large=large: build_plan(tree, usage, *large, batch_size=4, now=NOW), 20)
+        plan_t, plan_max = timed(lambda tree=tree, usage=usage, small=small:
+                                 score_and_select(tree, usage, *small, batch_size=4, now=NOW), 20)
+        plan100_t, _ = timed(lambda tree=tree, usage=usage, large=large:
+                             score_and_select(tree, usage, *large, batch_size=4, now=NOW), 20)
         total = parse_t + summary_t + plan_t
         print(f"{size:>7} {len(tree.categories):>10} {parse_t * 1e3:>9.2f}ms {summary_t * 1e3:>7.2f}ms "
               f"{plan_t * 1e3:>8.2f}ms {plan100_t * 1e3:>9.2f}ms {total * 1e3:>9.2f}ms {GOAL_SECONDS / total:>10.0f}x under")
@@ -164,7 +166,7 @@ def simulate(rule: str, seed: int, days: int = 180) -> Run:
         total = {sid: len(t) for sid, t in uses.items()}
         recent = {sid: sum(1 for x in t if x >= day - params.window_days) for sid, t in uses.items()}
         trend = {sid: sum(1 for x in t if x >= day - params.trend_days) for sid, t in uses.items()}
-        plan = build_plan(tree, total, *_candidates(tree, rng, day), batch_size=4, now=today, planner=params,
+        plan = score_and_select(tree, total, *_candidates(tree, rng, day), batch_size=4, now=today, planner=params,
                           recent=recent, trend=trend)
         available = len({c.category for c in plan.candidates})
         run.batches += 1

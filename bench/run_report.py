@@ -54,18 +54,7 @@ def synthetic_run(root: Path, tasks: int, slots: int, seed: int = 3) -> Path:
             now = begin
             for turn in range(1, turns + 1):
                 now += rng.uniform(0.5, 3)
-                last = turn == turns
-                call = {"id": f"c{turn}", "type": "function", "function": {"name": "code_run", "arguments": json.dumps(
-                    {"type": "python", "script": f"print(sum(range({rng.randint(1, 10**6)})))\n" * rng.randint(1, 8)})}}
-                sent = ([{"role": "system", "content": system}, {"role": "user", "content": f"task {i}: count things"}]
-                        if turn == 1 else [{"role": "user", "content": f"<history>\n[turn {turn - 1}]\n</history>"}])
-                history.append({"turn": turn, "time": now, "sent_from": 0 if turn == 1 else 2 * turn - 1, "sent": sent,
-                                "received": {"role": "assistant", "content": f"step {turn} " + "x" * rng.randint(20, 400),
-                                             **({} if last else {"tool_calls": [call]})},
-                                "usage": {"prompt": 1500 + 400 * turn, "completion": 60, "cached": 1400 * (turn > 1)},
-                                "latency": round(rng.uniform(0.3, 2.5), 3),
-                                "tool_results": [] if last else [{"id": f"c{turn}", "name": "code_run", "ok": True,
-                                                                  "output": "exit code 0\n" + _digits(rng, rng.randint(5, 3000))}]})
+                history.append(_synthetic_turn(rng, system, i, turn, last=turn == turns, now=now))
             ledger.append({"time": begin, "event": "started", "task_id": task_id, "attempt": attempt, "worker": slot})
             free[slot] = previous_end = now
             if attempt < attempts:
@@ -86,6 +75,21 @@ def synthetic_run(root: Path, tasks: int, slots: int, seed: int = 3) -> Path:
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
     (run / "summary.json").write_text(json.dumps({"status": "failed", "started": start, "finished": end}))
     return run
+
+
+def _synthetic_turn(rng: random.Random, system: str, task: int, turn: int, *, last: bool, now: float) -> dict:
+    """One history line of task `task`: a code_run call per turn, an answer without one on the last."""
+    call = {"id": f"c{turn}", "type": "function", "function": {"name": "code_run", "arguments": json.dumps(
+        {"type": "python", "script": f"print(sum(range({rng.randint(1, 10**6)})))\n" * rng.randint(1, 8)})}}
+    sent = ([{"role": "system", "content": system}, {"role": "user", "content": f"task {task}: count things"}]
+            if turn == 1 else [{"role": "user", "content": f"<history>\n[turn {turn - 1}]\n</history>"}])
+    return {"turn": turn, "time": now, "sent_from": 0 if turn == 1 else 2 * turn - 1, "sent": sent,
+            "received": {"role": "assistant", "content": f"step {turn} " + "x" * rng.randint(20, 400),
+                         **({} if last else {"tool_calls": [call]})},
+            "usage": {"prompt": 1500 + 400 * turn, "completion": 60, "cached": 1400 * (turn > 1)},
+            "latency": round(rng.uniform(0.3, 2.5), 3),
+            "tool_results": [] if last else [{"id": f"c{turn}", "name": "code_run", "ok": True,
+                                              "output": "exit code 0\n" + _digits(rng, rng.randint(5, 3000))}]}
 
 
 def _digits(rng: random.Random, count: int) -> str:

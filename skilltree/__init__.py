@@ -7,7 +7,8 @@ summary.py     summary_for_prompt(tree, max_chars): the compact view the planner
 vectors.py     the four dimensions, ScoreVector, Weights
 scoring.py     §6 breadth/depth/score (pure); selection.py the >= 4-category batch (pure)
 demand.py      the demand term of `planner.rule: demand` (DESIGN §6b; pure) blended into the ranking
-plan.py        build_plan (pure) and plan.json; planner.py the model calls (propose, judge)
+plan.py        ExplorationPlan, score_and_select (pure) and plan.json; planner.py plan_exploration:
+               the model calls (propose, judge) before score_and_select
 adapt.py       the 30-day rule (pure, clock passed in), bounded by a band under rule demand;
                commands.py what `ga skills` runs
 reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
@@ -20,7 +21,7 @@ consolidate.py one atomic, idempotent memory commit per explored task; l1index.p
 daemon.py      `ga explore --when-idle`: idle rules, daily caps, state.json
 """
 from skilltree.adapt import adapt_weights, feedback
-from skilltree.plan import Plan, build_plan, read_plan, write_plan
+from skilltree.plan import ExplorationPlan, read_plan, score_and_select, write_plan
 from skilltree.scoring import Candidate, Judgement, ScoredCandidate, TreeStats, breadth, depth, score_task
 from skilltree.selection import select_batch, top_k
 from skilltree.summary import summary_for_prompt
@@ -28,7 +29,7 @@ from skilltree.tree import Category, Skill, SkillTree, SkillTreeError, load, par
 from skilltree.usage import usage
 from skilltree.vectors import DIMENSIONS, INITIAL_WEIGHTS, ScoreVector, Weights
 
-__all__ = ["DIMENSIONS", "INITIAL_WEIGHTS", "Candidate", "Category", "Judgement", "Plan", "ScoreVector",
-           "ScoredCandidate", "Skill", "SkillTree", "SkillTreeError", "TreeStats", "Weights", "adapt_weights",
-           "breadth", "build_plan", "depth", "feedback", "load", "parse", "read_plan", "save", "score_task",
-           "select_batch", "summary_for_prompt", "top_k", "usage", "write_plan"]
+__all__ = ["Candidate", "Category", "DIMENSIONS", "ExplorationPlan", "INITIAL_WEIGHTS", "Judgement", "ScoreVector",
+           "ScoredCandidate", "Skill", "SkillTree", "SkillTreeError", "TreeStats", "Weights", "adapt_weights", "breadth",
+           "depth", "feedback", "load", "parse", "read_plan", "save", "score_and_select", "score_task", "select_batch",
+           "summary_for_prompt", "top_k", "usage", "write_plan"]

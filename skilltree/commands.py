@@ -10,8 +10,8 @@ from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
 from skilltree.adapt import WINDOW, Band, FeedbackOutcome, due, feedback
 from skilltree.commit import commit_tree
-from skilltree.plan import Plan
-from skilltree.planner import plan
+from skilltree.plan import ExplorationPlan
+from skilltree.planner import plan_exploration
 from skilltree.report import write_report
 from skilltree.report_data import gather
 from skilltree.reports import REPORTS_DIR, load_reports
@@ -91,7 +91,7 @@ def build_report(root: Path, out: Path, now: datetime, reports_dir: Optional[Pat
 
 
 def run_plan(root: Path, model: object, run_dir: Path, now: datetime, *, candidates: int = 12,
-             batch_size: int = 4, planner: Any = None) -> Plan:
+             batch_size: int = 4, planner: Any = None) -> ExplorationPlan:
     """One planning step on HEAD: propose, judge, score, select; plan.json in run_dir."""
     store = open_store(root)
     with store.snapshot() as snap:
@@ -100,6 +100,6 @@ def run_plan(root: Path, model: object, run_dir: Path, now: datetime, *, candida
         generation = snap.generation
     log, now = AccessLog(root), utc(now)
     recent, trend = recent_usage(tree, log, now, planner)
-    return plan(model, tree, usage(tree, log), now=now, candidates=candidates, batch_size=batch_size,
-                reports=reports, run_dir=run_dir, generation=generation, planner_settings=planner,
-                recent=recent, trend=trend)
+    return plan_exploration(model, tree, usage(tree, log), now=now, candidates=candidates, batch_size=batch_size,
+                            reports=reports, run_dir=run_dir, generation=generation, planner_settings=planner,
+                            recent=recent, trend=trend)

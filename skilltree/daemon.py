@@ -157,21 +157,11 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
         note("started", window=format_duration(window), trigger=str(trigger) if trigger else None,
              caps={"cycles_per_day": caps.cycles_per_day, "spend_per_day": caps.spend_per_day})
         ticks = 0
-        while True:
-            if stop.is_set():
-                summary.stopped_by = "signal"
-                break
-            if max_cycles is not None and summary.cycles >= max_cycles:
-                summary.stopped_by = "max-cycles"
-                break
-            if max_ticks is not None and ticks >= max_ticks:
-                summary.stopped_by = "max-ticks"
-                break
+        while (stopped_by := _stop_reason(stop, summary.cycles, ticks, max_cycles, max_ticks)) is None:
             ticks += 1
             now = clock()
             today = now.date().isoformat()
-            state = read_state(home, today)
-            reason = wait_reason(state, caps, now, gap,
+            reason = wait_reason(read_state(home, today), caps, now, gap,
                                  lambda at=now: idle_status(home, window, now=lambda: at, trigger=trigger))
             if reason is not None:
                 if reason != last_reason:
@@ -180,21 +170,40 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
                 wait(tick)
                 continue
             last_reason = None
-            state = count_start(home, today)
             summary.cycles += 1
-            budget = max(0.0, caps.spend_per_day - state.spend)
-            note("cycle_started", cycle=state.cycles, budget=round(budget, 6))
-            try:
-                record = dict(cycle(budget))
-            except Exception as exc:  # a failed cycle is logged; the daemon goes on (it still counted)
-                record = {"error": redact_text(f"{type(exc).__name__}: {exc}")[:500]}
-                note("cycle_failed", **record)
-            else:
-                note("cycle_finished", **record)
-            ended = clock()
-            count_end(home, ended.date().isoformat(), record, ended)
+            _run_cycle(home, today, caps, cycle, clock, note)
+        summary.stopped_by = stopped_by
         note("stopped", by=summary.stopped_by, cycles=summary.cycles)
     return summary
+
+
+def _stop_reason(stop: threading.Event, cycles: int, ticks: int, max_cycles: Optional[int],
+                 max_ticks: Optional[int]) -> Optional[str]:
+    """Why the daemon stops now (DaemonSummary.stopped_by), or None to go on."""
+    if stop.is_set():
+        return "signal"
+    if max_cycles is not None and cycles >= max_cycles:
+        return "max-cycles"
+    if max_ticks is not None and ticks >= max_ticks:
+        return "max-ticks"
+    return None
+
+
+def _run_cycle(home: Union[Path, str], today: str, caps: Caps, cycle: Cycle, clock: Clock,
+               note: Callable[..., None]) -> None:
+    """One counted cycle with what is left of the day's budget; a failed cycle is logged, not raised."""
+    state = count_start(home, today)
+    budget = max(0.0, caps.spend_per_day - state.spend)
+    note("cycle_started", cycle=state.cycles, budget=round(budget, 6))
+    try:
+        record = dict(cycle(budget))
+    except Exception as exc:  # a failed cycle is logged; the daemon goes on (it still counted)
+        record = {"error": redact_text(f"{type(exc).__name__}: {exc}")[:500]}
+        note("cycle_failed", **record)
+    else:
+        note("cycle_finished", **record)
+    ended = clock()
+    count_end(home, ended.date().isoformat(), record, ended)
 
 
 def show_state(home: Union[Path, str], clock: Clock = local_now) -> dict[str, Any]:

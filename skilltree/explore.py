@@ -36,9 +36,8 @@ from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
-from skilltree.plan import Plan, write_plan
-from skilltree.planner import PROMPTS
-from skilltree.planner import plan as make_plan
+from skilltree.plan import ExplorationPlan, write_plan
+from skilltree.planner import PROMPTS, plan_exploration
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage
@@ -60,7 +59,7 @@ class CycleResult:
     run_id: str
     run_dir: Path
     status: str                       # consolidated, nothing-planned, over-budget, stopped, fanout-failed
-    plan: Optional[Plan] = None
+    plan: Optional[ExplorationPlan] = None
     tasks: list[TaskPlan] = field(default_factory=list)
     outcomes: list[Consolidated] = field(default_factory=list)
     planner: dict[str, Any] = field(default_factory=dict)   # calls, tokens, cost
@@ -141,7 +140,7 @@ def task_prompt(task: TaskPlan) -> str:
         script_hint=hint)
 
 
-def tasks_of(plan: Plan) -> list[TaskPlan]:
+def tasks_of(plan: ExplorationPlan) -> list[TaskPlan]:
     tasks = []
     for n, item in enumerate(plan.selected, 1):
         target = item.target_skill_id or slugify(item.candidate.target_skill)
@@ -206,9 +205,9 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     access = AccessLog(settings.memory_root)
     used = usage(tree, access)
     in_window, trend = recent_usage(tree, access, now, settings.planner)
-    plan = make_plan(model, tree, used, now=now, candidates=candidates or settings.explore.candidates,
-                     batch_size=batch_size or settings.explore.batch_size, reports=recent, generation=generation,
-                     planner_settings=settings.planner, recent=in_window, trend=trend)
+    plan = plan_exploration(model, tree, used, now=now, candidates=candidates or settings.explore.candidates,
+                            batch_size=batch_size or settings.explore.batch_size, reports=recent,
+                            generation=generation, planner_settings=settings.planner, recent=in_window, trend=trend)
     run_id = new_run_id("explore")
     run_dir = runs_dir / run_id
     tasks = tasks_of(plan)

@@ -1,5 +1,5 @@
-"""A plan: every candidate with its scores, the selected batch, what was dropped. Pure; written
-as plan.json in the run directory."""
+"""An exploration plan: every candidate with its scores, the selected batch, what was dropped. Pure;
+written as plan.json in the run directory. (A fan-out's plan of concrete tasks is orchestrator.spec.Plan.)"""
 from __future__ import annotations
 
 from datetime import datetime
@@ -34,7 +34,7 @@ class DemandRow(BaseModel):
     demand: float
 
 
-class Plan(BaseModel):
+class ExplorationPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     created: datetime
     generation: Optional[int] = None
@@ -54,11 +54,11 @@ class Plan(BaseModel):
     tokens: int = 0
 
 
-def build_plan(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[Candidate],
-               judgements: Sequence[Judgement], *, batch_size: int, now: datetime,
-               min_categories: int = MIN_CATEGORIES, generation: Optional[int] = None,
-               planner: Optional[PlannerSettings] = None, recent: Optional[Mapping[str, int]] = None,
-               trend: Optional[Mapping[str, int]] = None) -> Plan:
+def score_and_select(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[Candidate],
+                     judgements: Sequence[Judgement], *, batch_size: int, now: datetime,
+                     min_categories: int = MIN_CATEGORIES, generation: Optional[int] = None,
+                     planner: Optional[PlannerSettings] = None, recent: Optional[Mapping[str, int]] = None,
+                     trend: Optional[Mapping[str, int]] = None) -> ExplorationPlan:
     """Score every judged candidate (§6) and select the batch; candidates[i] goes with judgements[i].
     Under `planner.rule: demand` (with `recent`: uses per skill in the last window_days) the batch is
     ranked by the demand-blended score (skilltree.demand; `trend`: uses in the last trend_days);
@@ -73,13 +73,13 @@ def build_plan(tree: SkillTree, usage: Mapping[str, int], candidates: Sequence[C
     batch = select_batch(scored, batch_size, min_categories)
     rows = {name: DemandRow(uses=d.uses, exposure=round(d.exposure, 4), rate=d.rate, demand=round(d.demand, 4))
             for name, d in sorted(demand.items())}
-    return Plan(created=utc(now), generation=generation, weights=tree.weights, batch_size=batch_size,
+    return ExplorationPlan(created=utc(now), generation=generation, weights=tree.weights, batch_size=batch_size,
                 min_categories=min_categories, mean_category_size=stats.mean_size, max_usage=stats.max_usage,
                 candidates=scored, selected=batch, categories_covered=categories_covered(batch),
                 rule=params.rule, blend=params.blend if demand else 0.0, demand=rows)
 
 
-def write_plan(run_dir: Path | str, plan: Plan) -> Path:
+def write_plan(run_dir: Path | str, plan: ExplorationPlan) -> Path:
     """plan.json in `run_dir`, replaced atomically."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -88,5 +88,5 @@ def write_plan(run_dir: Path | str, plan: Plan) -> Path:
     return target
 
 
-def read_plan(path: Path | str) -> Plan:
-    return Plan.model_validate_json(Path(path).read_text(encoding="utf-8"))
+def read_plan(path: Path | str) -> ExplorationPlan:
+    return ExplorationPlan.model_validate_json(Path(path).read_text(encoding="utf-8"))

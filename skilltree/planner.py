@@ -19,7 +19,7 @@ import structlog
 from pydantic import ConfigDict, Field, ValidationError
 
 from configs.usererrors import validation_line
-from skilltree.plan import Dropped, Plan, build_plan, write_plan
+from skilltree.plan import Dropped, ExplorationPlan, score_and_select, write_plan
 from skilltree.reports import ExplorationReport
 from skilltree.scoring import Candidate, Judgement
 from skilltree.selection import MIN_CATEGORIES
@@ -158,20 +158,20 @@ class Planner:
         return [by_index.get(i) for i in range(1, n + 1)]
 
 
-def plan(model: Any, tree: SkillTree, usage: Mapping[str, int], *, now: datetime, candidates: int = 12,
+def plan_exploration(model: Any, tree: SkillTree, usage: Mapping[str, int], *, now: datetime, candidates: int = 12,
          batch_size: int = 4, reports: Sequence[ExplorationReport] = (), run_dir: Optional[Path] = None,
          generation: Optional[int] = None, min_categories: int = MIN_CATEGORIES,
          planner_settings: Any = None, recent: Optional[Mapping[str, int]] = None,
-         trend: Optional[Mapping[str, int]] = None) -> Plan:
+         trend: Optional[Mapping[str, int]] = None) -> ExplorationPlan:
     """Propose, judge, score, select (planner_settings: configs PlannerSettings, its rule and
     parameters; recent/trend: uses per skill in its two windows); plan.json to run_dir when given."""
     planner = Planner(model, candidates=candidates)
     proposed = planner.propose(tree, usage, reports)
     judgements = planner.judge(tree, usage, proposed)
     kept = [(c, j) for c, j in zip(proposed, judgements, strict=False) if j is not None]
-    result = build_plan(tree, usage, [c for c, _ in kept], [j for _, j in kept], batch_size=batch_size,
-                        now=now, min_categories=min_categories, generation=generation,
-                        planner=planner_settings, recent=recent, trend=trend)
+    result = score_and_select(tree, usage, [c for c, _ in kept], [j for _, j in kept], batch_size=batch_size,
+                              now=now, min_categories=min_categories, generation=generation,
+                              planner=planner_settings, recent=recent, trend=trend)
     result = result.model_copy(update={"dropped": planner.dropped, "model_calls": planner.calls, "tokens": planner.tokens})
     if run_dir is not None:
         write_plan(run_dir, result)

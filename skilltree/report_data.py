@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 import structlog
 
 from skilltree.adapt import WINDOW, rule_for
-from skilltree.plan import Plan, read_plan
+from skilltree.plan import ExplorationPlan, read_plan
 from skilltree.reports import ExplorationReport
 from skilltree.selection import MIN_CATEGORIES
 from skilltree.tree import Skill, SkillTree, WeightRecord, utc
@@ -82,7 +82,7 @@ class ReportData:
     recent: dict[str, int] = field(default_factory=dict)     # skill -> uses in the last 30 days
     attempts: list[Attempt] = field(default_factory=list)
     judged: list[Judged] = field(default_factory=list)
-    plan: Optional[Plan] = None
+    plan: Optional[ExplorationPlan] = None
     plan_run: str = ""
     plan_lines: list[PlanLine] = field(default_factory=list)
     runs: int = 0
@@ -107,7 +107,7 @@ class ReportData:
         return sum(self.usage.values())
 
 
-def _runs(runs_dir: Optional[Path]) -> list[tuple[Path, dict[str, Any], Optional[Plan]]]:
+def _runs(runs_dir: Optional[Path]) -> list[tuple[Path, dict[str, Any], Optional[ExplorationPlan]]]:
     """Exploration runs (explore.json) with their plans, oldest first; unreadable ones skipped."""
     found = []
     if runs_dir is None or not Path(runs_dir).is_dir():
@@ -125,7 +125,7 @@ def _runs(runs_dir: Optional[Path]) -> list[tuple[Path, dict[str, Any], Optional
     return found
 
 
-def why_lines(plan: Plan) -> list[PlanLine]:
+def why_lines(plan: ExplorationPlan) -> list[PlanLine]:
     """Each candidate of a plan, best first, with why it was or was not selected (skilltree.selection)."""
     selected_keys = {(s.candidate.title, s.category) for s in plan.selected}
     required = min(plan.min_categories or MIN_CATEGORIES, plan.batch_size, len({c.category for c in plan.candidates}))
@@ -153,7 +153,7 @@ def why_lines(plan: Plan) -> list[PlanLine]:
     return lines
 
 
-def _attempts(reports: Sequence[ExplorationReport], runs: list[tuple[Path, dict[str, Any], Optional[Plan]]],
+def _attempts(reports: Sequence[ExplorationReport], runs: list[tuple[Path, dict[str, Any], Optional[ExplorationPlan]]],
               tree: SkillTree) -> list[Attempt]:
     attempts: list[Attempt] = []
     kept = set()

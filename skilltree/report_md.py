@@ -14,76 +14,96 @@ def _date(value) -> str:
 
 
 def render_markdown(data: ReportData) -> str:
+    sections = (_summary, _coverage, _funnel, _predicted_against_uses, _last_plan, _not_verified, _skills,
+                _uses_per_week, _weight_history)
+    return "\n".join(line for section in sections for line in section(data)) + "\n"
+
+
+def _summary(data: ReportData) -> list[str]:
     tree = data.tree
     verified = sum(s.verified for s in tree.skills.values())
-    out = [f"# Skill tree report — {data.generated:%Y-%m-%d %H:%M} UTC", "",
-           f"{len(tree.skills)} skills ({verified} verified) in {len(tree.categories)} categories; "
-           f"{data.total_uses} uses in all, {sum(data.recent.values())} in the last 30 days; "
-           f"{len(data.attempts)} explorations not verified; memory generation "
-           f"{data.generation if data.generation is not None else '-'}.", ""]
+    return [f"# Skill tree report — {data.generated:%Y-%m-%d %H:%M} UTC", "",
+            f"{len(tree.skills)} skills ({verified} verified) in {len(tree.categories)} categories; "
+            f"{data.total_uses} uses in all, {sum(data.recent.values())} in the last 30 days; "
+            f"{len(data.attempts)} explorations not verified; memory generation "
+            f"{data.generation if data.generation is not None else '-'}.", ""]
 
-    out += ["## Coverage", "", "Skills per category (the map's areas), their uses in the last 30 days (its colours) and "
-            "the explorations that did not become a verified skill (its hatched cells).", ""]
+
+def _coverage(data: ReportData) -> list[str]:
+    out = ["## Coverage", "", "Skills per category (the map's areas), their uses in the last 30 days (its colours) and "
+           "the explorations that did not become a verified skill (its hatched cells).", ""]
     if not data.categories:
-        out.append("No skills yet.")
-    else:
-        out += ["| category | skills | verified | uses, 30 days | uses, all | not verified | skills (most used first) |",
-                "|---|---:|---:|---:|---:|---:|---|"]
-        for row in data.categories:
-            names = sorted(tree.skills_in(row.name), key=lambda s: (-data.recent.get(s.id, 0), -data.usage.get(s.id, 0), s.id))
-            listed = ", ".join(f"{s.id} ({data.recent.get(s.id, 0)})" for s in names[:12]) + (" …" if len(names) > 12 else "")
-            out.append(f"| {_cell(row.name)} | {row.skills} | {row.verified} | {row.recent} | {row.uses} | {row.failed} | "
-                       f"{_cell(listed or '-')} |")
+        return out + ["No skills yet."]
+    out += ["| category | skills | verified | uses, 30 days | uses, all | not verified | skills (most used first) |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for row in data.categories:
+        names = sorted(data.tree.skills_in(row.name), key=lambda s: _most_used_first(data, s.id))
+        listed = ", ".join(f"{s.id} ({data.recent.get(s.id, 0)})" for s in names[:12]) + (" …" if len(names) > 12 else "")
+        out.append(f"| {_cell(row.name)} | {row.skills} | {row.verified} | {row.recent} | {row.uses} | {row.failed} | "
+                   f"{_cell(listed or '-')} |")
+    return out
 
-    out += ["", "## Funnel per category", ""]
+
+def _most_used_first(data: ReportData, skill_id: str) -> tuple[int, int, str]:
+    return -data.recent.get(skill_id, 0), -data.usage.get(skill_id, 0), skill_id
+
+
+def _funnel(data: ReportData) -> list[str]:
+    out = ["", "## Funnel per category", ""]
     if not data.categories:
-        out.append("No categories yet.")
-    else:
-        if not data.runs:
-            out += ["No exploration runs found: proposed and selected count the plans of `ga explore` runs.", ""]
-        out += ["| category | proposed | selected | verified | used | not verified |", "|---|---:|---:|---:|---:|---:|"]
-        for row in sorted(data.categories, key=lambda r: (-r.proposed, -r.skills, r.name)):
-            out.append(f"| {_cell(row.name)} | {row.proposed} | {row.selected} | {row.verified} | {row.used} | {row.failed} |")
+        return out + ["No categories yet."]
+    if not data.runs:
+        out += ["No exploration runs found: proposed and selected count the plans of `ga explore` runs.", ""]
+    out += ["| category | proposed | selected | verified | used | not verified |", "|---|---:|---:|---:|---:|---:|"]
+    for row in sorted(data.categories, key=lambda r: (-r.proposed, -r.skills, r.name)):
+        out.append(f"| {_cell(row.name)} | {row.proposed} | {row.selected} | {row.verified} | {row.used} | {row.failed} |")
+    return out
 
-    out += ["", "## Predicted score against uses in the first 30 days", "",
-            "The 30-day rule: predicted > 8 and used < 3 times → the dominant dimension's weight ×0.9 (over); "
-            "predicted < 5 and used > 5 times → ×1.1 (under).", ""]
+
+def _predicted_against_uses(data: ReportData) -> list[str]:
+    out = ["", "## Predicted score against uses in the first 30 days", "",
+           "The 30-day rule: predicted > 8 and used < 3 times → the dominant dimension's weight ×0.9 (over); "
+           "predicted < 5 and used > 5 times → ×1.1 (under).", ""]
     if not data.judged:
-        out.append("No skill has a predicted score yet.")
-    else:
-        out += ["| skill | predicted | uses, first 30 days | 30 days over | rule zone |", "|---|---:|---:|---|---|"]
-        for item in sorted(data.judged, key=lambda j: (-(j.skill.predicted or 0), j.skill.id)):
-            zone = {"over": "over (×0.9)", "under": "under (×1.1)"}.get(item.zone or "", "-")
-            out.append(f"| {_cell(item.skill.id)} | {item.skill.predicted:.2f} | {item.uses} | "
-                       f"{'yes' if item.complete else 'no'} | {zone} |")
+        return out + ["No skill has a predicted score yet."]
+    out += ["| skill | predicted | uses, first 30 days | 30 days over | rule zone |", "|---|---:|---:|---|---|"]
+    for item in sorted(data.judged, key=lambda j: (-(j.skill.predicted or 0), j.skill.id)):
+        zone = {"over": "over (×0.9)", "under": "under (×1.1)"}.get(item.zone or "", "-")
+        out.append(f"| {_cell(item.skill.id)} | {item.skill.predicted:.2f} | {item.uses} | "
+                   f"{'yes' if item.complete else 'no'} | {zone} |")
+    return out
 
-    out += ["", "## The last plan", ""]
+
+def _last_plan(data: ReportData) -> list[str]:
+    out = ["", "## The last plan", ""]
     plan = data.plan
     if plan is None:
-        out.append("No plan yet.")
-    else:
-        blend = plan.blend if plan.demand else 0.0
-        formula = (f"ranking score = {1 - blend:.2f} × §6 score + {blend:.2f} × demand" if blend else "ranking score = §6 score"
-                   + (" (no use in the demand window yet: demand is off)" if plan.rule == "demand" else ""))
-        out += [f"Run {data.plan_run}, {_date(plan.created)}, rule {plan.rule}: {formula}; weights "
-                + ", ".join(f"{d} {getattr(plan.weights, d):.3f}" for d in DIMENSIONS)
-                + f"; {len(plan.selected)} of {len(plan.candidates)} selected covering {plan.categories_covered} categories.", "",
-                "| | candidate | category | " + " | ".join(DIMENSIONS) + " | demand | §6 score | ranking score | why |",
-                "|---|---|---|" + "---:|" * 7 + "---|"]
-        for line in data.plan_lines:
-            item = line.item
-            values = " | ".join(f"{getattr(item.vector, d):.1f}" for d in DIMENSIONS)
-            demand = f"{item.demand:.1f}" if item.demand is not None else "-"
-            out.append(f"| {'✔' if line.selected else ''} | {_cell(item.candidate.title)} | {_cell(item.category)} | {values} | "
-                       f"{demand} | {item.score:.2f} | {item.rank_score:.2f} | {_cell(line.why)} |")
-        if plan.demand:
-            out += ["", "Demand per category when planned:", "", "| category | uses in window | exposure (skill-months) | rate | demand |",
-                    "|---|---:|---:|---:|---:|"]
-            for name, row in plan.demand.items():
-                rate = f"{row.rate:.2f}" if row.rate is not None else "untried"
-                out.append(f"| {_cell(name)} | {row.uses} | {row.exposure:.2f} | {rate} | {row.demand:.2f} |")
+        return out + ["No plan yet."]
+    blend = plan.blend if plan.demand else 0.0
+    formula = (f"ranking score = {1 - blend:.2f} × §6 score + {blend:.2f} × demand" if blend else "ranking score = §6 score"
+               + (" (no use in the demand window yet: demand is off)" if plan.rule == "demand" else ""))
+    out += [f"Run {data.plan_run}, {_date(plan.created)}, rule {plan.rule}: {formula}; weights "
+            + ", ".join(f"{d} {getattr(plan.weights, d):.3f}" for d in DIMENSIONS)
+            + f"; {len(plan.selected)} of {len(plan.candidates)} selected covering {plan.categories_covered} categories.", "",
+            "| | candidate | category | " + " | ".join(DIMENSIONS) + " | demand | §6 score | ranking score | why |",
+            "|---|---|---|" + "---:|" * 7 + "---|"]
+    for line in data.plan_lines:
+        item = line.item
+        values = " | ".join(f"{getattr(item.vector, d):.1f}" for d in DIMENSIONS)
+        demand = f"{item.demand:.1f}" if item.demand is not None else "-"
+        out.append(f"| {'✔' if line.selected else ''} | {_cell(item.candidate.title)} | {_cell(item.category)} | {values} | "
+                   f"{demand} | {item.score:.2f} | {item.rank_score:.2f} | {_cell(line.why)} |")
+    if plan.demand:
+        out += ["", "Demand per category when planned:", "", "| category | uses in window | exposure (skill-months) | rate | demand |",
+                "|---|---:|---:|---:|---:|"]
+        for name, row in plan.demand.items():
+            rate = f"{row.rate:.2f}" if row.rate is not None else "untried"
+            out.append(f"| {_cell(name)} | {row.uses} | {row.exposure:.2f} | {rate} | {row.demand:.2f} |")
+    return out
 
-    out += ["", "## Explorations that did not become a verified skill", ""]
+
+def _not_verified(data: ReportData) -> list[str]:
+    out = ["", "## Explorations that did not become a verified skill", ""]
     if not data.attempts:
         out.append("None yet.")
     for a in data.attempts:
@@ -91,25 +111,34 @@ def render_markdown(data: ReportData) -> str:
         report = f", report {a.report}" if a.report else ""
         out.append(f"- **{a.title}** ({a.category} / {a.skill}) — {a.outcome}, {_date(a.when)}{where}{report}: "
                    + "; ".join(a.reasons))
+    return out
 
-    out += ["", "## Skills", ""]
-    if not tree.skills:
-        out.append("No skills yet.")
-    else:
-        out += ["| skill | category | uses, 30 days | uses, all | predicted | verified | created | SOP | scripts | report |",
-                "|---|---|---:|---:|---:|---|---|---|---|---|"]
-        for s in sorted(tree.skills.values(), key=lambda s: (-data.recent.get(s.id, 0), -data.usage.get(s.id, 0), s.id)):
-            predicted = f"{s.predicted:.2f}" if s.predicted is not None else "-"
-            out.append(f"| {_cell(s.name)} | {_cell(s.category)} | {data.recent.get(s.id, 0)} | {data.usage.get(s.id, 0)} | "
-                       f"{predicted} | {'yes' if s.verified else 'no'} | {_date(s.created)} | {_cell(s.sop or '-')} | "
-                       f"{_cell(', '.join(s.scripts) or '-')} | {_cell(s.report or '-')} |")
 
-    out += ["", "## Uses per week", "", "| week of | uses | by category |", "|---|---:|---|"]
+def _skills(data: ReportData) -> list[str]:
+    out = ["", "## Skills", ""]
+    if not data.tree.skills:
+        return out + ["No skills yet."]
+    out += ["| skill | category | uses, 30 days | uses, all | predicted | verified | created | SOP | scripts | report |",
+            "|---|---|---:|---:|---:|---|---|---|---|---|"]
+    for s in sorted(data.tree.skills.values(), key=lambda s: _most_used_first(data, s.id)):
+        predicted = f"{s.predicted:.2f}" if s.predicted is not None else "-"
+        out.append(f"| {_cell(s.name)} | {_cell(s.category)} | {data.recent.get(s.id, 0)} | {data.usage.get(s.id, 0)} | "
+                   f"{predicted} | {'yes' if s.verified else 'no'} | {_date(s.created)} | {_cell(s.sop or '-')} | "
+                   f"{_cell(', '.join(s.scripts) or '-')} | {_cell(s.report or '-')} |")
+    return out
+
+
+def _uses_per_week(data: ReportData) -> list[str]:
+    out = ["", "## Uses per week", "", "| week of | uses | by category |", "|---|---:|---|"]
     for week, bucket in zip(data.week_starts, data.timeline, strict=True):
         parts = ", ".join(f"{name} {n}" for name, n in bucket.items() if n)
         out.append(f"| {week:%Y-%m-%d} | {sum(bucket.values())} | {_cell(parts or '-')} |")
-    out += ["", "## Weight history", "", "| when | " + " | ".join(DIMENSIONS) + " | why |", "|---|" + "---:|" * 4 + "---|"]
+    return out
+
+
+def _weight_history(data: ReportData) -> list[str]:
+    out = ["", "## Weight history", "", "| when | " + " | ".join(DIMENSIONS) + " | why |", "|---|" + "---:|" * 4 + "---|"]
     for label, weights, record in data.weight_points:
         why = "; ".join(f"{a.skill}: {a.rule} ({a.dimension} x{a.factor})" for a in record.adjustments) if record else "initial"
         out.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in weights.values()) + f" | {_cell(why)} |")
-    return "\n".join(out) + "\n"
+    return out

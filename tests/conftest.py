@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from memory_shared import MemoryStore
+
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
 
 # the web tests' fixtures (the fixture site, a shared browser per module, worker contexts on it)
@@ -16,6 +18,26 @@ def ga_home(tmp_path, monkeypatch):
     home = tmp_path / "ga-home"
     monkeypatch.setenv("GA_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def runs_in_tmp(tmp_path, monkeypatch):
+    """Worker run directories go to the test's tmp dir, not ./runs of the repository (a module that starts
+    workers without --out uses it for all its tests: `pytestmark = pytest.mark.usefixtures("runs_in_tmp")`)."""
+    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def store_root(tmp_path):
+    """Where the `store` fixture lives; a test module that needs another place (GA_HOME's) overrides this."""
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def store(store_root) -> MemoryStore:
+    """A fresh memory store at generation 0. A module seeds it by overriding `store` with a fixture that takes it."""
+    return MemoryStore(store_root, create=True)
 
 
 @pytest.fixture(scope="session")

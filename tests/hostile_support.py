@@ -1,20 +1,10 @@
-"""Helpers for the hostile-input tests: run the real `ga` and check its answer is one line with exit 2."""
+"""Helpers for the hostile-input tests: bad input files, and the check that `ga`'s answer is one line with exit 2."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "configs" / "examples" / "scripts" / "hello.yaml"
-
-
-def ga(args: list[str], cwd: Path, env: Optional[dict[str, str]] = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, cwd=cwd, env=full_env,
-                          timeout=timeout)
 
 
 def one_line_error(output: str) -> str:

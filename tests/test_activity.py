@@ -12,9 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from configs import load_settings
 from orchestrator.triggers.activity import (
     idle_now,
@@ -25,15 +23,12 @@ from orchestrator.triggers.activity import (
     running_jobs,
     user_job,
 )
+from tests.ga_support import GA, REPO, ga_env, invoke_ga
 
 WINDOW = timedelta(minutes=30)
 
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
-@pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
-    """Worker run directories go to the test's tmp dir, not ./runs of the repository."""
-    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 HOLDER = """
 import sys, time
 from orchestrator.triggers.activity import user_job
@@ -113,7 +108,7 @@ def test_a_command_start_counts_as_activity(ga_home):
 
 
 def test_every_ga_command_records_its_start(ga_home):
-    result = CliRunner().invoke(app, ["memory", "init"])
+    result = invoke_ga("memory", "init")
     assert result.exit_code == 0, result.output
     record = json.loads((ga_home / "activity" / "commands" / "memory.json").read_text())
     assert record["command"] == "memory" and record["pid"] == os.getpid()
@@ -125,9 +120,8 @@ def test_ga_run_is_a_user_job_while_it_runs(tmp_path, ga_home):
     script = tmp_path / "slow.yaml"
     script.write_text("latency: 0\ntasks:\n  - match: '.*'\n    turns:\n      - tool_calls: [{name: code_run, "
                       "arguments: {type: bash, script: 'sleep 2; echo slept'}}]\n      - content: done\n")
-    env = {**os.environ, "GA_HOME": str(ga_home)}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "run", "sleep a bit", "--model", f"scripted:{script}",
-                                "--workdir", str(tmp_path), "--json"], cwd=Path(__file__).parent.parent, env=env,
+    process = subprocess.Popen([*GA, "run", "sleep a bit", "--model", f"scripted:{script}", "--workdir", str(tmp_path),
+                                "--json"], cwd=REPO, env=ga_env({"GA_HOME": str(ga_home)}),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 60
     while not running_jobs(ga_home):

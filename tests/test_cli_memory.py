@@ -3,21 +3,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from memory_shared import AccessLog, Archive, MemoryStore
+from tests.ga_support import invoke_ga, run_ga
 
-runner = CliRunner()
-
-
-def ga(*args: str):
-    return runner.invoke(app, ["memory", *args])
+ga_memory = partial(invoke_ga, "memory")  # `ga memory ARGS`
 
 
 def one_line_error(result, *needles: str) -> str:
@@ -30,9 +24,10 @@ def one_line_error(result, *needles: str) -> str:
 
 
 @pytest.fixture
-def store(ga_home: Path) -> MemoryStore:
-    assert ga("init").exit_code == 0
-    return MemoryStore(ga_home / "memory")
+def store_root(ga_home: Path) -> Path:
+    """The store the `store` fixture opens is the one `ga memory init` made under GA_HOME."""
+    assert ga_memory("init").exit_code == 0
+    return ga_home / "memory"
 
 
 def commit(store: MemoryStore, rel: str, text: str) -> int:
@@ -44,40 +39,40 @@ def commit(store: MemoryStore, rel: str, text: str) -> int:
 @pytest.mark.parametrize("command", [["show"], ["log"], ["diff", "0", "1"], ["verify"], ["gc", "--keep", "1"],
                                      ["archive"], ["stats"]])
 def test_a_missing_store_is_one_line_with_the_fix(ga_home, command):
-    one_line_error(ga(*command), f"no memory store at {ga_home / 'memory'}", "run `ga memory init`")
+    one_line_error(ga_memory(*command), f"no memory store at {ga_home / 'memory'}", "run `ga memory init`")
     assert not (ga_home / "memory").exists()
 
 
 def test_init_is_idempotent_and_show_lists_files_and_l1(ga_home):
-    first = ga("init")
+    first = ga_memory("init")
     assert first.exit_code == 0 and "created" in first.stdout and "generation 0" in first.stdout
-    again = ga("init")
+    again = ga_memory("init")
     assert again.exit_code == 0 and "already exists" in again.stdout
-    shown = ga("show")
+    shown = ga_memory("show")
     assert shown.exit_code == 0
     assert "L2/facts.md" in shown.stdout and "L1 index" in shown.stdout and "Verified facts" in shown.stdout
 
 
 def test_show_a_file_a_folder_and_json(store):
     commit(store, "L3/deploy.md", "step one\n")
-    assert ga("show", "L3/deploy.md").stdout == "step one\n"
-    assert json.loads(ga("show", "L3", "--json").stdout) == {"generation": 1, "files": ["L3/README.md", "L3/deploy.md",
-                                                                           "L3/orchestration/fanout_map_reduce.md"]}
-    assert json.loads(ga("show", "L3/deploy.md", "--json").stdout) == {"generation": 1, "path": "L3/deploy.md",
-                                                                       "text": "step one\n"}
-    one_line_error(ga("show", "L3/deploy.md", "-g", "0"), "not in generation 0")
-    one_line_error(ga("show", "../etc/passwd"), "plain relative path")
-    one_line_error(ga("show", "-g", "9"), "generation 9")
+    assert ga_memory("show", "L3/deploy.md").stdout == "step one\n"
+    assert json.loads(ga_memory("show", "L3", "--json").stdout) == {
+        "generation": 1, "files": ["L3/README.md", "L3/deploy.md", "L3/orchestration/fanout_map_reduce.md"]}
+    assert json.loads(ga_memory("show", "L3/deploy.md", "--json").stdout) == {
+        "generation": 1, "path": "L3/deploy.md", "text": "step one\n"}
+    one_line_error(ga_memory("show", "L3/deploy.md", "-g", "0"), "not in generation 0")
+    one_line_error(ga_memory("show", "../etc/passwd"), "plain relative path")
+    one_line_error(ga_memory("show", "-g", "9"), "generation 9")
 
 
 def test_log_json_lists_every_commit(store):
     commit(store, "L3/a.md", "a\n")
     commit(store, "L3/b.md", "b\n")
-    commits = json.loads(ga("log", "--json").stdout)
+    commits = json.loads(ga_memory("log", "--json").stdout)
     assert [(c["generation"], c["parent"], c["author"]) for c in commits] == [(0, None, "ga"), (1, 0, "test"), (2, 1, "test")]
     assert commits[2]["paths"] == ["L3/b.md"] and commits[2]["message"] == "write L3/b.md"
-    assert [c["generation"] for c in json.loads(ga("log", "--json", "-n", "1").stdout)] == [2]
-    table = ga("log")
+    assert [c["generation"] for c in json.loads(ga_memory("log", "--json", "-n", "1").stdout)] == [2]
+    table = ga_memory("log")
     assert table.exit_code == 0 and "write L3/b.md" in table.stdout
 
 
@@ -86,29 +81,29 @@ def test_diff_by_path_and_patch(store):
     with store.transaction(message="edit", author="test") as txn:
         txn.patch("L3/a.md", "one\n", "two\n")
         txn.delete("L3/README.md")
-    assert json.loads(ga("diff", "0", "2", "--json").stdout) == [
+    assert json.loads(ga_memory("diff", "0", "2", "--json").stdout) == [
         {"path": "L3/README.md", "kind": "deleted"}, {"path": "L3/a.md", "kind": "added"}]
-    patch = ga("diff", "1", "2", "--patch")
+    patch = ga_memory("diff", "1", "2", "--patch")
     assert patch.exit_code == 0 and "-one" in patch.stdout and "+two" in patch.stdout and "modified" in patch.stdout
-    one_line_error(ga("diff", "0", "7"), "generation 7")
-    assert ga("diff", "0", "x").exit_code == 2  # not a number: Typer's usage error
+    one_line_error(ga_memory("diff", "0", "7"), "generation 7")
+    assert ga_memory("diff", "0", "x").exit_code == 2  # not a number: Typer's usage error
 
 
 def test_verify_healthy_then_head_damaged_is_recomputed(store, ga_home):
-    healthy = ga("verify")
+    healthy = ga_memory("verify")
     assert healthy.exit_code == 0 and "ok" in healthy.stdout
-    assert json.loads(ga("verify", "--json").stdout)["ok"] is True
+    assert json.loads(ga_memory("verify", "--json").stdout)["ok"] is True
     commit(store, "L3/kept.md", "kept\n")
     for damage in ("7\n", "garbage\n", "0\n"):  # ahead, garbage, behind: HEAD is derived, never obeyed
         (ga_home / "memory/HEAD").write_text(damage)
-        result = ga("verify")
+        result = ga_memory("verify")
         assert result.exit_code == 0, result.output
         assert f"HEAD was {damage.strip()!r}" in result.stdout and "HEAD recomputed" in result.stdout
         assert (ga_home / "memory/HEAD").read_text() == "1\n"
-        assert ga("show", "L3/kept.md").stdout == "kept\n"
+        assert ga_memory("show", "L3/kept.md").stdout == "kept\n"
     (ga_home / "memory/HEAD").unlink()
-    assert "HEAD was missing" in ga("verify").stdout and (ga_home / "memory/HEAD").read_text() == "1\n"
-    assert ga("verify").stdout.startswith("ok")
+    assert "HEAD was missing" in ga_memory("verify").stdout and (ga_home / "memory/HEAD").read_text() == "1\n"
+    assert ga_memory("verify").stdout.startswith("ok")
 
 
 def test_verify_names_a_changed_file_and_repair_restores_it(store, ga_home):
@@ -118,26 +113,27 @@ def test_verify_names_a_changed_file_and_repair_restores_it(store, ga_home):
     os.chmod(victim, 0o644)
     with open(victim, "a") as fh:
         fh.write("injected\n")
-    error = one_line_error(ga("verify"), "L3/a.md changed in place", "generations 1, 2 share it", "ga memory repair")
-    assert "--quick" not in error and ga("verify", "--quick").exit_code == 2
-    one_line_error(ga("show", "L3/a.md"), "generation 2", "damaged", "ga memory repair")
-    assert "would: restored L3/a.md" in ga("repair", "--dry-run").stdout
-    assert ga("verify").exit_code == 2  # the dry run changed nothing
-    repaired = ga("repair")
+    error = one_line_error(ga_memory("verify"), "L3/a.md changed in place", "generations 1, 2 share it",
+                           "ga memory repair")
+    assert "--quick" not in error and ga_memory("verify", "--quick").exit_code == 2
+    one_line_error(ga_memory("show", "L3/a.md"), "generation 2", "damaged", "ga memory repair")
+    assert "would: restored L3/a.md" in ga_memory("repair", "--dry-run").stdout
+    assert ga_memory("verify").exit_code == 2  # the dry run changed nothing
+    repaired = ga_memory("repair")
     assert repaired.exit_code == 0 and "done: restored L3/a.md in generations 1, 2" in repaired.stdout
-    assert ga("verify").exit_code == 0 and ga("show", "L3/a.md").stdout == "original\n"
+    assert ga_memory("verify").exit_code == 0 and ga_memory("show", "L3/a.md").stdout == "original\n"
     assert any(p.name.endswith("L3__a.md") for p in (ga_home / "memory/quarantine").rglob("*"))
 
 
 def test_gc_keeps_the_newest(store):
     for i in range(5):
         commit(store, f"L3/n{i}.md", f"{i}\n")
-    result = ga("gc", "--keep", "2")
+    result = ga_memory("gc", "--keep", "2")
     assert result.exit_code == 0 and "removed 4 generation(s): 0..3" in result.stdout
-    assert ga("show", "-g", "4").exit_code == 0
-    one_line_error(ga("show", "-g", "1"), "generation 1")
-    assert ga("verify").exit_code == 0
-    assert ga("gc", "--keep", "0").exit_code == 2
+    assert ga_memory("show", "-g", "4").exit_code == 0
+    one_line_error(ga_memory("show", "-g", "1"), "generation 1")
+    assert ga_memory("verify").exit_code == 0
+    assert ga_memory("gc", "--keep", "0").exit_code == 2
 
 
 def test_archive_status_search_and_compress(store, tmp_path):
@@ -145,16 +141,16 @@ def test_archive_status_search_and_compress(store, tmp_path):
     history.write_text(json.dumps({"sent": [{"role": "user", "content": "count the files"}],
                                    "received": {"role": "assistant", "content": "there are 3"}}) + "\n")
     Archive(store.root).store_session("task-9", history)
-    status = json.loads(ga("archive", "--json").stdout)
+    status = json.loads(ga_memory("archive", "--json").stdout)
     assert status["raw_sessions"] == 1
-    [record] = json.loads(ga("archive", "--task", "task-9", "--json").stdout)
+    [record] = json.loads(ga_memory("archive", "--task", "task-9", "--json").stdout)
     assert record["user"] == ["count the files"] and record["final"] == "there are 3"
-    assert json.loads(ga("archive", "--search", "nothing like it", "--json").stdout) == []
-    shown = ga("archive", "--search", "COUNT")
+    assert json.loads(ga_memory("archive", "--search", "nothing like it", "--json").stdout) == []
+    shown = ga_memory("archive", "--search", "COUNT")
     assert "task-9" in shown.stdout and "1 session(s)" in shown.stdout
-    assert ga("archive", "--compress", "--older-than", "0").exit_code == 0  # today's session stays raw
-    assert json.loads(ga("archive", "--json").stdout)["raw_sessions"] == 1
-    one_line_error(ga("archive", "--date", "yesterday"), "YYYY-MM-DD")
+    assert ga_memory("archive", "--compress", "--older-than", "0").exit_code == 0  # today's session stays raw
+    assert json.loads(ga_memory("archive", "--json").stdout)["raw_sessions"] == 1
+    one_line_error(ga_memory("archive", "--date", "yesterday"), "YYYY-MM-DD")
 
 
 def test_stats_counts_reads(store):
@@ -162,16 +158,13 @@ def test_stats_counts_reads(store):
     for task in ("a", "a", "b"):
         log.record("L3/deploy.md", task)
     log.record("L2/facts.md", "a")
-    assert json.loads(ga("stats", "--json").stdout) == {"L3/deploy.md": 3, "L2/facts.md": 1}
-    assert json.loads(ga("stats", "--json", "--tasks", "--prefix", "L3/").stdout) == {"L3/deploy.md": 2}
+    assert json.loads(ga_memory("stats", "--json").stdout) == {"L3/deploy.md": 3, "L2/facts.md": 1}
+    assert json.loads(ga_memory("stats", "--json", "--tasks", "--prefix", "L3/").stdout) == {"L3/deploy.md": 2}
 
 
 def test_demo_runs_for_real_in_a_subprocess(tmp_path):
     root = tmp_path / "demo"
-    env = {**os.environ, "COLUMNS": "400"}
-    done = subprocess.run([sys.executable, "-m", "cli", "memory", "demo", "--dir", str(root), "--processes", "4",
-                           "--commits", "3"], capture_output=True, text=True, env=env, timeout=120,
-                          cwd=Path(__file__).parents[1])
+    done = run_ga("memory", "demo", "--dir", str(root), "--processes", "4", "--commits", "3")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "12/12 files, 12/12 patched lines, lost updates: 0" in out
@@ -184,4 +177,4 @@ def test_demo_runs_for_real_in_a_subprocess(tmp_path):
 
 def test_demo_refuses_a_directory_that_is_not_a_store(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
-    one_line_error(ga("demo", "--dir", str(tmp_path)), "not empty and not a memory store")
+    one_line_error(ga_memory("demo", "--dir", str(tmp_path)), "not empty and not a memory store")

@@ -2,25 +2,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.ga_support import run_ga
 
 ROOT = Path(__file__).resolve().parents[1]
 HELLO = ROOT / "configs" / "examples" / "scripts" / "hello.yaml"
-
-
-def ga(*args: str, cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GA_MODEL")}
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+NO_MODEL = {"OPENAI_API_KEY": None, "GA_MODEL": None}  # no model but the one a test names
 
 
 def test_run_computes_with_a_tool_and_prints_json(tmp_path):
-    done = ga("run", "what is 6*7?", "--model", f"scripted:{HELLO}", "--json", cwd=tmp_path)
+    done = run_ga("run", "what is 6*7?", "--model", f"scripted:{HELLO}", "--json", cwd=tmp_path, env=NO_MODEL)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "succeeded"
@@ -31,13 +23,13 @@ def test_run_computes_with_a_tool_and_prints_json(tmp_path):
 
 
 def test_run_shows_turns_live_and_answers(tmp_path):
-    done = ga("run", "what is 6*7?", "--model", f"scripted:{HELLO}", cwd=tmp_path)
+    done = run_ga("run", "what is 6*7?", "--model", f"scripted:{HELLO}", cwd=tmp_path, env=NO_MODEL)
     assert done.returncode == 0, done.stderr
     assert "code_run" in done.stdout and "succeeded" in done.stdout and "42" in done.stdout
 
 
 def test_run_without_a_model_is_a_one_line_error_with_exit_2(tmp_path):
-    done = ga("run", "Hello", cwd=tmp_path)
+    done = run_ga("run", "Hello", cwd=tmp_path, env=NO_MODEL)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "scripted:" in lines[0] and "OPENAI_API_KEY" in lines[0]
@@ -48,11 +40,12 @@ def test_run_that_fails_exits_1(tmp_path):
     script.write_text("tasks:\n  - match: '.*'\n    turns:\n"
                       "      - tool_calls: [{name: file_read, arguments: '{broken'}]\n" * 1
                       + "      - tool_calls: [{name: file_read, arguments: '{broken'}]\n" * 2)
-    done = ga("run", "anything", "--model", f"scripted:{script}", "--json", cwd=tmp_path)
+    done = run_ga("run", "anything", "--model", f"scripted:{script}", "--json", cwd=tmp_path, env=NO_MODEL)
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["status"] == "failed"
 
 
 def test_run_bad_workdir_exits_2(tmp_path):
-    done = ga("run", "x", "--model", f"scripted:{HELLO}", "--workdir", str(tmp_path / "nope"), cwd=tmp_path)
+    done = run_ga("run", "x", "--model", f"scripted:{HELLO}", "--workdir", str(tmp_path / "nope"),
+                  cwd=tmp_path, env=NO_MODEL)
     assert done.returncode == 2 and "--workdir" in done.stderr

@@ -3,16 +3,12 @@ cycle resumed, and kill -9 during consolidation (memory and explore fault points
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from configs import load_settings
 from memory_shared import L1_INDEX, MemoryStore, parse_sop
 from memory_shared.paths import tree_files
@@ -21,6 +17,7 @@ from skilltree.explore import read_record, resume_cycle, run_cycle
 from skilltree.plan import read_plan
 from skilltree.reports import load_reports, read_report
 from skilltree.tree import load
+from tests.ga_support import invoke_ga, run_ga
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +48,7 @@ def consistent(memory: Path) -> tuple[dict, list[str]]:
 
 def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_path: Path, ga_home: Path) -> None:
     runs = tmp_path / "runs"
-    result = CliRunner().invoke(app, ["explore", "--once", "--model", MODEL, "--batch", "5", "--out", str(runs), "--json"])
+    result = invoke_ga("explore", "--once", "--model", MODEL, "--batch", "5", "--out", str(runs), "--json")
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout[result.stdout.index("{"):])
     assert printed["status"] == "consolidated" and printed["outcomes"]
@@ -64,7 +61,20 @@ def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_
     assert "no YAML front matter" in outcomes["5-html-links"]["problems"][0]
 
     memory = load_settings().memory_root
-    store = MemoryStore(memory)
+    assert_one_commit_per_filed_task(MemoryStore(memory), run_dir)
+    assert_the_filed_skills_and_reports(memory)
+    assert_the_run_records_plan_and_spend(run_dir, printed, ga_home)
+    # the count-words worker read L1 through the memory tier: usage statistics see exploration too
+    assert any(e["path"] == L1_INDEX for e in AccessLog(memory).entries())
+
+    report_dir = tmp_path / "skills-report"
+    shown = invoke_ga("skills", "report", "--out", str(report_dir))
+    assert shown.exit_code == 0, shown.output
+    text = (report_dir / "report.md").read_text()
+    assert "count-words" in text and "Check the locale the shell runs with" in text
+
+
+def assert_one_commit_per_filed_task(store: MemoryStore, run_dir: Path) -> None:
     commits = store.log()[1:]
     assert [c.generation for c in commits] == [1, 2, 3, 4]  # one commit per filed task, none for the failed one
     for commit, skill_id in zip(commits[:3], VERIFIED, strict=False):
@@ -75,13 +85,15 @@ def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_
         assert any(p.startswith(f"L3/scripts/{skill_id}/") for p in commit.paths)
     assert commits[3].paths == [f"reports/{run_dir.name}/4-locale-check.md"]
 
+
+def assert_the_filed_skills_and_reports(memory: Path) -> None:
     skills, reports = consistent(memory)
     assert set(skills) == set(VERIFIED)
     for skill_id, (category, predicted) in VERIFIED.items():
         skill = skills[skill_id]
         assert skill.verified and skill.category == category and skill.predicted == pytest.approx(predicted)
         assert skill.score_vector.breadth == 10 and skill.score_vector.depth == 0 and skill.score_vector.utility >= 7
-    with store.snapshot() as snap:
+    with MemoryStore(memory).snapshot() as snap:
         front, body = parse_sop(snap.read("L3/text/count-words.md"))
         assert front["category"] == "text" and "count_words.py exit 0" in front["evidence"] and "## Steps" in body
         assert "- L3/text/count-words.md: Count words in text files" in snap.read(L1_INDEX)
@@ -90,7 +102,9 @@ def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_
     assert not stored["locale-check"].verified and stored["count-words"].verified
     assert stored["count-words"].score_vector == skills["count-words"].score_vector
 
-    # the run directory: the plan with every score, the cycle record, the spend
+
+def assert_the_run_records_plan_and_spend(run_dir: Path, printed: dict, ga_home: Path) -> None:
+    """The run directory: the plan with every score, the cycle record, the spend; the day's state."""
     plan = read_plan(run_dir / "plan.json")
     assert len(plan.candidates) == 6 and len(plan.selected) == 5 and plan.categories_covered == 5
     assert all(c.vector.utility >= 1 and c.score > 0 for c in plan.candidates)
@@ -101,15 +115,8 @@ def test_explore_once_files_verified_skills_and_keeps_the_unverified_report(tmp_
     assert printed["tokens"] == record["planner"]["tokens"] + fanout_usage["total"]
     assert printed["cost"] > 0  # the script's made-up prices
     state = json.loads((ga_home / "explore" / "state.json").read_text())
-    assert state["cycles"] == 1 and state["runs"] == [run_dir.name] and state["spend"] == pytest.approx(printed["cost"], abs=1e-5)
-    # the count-words worker read L1 through the memory tier: usage statistics see exploration too
-    assert any(e["path"] == L1_INDEX for e in AccessLog(memory).entries())
-
-    report_dir = tmp_path / "skills-report"
-    shown = CliRunner().invoke(app, ["skills", "report", "--out", str(report_dir)])
-    assert shown.exit_code == 0, shown.output
-    text = (report_dir / "report.md").read_text()
-    assert "count-words" in text and "Check the locale the shell runs with" in text
+    assert state["cycles"] == 1 and state["runs"] == [run_dir.name]
+    assert state["spend"] == pytest.approx(printed["cost"], abs=1e-5)
 
 
 def outcomes_id(skill_id: str) -> str:
@@ -118,10 +125,8 @@ def outcomes_id(skill_id: str) -> str:
 
 
 def consolidate(run_dir: Path, runs: Path, fault: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "GA_MEMORY_FAULT"}
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), "explore", "--consolidate", run_dir.name,
-                           "--out", str(runs), "--json"], env={**env, **fault}, capture_output=True, text=True,
-                          timeout=120)
+    return run_ga("explore", "--consolidate", run_dir.name, "--out", str(runs), "--json",
+                  env={"GA_MEMORY_FAULT": None, **fault}, timeout=120)
 
 
 def test_a_stopped_cycle_resumes_and_kill_9_during_consolidation_never_breaks_or_duplicates(tmp_path: Path) -> None:
@@ -175,10 +180,9 @@ def test_a_stopped_cycle_resumes_and_kill_9_during_consolidation_never_breaks_or
 
 
 def test_the_idle_daemon_runs_a_real_cycle_within_the_days_budget(tmp_path: Path, ga_home: Path, ray_session: dict) -> None:
-    env = {**os.environ, "GA_FANOUT__ADDRESS": ray_session["address"]}  # attach to this session's Ray
-    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "explore", "--when-idle", "1s", "--tick", "0.1",
-                           "--max-cycles", "1", "--model", MODEL, "--out", str(tmp_path / "runs"), "--json"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {"GA_FANOUT__ADDRESS": ray_session["address"]}  # attach to this session's Ray
+    done = run_ga("explore", "--when-idle", "1s", "--tick", "0.1", "--max-cycles", "1", "--model", MODEL,
+                  "--out", str(tmp_path / "runs"), "--json", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     events = [r["event"] for r in records]

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from orchestrator.triggers.activity import record_activity, user_job
 from skilltree.daemon import Caps, DaemonBusy, count_end, count_start, daemon_lock, read_state, run_daemon
+from tests.ga_support import GA, ga_env
 
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -152,9 +152,9 @@ def test_one_daemon_per_home_and_once_counts_in_the_same_state(ga_home: Path) ->
 def test_sigterm_stops_the_daemon_cleanly(ga_home: Path, tmp_path: Path) -> None:
     model = f"scripted:{ROOT / 'configs' / 'examples' / 'scripts' / 'explore.yaml'}"
     with user_job(ga_home, "run"):  # busy the whole time: the daemon only waits
-        proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "explore", "--when-idle", "30m", "--tick", "0.1",
-                                 "--model", model, "--out", str(tmp_path / "runs"), "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        proc = subprocess.Popen([*GA, "explore", "--when-idle", "30m", "--tick", "0.1", "--model", model,
+                                 "--out", str(tmp_path / "runs"), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ga_env())
         try:
             lines = []
             for line in proc.stdout:  # wait until it is looking at the machine

@@ -8,23 +8,28 @@ import pytest
 from configs import load_settings
 from orchestrator import fanout
 from tests.fanout_support import answer_task, ledger, read_jsonl, requests_for, result_lines, start_server
+from tests.ga_support import invoke_ga
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
-def test_map_reduce_run_writes_the_run_directory_and_accounts_usage(tmp_path: Path) -> None:
+WORDS = {"a.txt": "one two three", "b.txt": "four five", "c.txt": "six", "d.txt": "seven eight nine ten"}
+COUNT = "import glob\nfor f in sorted(glob.glob('*.txt')):\n    print(f, len(open(f).read().split()), 'words')"
+WORD_COUNT_SCRIPT = {"tasks": [
+    {"match": "Count words", "turns": [
+        {"content": "counting", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": COUNT}}]},
+        {"content": "Counted:", "echo_last_tool_result": True}]},
+    {"match": "Merge the counts", "turns": [{"content": "merged: all four files counted"}]},
+]}
+
+
+def run_word_count(tmp_path: Path):
+    """A map over four files (one worker counts the words of each) and a reduce that merges the counts."""
     data = tmp_path / "data"
     data.mkdir()
-    for name, words in {"a.txt": "one two three", "b.txt": "four five", "c.txt": "six", "d.txt": "seven eight nine ten"}.items():
+    for name, words in WORDS.items():
         (data / name).write_text(words + "\n")
-    count = "import glob\nfor f in sorted(glob.glob('*.txt')):\n    print(f, len(open(f).read().split()), 'words')"
-    script = {"tasks": [
-        {"match": "Count words", "turns": [
-            {"content": "counting", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": count}}]},
-            {"content": "Counted:", "echo_last_tool_result": True}]},
-        {"match": "Merge the counts", "turns": [{"content": "merged: all four files counted"}]},
-    ]}
-    server = start_server(script, tmp_path / "requests.jsonl")
+    server = start_server(WORD_COUNT_SCRIPT, tmp_path / "requests.jsonl")
     tasks_file = tmp_path / "tasks.yaml"
     tasks_file.write_text(f"""
 version: 1
@@ -39,14 +44,12 @@ matrix:
 reduce: {{prompt: "Merge the counts.", output: merged.md}}
 """)
     try:
-        run = fanout(tasks_file, out=tmp_path / "runs", display="quiet")
+        return fanout(tasks_file, out=tmp_path / "runs", display="quiet")
     finally:
         server.stop()
 
-    # the map tasks answer after a successful code_run; the reduce answers without any tool run
-    assert run.status == "unverified" and run.exit_code == 1
-    assert [r["status"] for r in run.results] == ["succeeded"] * 4
-    ids = ["a.txt", "b.txt", "c.txt", "d.txt"]
+
+def assert_each_task_ran_once_on_its_own_input(run, ids: list[str]) -> None:
     results = result_lines(run.run_dir)
     assert sorted(r["task_id"] for r in results) == ids  # exactly once each
     by_id = {r["task_id"]: r for r in results}
@@ -56,12 +59,10 @@ reduce: {{prompt: "Merge the counts.", output: merged.md}}
         assert sorted(p.name for p in workdir.glob("*.txt")) == [task_id]
         assert (run.run_dir / "tasks" / task_id / "history.jsonl").is_file()
         assert (run.run_dir / "tasks" / task_id / "answer.md").read_text().startswith("Counted:")
-    assert (run.run_dir / "spec.yaml").is_file()
-    assert (run.run_dir / "reduce" / "merged.md").read_text().strip() == "merged: all four files counted"
-    assert run.reduce["status"] == "unverified" and run.reduce["reason"] == "no tool ran"
 
-    # accounting: per task equals what the server's replies said, run total = tasks + reduce
-    log = read_jsonl(tmp_path / "requests.jsonl")
+
+def assert_usage_adds_up(run, ids: list[str], log: list[dict]) -> None:
+    """Per task equals what the server's replies said, run total = tasks + reduce."""
     for task_id in ids:
         served = [r for r in requests_for(log, f"Count words in {task_id}")]
         assert len(served) == 2
@@ -72,6 +73,19 @@ reduce: {{prompt: "Merge the counts.", output: merged.md}}
     assert sum(w["tasks"] for w in summary["per_worker"].values()) == 4
     assert summary["tasks"] == {"total": 4, "succeeded": 4, "unverified": 0, "failed": 0, "needs_input": 0, "limit": 0,
                                 "unfinished": 0}
+
+
+def test_map_reduce_run_writes_the_run_directory_and_accounts_usage(tmp_path: Path) -> None:
+    run = run_word_count(tmp_path)
+    # the map tasks answer after a successful code_run; the reduce answers without any tool run
+    assert run.status == "unverified" and run.exit_code == 1
+    assert [r["status"] for r in run.results] == ["succeeded"] * 4
+    ids = ["a.txt", "b.txt", "c.txt", "d.txt"]
+    assert_each_task_ran_once_on_its_own_input(run, ids)
+    assert (run.run_dir / "spec.yaml").is_file()
+    assert (run.run_dir / "reduce" / "merged.md").read_text().strip() == "merged: all four files counted"
+    assert run.reduce["status"] == "unverified" and run.reduce["reason"] == "no tool ran"
+    assert_usage_adds_up(run, ids, read_jsonl(tmp_path / "requests.jsonl"))
     events = [e["event"] for e in ledger(run.run_dir)]
     assert events[0] == "run_started" and events[-1] == "run_finished"
     assert events.count("queued") == 4 and events.count("succeeded") == 4 and events.count("unverified") == 1  # the reduce
@@ -146,25 +160,20 @@ def test_reduce_goes_hierarchical_when_results_exceed_the_chunk_budget(tmp_path:
 def test_runs_list_show_and_tail(tmp_path: Path) -> None:
     import json
 
-    from typer.testing import CliRunner
-
-    from cli import app
-
     server = start_server({"tasks": [answer_task("listed")]}, tmp_path / "requests.jsonl")
     try:
         run = fanout(["listed one", "listed two"], defaults={"model": f"scripted@{server.base_url}"},
                      out=tmp_path / "runs", display="quiet")
     finally:
         server.stop()
-    runner = CliRunner()
-    listed = runner.invoke(app, ["runs", "list", "--out", str(tmp_path / "runs"), "--json"])
+    listed = invoke_ga("runs", "list", "--out", str(tmp_path / "runs"), "--json")
     rows = json.loads(listed.output)
     assert [(r["run_id"], r["status"], r["finished"], r["tasks"]) for r in rows] == [(run.run_id, "succeeded", 2, 2)]
-    shown = runner.invoke(app, ["runs", "show", run.run_id, "--out", str(tmp_path / "runs"), "--json"])
+    shown = invoke_ga("runs", "show", run.run_id, "--out", str(tmp_path / "runs"), "--json")
     data = json.loads(shown.output)
     assert data["summary"]["status"] == "succeeded" and len(data["results"]) == 2
-    tail = runner.invoke(app, ["runs", "tail", run.run_id, "--out", str(tmp_path / "runs"), "-n", "2"])
+    tail = invoke_ga("runs", "tail", run.run_id, "--out", str(tmp_path / "runs"), "-n", "2")
     lines = tail.output.strip().splitlines()
     assert len(lines) == 2 and "run_finished" in lines[-1] and "status=succeeded" in lines[-1]
-    missing = runner.invoke(app, ["runs", "show", "no-such-run", "--out", str(tmp_path / "runs")])
+    missing = invoke_ga("runs", "show", "no-such-run", "--out", str(tmp_path / "runs"))
     assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output

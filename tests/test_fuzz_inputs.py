@@ -13,10 +13,9 @@ from typing import Iterator
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from cli import app
-from tests.hostile_support import SCRIPT, ga
+from tests.ga_support import invoke_ga, run_ga
+from tests.hostile_support import SCRIPT
 
 TASKS = f"""version: 1
 name: fuzz
@@ -118,7 +117,7 @@ def assert_clean(exit_code: int, output: str, exception: BaseException | None = 
 
 def dry_run(here: Path, tasks: bytes) -> None:
     (here / "tasks.yaml").write_bytes(tasks)
-    result = CliRunner().invoke(app, ["fanout", "tasks.yaml", "--dry-run", "--json", "--out", str(here / "runs")])
+    result = invoke_ga("fanout", "tasks.yaml", "--dry-run", "--json", "--out", str(here / "runs"))
     assert_clean(result.exit_code, result.output if result.exit_code else "", result.exception)
     assert not (here / "runs").exists()
 
@@ -165,5 +164,5 @@ def test_fuzzed_model_scripts_are_one_line_errors(content: bytes) -> None:
 def test_fuzzed_tasks_files_through_the_real_ga_process(content: bytes) -> None:
     with folder() as here:
         (here / "tasks.yaml").write_bytes(content)
-        proc = ga(["fanout", "tasks.yaml", "--dry-run", "--json"], here, timeout=60)
+        proc = run_ga("fanout", "tasks.yaml", "--dry-run", "--json", cwd=here, timeout=60)
         assert_clean(proc.returncode, proc.stderr)

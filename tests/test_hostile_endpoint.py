@@ -3,18 +3,15 @@ each mode ends in one clear line, in bounded time, and leaves no part of the key
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.fanout_support import result_lines
+from tests.ga_support import run_ga
 from worker.scripted import ScriptedServer
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "gk_live_7Qm2Xv9Lp4Rt8Wz3Ny6Bc1Hd5Fj0Ks"  # not sk-: only the configured-key redaction can catch it
 REQUEST_TIMEOUT = 2
 # mode -> (what the one line must say, requests the endpoint should see: 2 = retried once, 1 = not retried)
@@ -34,14 +31,13 @@ def _script() -> dict:
                       for kind in MODES]}
 
 
-def _project(tmp_path: Path, server: ScriptedServer) -> dict[str, str]:
-    """models.yaml in the working directory naming the endpoint with a key; the environment holding it."""
+def _project(tmp_path: Path, server: ScriptedServer) -> dict[str, str | None]:
+    """models.yaml in the working directory naming the endpoint with a key; the environment's changes holding it."""
     (tmp_path / "models.yaml").write_text(
         "models:\n  hostile:\n"
         f"    base_url: {server.base_url}\n    model: scripted\n    api_key_env: GA_HOSTILE_KEY\n"
         f"    request_timeout: {REQUEST_TIMEOUT}\n    max_retries: 1\n    backoff_base: 0.05\n    backoff_max: 0.1\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GA_MODEL")}
-    return {**env, "GA_HOSTILE_KEY": KEY, "PYTHONPATH": str(ROOT)}
+    return {"OPENAI_API_KEY": None, "GA_MODEL": None, "GA_HOSTILE_KEY": KEY}
 
 
 def _key_pieces() -> set[str]:
@@ -70,8 +66,7 @@ def test_ga_run_against_a_hostile_endpoint(tmp_path: Path, kind: str) -> None:
     with ScriptedServer(_script()) as server:
         env = _project(tmp_path, server)
         started = time.monotonic()
-        done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", f"mode {kind} please", "--model", "hostile",
-                               "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = run_ga("run", f"mode {kind} please", "--model", "hostile", "--json", cwd=tmp_path, env=env, timeout=120)
         elapsed = time.monotonic() - started
         seen = len(server.requests)
     assert done.returncode == 1, done.stderr
@@ -94,9 +89,8 @@ def test_ga_fanout_against_a_hostile_endpoint(tmp_path: Path, ray_session: dict)
     with ScriptedServer(_script(), log_path=tmp_path / "requests.jsonl") as server:
         env = _project(tmp_path, server)
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "cli", "fanout", "tasks.yaml", "--address", ray_session["address"],
-                               "--out", "runs", "--json"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = run_ga("fanout", "tasks.yaml", "--address", ray_session["address"], "--out", "runs", "--json",
+                      cwd=tmp_path, env=env)
         elapsed = time.monotonic() - started
         records = list(server.records)
     assert done.returncode == 1, done.stderr

@@ -5,32 +5,25 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from configs import load_settings
 from memory_shared import Archive, MemoryStore
 from orchestrator.triggers.jobrules import JobState, after_run_started, after_skip, decide, latest_slot, next_slot
 from orchestrator.triggers.jobs import Job, JobsError, load_jobs
 from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, scheduler_lock
+from tests.ga_support import GA, ga_env, invoke_ga
 
 REPO = Path(__file__).resolve().parent.parent
 UTC = timezone.utc
-runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
-    """Worker run directories go to the test's tmp dir, not ./runs of the repository."""
-    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def at(day: int, hour: int, minute: int = 0, second: int = 0) -> datetime:
@@ -254,12 +247,12 @@ def test_task_job_runs_a_worker_through_the_cli(tmp_path, ga_home):
     workdir: {work}
     model: scripted:configs/examples/scripts/reflect_inbox.yaml
 """)
-    result = runner.invoke(app, ["schedule", str(jobs), "--once", "--json", "--now", "2026-06-01T08:00:05+00:00"])
+    result = invoke_ga("schedule", str(jobs), "--once", "--json", "--now", "2026-06-01T08:00:05+00:00")
     assert result.exit_code == 0, result.output + result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["job"], r["event"], r["status"]) for r in records] == [("summarize", "ran", "succeeded")]
     assert "Water the plants" in records[0]["answer"]  # the worker's code_run read the note in the job's workdir
-    listed = runner.invoke(app, ["schedule", str(jobs), "--list", "--json", "--now", "2026-06-01T08:00:06+00:00"])
+    listed = invoke_ga("schedule", str(jobs), "--list", "--json", "--now", "2026-06-01T08:00:06+00:00")
     row = json.loads(listed.stdout)[0]
     assert (row["runs"], row["last_status"], row["next"]) == (1, "succeeded", "2026-06-02T08:00:00+00:00")
 
@@ -276,8 +269,8 @@ def test_scheduler_killed_during_a_run_does_not_repeat_it(tmp_path, ga_home):
     script.write_text(HANGING_SCRIPT)
     jobs = write_jobs(tmp_path / "jobs.yaml",
                       f"jobs:\n  - {{name: slow, task: 'wait for it', at: '08:00', model: 'scripted:{script}'}}\n")
-    env = {**os.environ, "GA_HOME": str(ga_home)}
-    command = [sys.executable, "-m", "cli", "schedule", str(jobs), "--once", "--now", "2026-06-01T08:00:05+00:00"]
+    env = ga_env({"GA_HOME": str(ga_home)})
+    command = [*GA, "schedule", str(jobs), "--once", "--now", "2026-06-01T08:00:05+00:00"]
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state_file = ga_home / "schedule" / "state.json"
     deadline = time.monotonic() + 60
@@ -286,8 +279,8 @@ def test_scheduler_killed_during_a_run_does_not_repeat_it(tmp_path, ga_home):
         time.sleep(0.1)
     process.kill()  # SIGKILL mid-run: no cleanup at all
     process.wait()
-    result = runner.invoke(app, ["schedule", str(jobs), "--once", "--json", "--now", "2026-06-01T08:00:30+00:00"],
-                           env={"GA_HOME": str(ga_home)})
+    result = invoke_ga("schedule", str(jobs), "--once", "--json", "--now", "2026-06-01T08:00:30+00:00",
+                       env={"GA_HOME": str(ga_home)})
     assert result.exit_code == 0, result.output + result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["job"], r["event"]) for r in records] == [("slow", "interrupted")]
@@ -306,7 +299,7 @@ def test_corrupt_state_is_a_one_line_error(tmp_path, ga_home):
     jobs = write_jobs(tmp_path / "jobs.yaml", "jobs:\n  - {name: a, builtin: archive_compress, every: 1h}\n")
     (ga_home / "schedule").mkdir(parents=True)
     (ga_home / "schedule" / "state.json").write_text("{not json")
-    result = runner.invoke(app, ["schedule", str(jobs), "--once"])
+    result = invoke_ga("schedule", str(jobs), "--once")
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "state.json" in lines[0] and "move it aside" in lines[0]
@@ -314,9 +307,9 @@ def test_corrupt_state_is_a_one_line_error(tmp_path, ga_home):
 
 def test_cli_bad_jobs_file_and_now_without_once(tmp_path):
     jobs = write_jobs(tmp_path / "jobs.yaml", "jobs:\n  - name: a\n    task: t\n    at: '03:00'\n    every: 1h\n")
-    result = runner.invoke(app, ["schedule", str(jobs), "--once"])
+    result = invoke_ga("schedule", str(jobs), "--once")
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {jobs}:2: job 'a': give exactly one of 'at'")
-    result = runner.invoke(app, ["schedule", str(REPO / "configs/examples/jobs.yaml"), "--now", "2026-06-01T00:00:00"])
+    result = invoke_ga("schedule", str(REPO / "configs/examples/jobs.yaml"), "--now", "2026-06-01T00:00:00")
     assert result.exit_code == 2 and "--now needs --once or --list" in result.stderr
 
 
@@ -354,9 +347,9 @@ def test_loop_ticks_with_the_clock_and_reloads_the_file(tmp_path, settings):
 
 def test_sigterm_stops_the_scheduler_cleanly(tmp_path, ga_home):
     jobs = write_jobs(tmp_path / "jobs.yaml", "jobs:\n  - {name: a, builtin: archive_compress, at: '03:00'}\n")
-    env = {**os.environ, "GA_HOME": str(ga_home)}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "schedule", str(jobs), "--tick", "60"], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*GA, "schedule", str(jobs), "--tick", "60"], cwd=REPO,
+                               env=ga_env({"GA_HOME": str(ga_home)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
     lock = ga_home / "schedule" / "lock"
     deadline = time.monotonic() + 60
     while not (lock.exists() and lock.read_text().strip() == str(process.pid)):

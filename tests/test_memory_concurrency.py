@@ -3,7 +3,6 @@ snapshots stable while commits and gc run."""
 from __future__ import annotations
 
 import multiprocessing as mp
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,8 @@ END = "<!-- end -->\n"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "mem", create=True)
+def store(store: MemoryStore) -> MemoryStore:
+    """The shared empty store, seeded with the files the races write."""
     with store.transaction("seed", "seed") as txn:
         txn.write("L3/shared.md", "# shared\n" + END)
         txn.write("L3/counter.md", "0")

@@ -52,9 +52,8 @@ def run_child(code: str, *args: object, fault: str) -> subprocess.CompletedProce
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
+def store(store: MemoryStore) -> MemoryStore:
     """Generation 1 seeds the files; generation 2 moves HEAD past the crasher's base (1) so it rebases."""
-    store = MemoryStore(tmp_path / "mem", create=True)
     with store.transaction("seed", "seed") as txn:
         txn.write("L3/shared.md", "# shared\n" + END)
         txn.write("L3/gone.md", "soon gone")

@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import structlog
 
-from memory_shared import MemoryStore
 from memory_shared.gate import NO_EVIDENCE, TASK_FAILED, Execution, GateReport, StagedChange, consolidate
 
 FACTS = "L2/facts.md"
@@ -24,11 +22,6 @@ def fact(seq: int, line: str = "- python is 3.11") -> StagedChange:
 
 def note(seq: int, name: str = "a") -> StagedChange:
     return StagedChange(seq=seq, call_id=f"call_{seq}", op="write", path=f"L3/{name}.md", text=f"note {name}\n")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return MemoryStore(tmp_path / "mem", create=True)
 
 
 CASES = [  # (name, executions, changes, task_succeeded, accepted seqs, {seq: reason})

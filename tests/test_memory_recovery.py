@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from memory_shared import GenerationDamaged, MemoryStore, StoreNeedsRepair
+from tests.ga_support import run_ga
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def ga(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "from cli import app; app()", "memory", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+ga_memory = partial(run_ga, "memory")  # `ga memory ARGS`
 
 
 def sh(script: str, cwd: Path) -> None:
@@ -40,9 +35,13 @@ def records(root: Path) -> list[tuple[int, list[str]]]:
 
 
 @pytest.fixture
-def store(ga_home: Path) -> MemoryStore:
+def store_root(ga_home: Path) -> Path:
+    return ga_home / "memory"  # where `ga memory verify/repair` look
+
+
+@pytest.fixture
+def store(store: MemoryStore) -> MemoryStore:
     """Generations 0..3: 1 writes a.md, 2 writes b.md, 3 patches a.md (so b.md is shared by 2 and 3)."""
-    store = MemoryStore(ga_home / "memory", create=True)
     with store.transaction("a", "t1") as txn:
         txn.write("L3/a.md", "alpha\n")
     with store.transaction("b", "t2") as txn:
@@ -64,7 +63,7 @@ def commit(store: MemoryStore, text: str = "after") -> int:
 def test_head_damage_is_recomputed_never_obeyed(store: MemoryStore, damage: str, was: str) -> None:
     before, log_before = published(store.root), records(store.root)
     sh(damage, store.root)
-    result = ga("verify")
+    result = ga_memory("verify")
     assert result.returncode == 0, result.stderr
     assert f"fixed: log/HEAD mismatch: HEAD was {was} but generation 3 is the newest published" in result.stdout
     assert (store.root / "HEAD").read_text() == "3\n"
@@ -73,11 +72,11 @@ def test_head_damage_is_recomputed_never_obeyed(store: MemoryStore, damage: str,
     assert event["event"] == "recovered" and event["fix"] == "head"
     sh(damage, store.root)  # again, under a handle opened before: its next commit builds on 3, not on HEAD
     assert commit(store) == 4 and published(store.root)[3] == before[3]
-    assert store.verify() == [] and ga("verify").returncode == 0
+    assert store.verify() == [] and ga_memory("verify").returncode == 0
 
 
 def assert_refused_until_repair(store: MemoryStore, *needles: str) -> None:
-    result = ga("verify")
+    result = ga_memory("verify")
     assert result.returncode == 2
     line = result.stderr.strip()
     assert "\n" not in line and "ga memory repair" in line, line
@@ -91,12 +90,12 @@ def assert_refused_until_repair(store: MemoryStore, *needles: str) -> None:
 
 def repair_then_clean(store: MemoryStore) -> str:
     frozen = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file() and "pins" not in p.parts}
-    dry = ga("repair", "--dry-run")
+    dry = ga_memory("repair", "--dry-run")
     assert dry.returncode == 0 and "would:" in dry.stdout, dry.stdout + dry.stderr
     assert {p: p.read_bytes() for p in frozen if p.exists()} == frozen  # the dry run changed nothing
-    done = ga("repair")
+    done = ga_memory("repair")
     assert done.returncode == 0 and "done:" in done.stdout and "repaired" in done.stdout, done.stdout + done.stderr
-    assert ga("verify").returncode == 0 and ga("verify", "--quick").returncode == 0
+    assert ga_memory("verify").returncode == 0 and ga_memory("verify", "--quick").returncode == 0
     assert MemoryStore(store.root).verify() == []
     return done.stdout
 
@@ -130,7 +129,7 @@ def test_a_file_changed_in_place_is_named_with_every_generation_sharing_it(store
     before = published(store.root)
     sh("chmod u+w generations/3/L3/b.md && echo injected >> generations/3/L3/b.md", store.root)
     assert store.diff(1, 3) == [("L3/a.md", "modified"), ("L3/b.md", "added")]  # diff goes by the manifests
-    full = ga("verify", "--json")
+    full = ga_memory("verify", "--json")
     assert full.returncode == 2
     problems = json.loads(full.stdout)["problems"]
     assert problems[0] == ("L3/b.md changed in place (its sha256 no longer matches the manifest); "
@@ -146,8 +145,8 @@ def test_a_pin_of_an_old_damaged_generation_refuses_but_head_still_commits(store
     with pytest.raises(GenerationDamaged, match="generation 1 .* damaged: L3/a.md"):
         store.snapshot(1)
     assert commit(store) == 4  # HEAD (3) does not share the damaged file
-    assert "quick" and ga("verify", "--quick").returncode == 0
-    assert ga("verify").returncode == 2
+    assert "quick" and ga_memory("verify", "--quick").returncode == 0
+    assert ga_memory("verify").returncode == 2
 
 
 def test_a_stray_generation_without_record_goes_to_quarantine(store: MemoryStore) -> None:
@@ -222,7 +221,7 @@ def test_an_unrestorable_change_is_taken_out_to_quarantine(store: MemoryStore) -
 def test_an_edited_log_is_left_for_a_backup_not_rewritten(store: MemoryStore) -> None:
     sh("sed -i 's/\"message\":\"b\"/\"message\":\"B\"/' log.jsonl", store.root)
     log_before = (store.root / "log.jsonl").read_bytes()
-    result = ga("repair")
+    result = ga_memory("repair")
     assert result.returncode == 2 and "restore log.jsonl from a backup" in result.stderr
     assert (store.root / "log.jsonl").read_bytes() == log_before and published(store.root)[3]
 

@@ -28,11 +28,6 @@ from memory_shared import (
 FACTS = "L2/facts.md"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return MemoryStore(tmp_path / "mem", create=True)
-
-
 def head_text(store: MemoryStore, rel: str) -> str | None:
     with store.snapshot() as snap:
         return snap.read(rel)

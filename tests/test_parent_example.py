@@ -3,25 +3,20 @@ whose code_run fans out one worker per file with orchestrator.fanout and adds up
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.ga_support import run_ga
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_parent_fans_out_from_code_run_and_answers_with_the_workers_results(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "configs" / "examples" / "data", tmp_path / "configs" / "examples" / "data")
-    # PYTHONPATH: `python -m` puts the cwd first, and its configs/ (the copied data) would shadow the package
-    env = {**os.environ, "GA_HOME": str(tmp_path / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           "PYTHONPATH": str(ROOT)}
-    env.pop("GA_MODEL", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", "run", "Count the words in the example files, one worker each",
-         "--model", f"scripted:{ROOT / 'configs/examples/scripts/parent.yaml'}", "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    env = {"GA_HOME": str(tmp_path / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "GA_MODEL": None}
+    done = run_ga("run", "Count the words in the example files, one worker each",
+                  "--model", f"scripted:{ROOT / 'configs/examples/scripts/parent.yaml'}", "--json",
+                  cwd=tmp_path, env=env, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     answer = result["answer"]

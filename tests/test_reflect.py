@@ -2,30 +2,22 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from configs import load_settings
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
+from tests.ga_support import GA, ga_env, invoke_ga
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "scripted:configs/examples/scripts/reflect_inbox.yaml"
-runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
-    """Worker run directories go to the test's tmp dir, not ./runs of the repository."""
-    monkeypatch.setenv("GA_FANOUT__RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def write(path: Path, text: str) -> Path:
@@ -50,8 +42,8 @@ def check():
         return None          # nothing to do on the first look
     return "Summarize the note inbox/todo.md in one line"
 """)
-    result = runner.invoke(app, ["reflect", str(trigger), "--model", MODEL, "--workdir", str(work), "--json",
-                                 "--max-cycles", "5"])
+    result = invoke_ga("reflect", str(trigger), "--model", MODEL, "--workdir", str(work), "--json",
+                       "--max-cycles", "5")
     assert result.exit_code == 0, result.output + result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["event"], r["cycle"], r["status"]) for r in records] == [("task", 2, "succeeded")]
@@ -126,7 +118,7 @@ BAD_TRIGGERS = [
 @pytest.mark.parametrize("body,where,fix", BAD_TRIGGERS, ids=[row[1] for row in BAD_TRIGGERS])
 def test_a_bad_trigger_file_is_one_line_naming_the_file_and_the_fix(tmp_path, body, where, fix):
     trigger = write(tmp_path / "bad.py", body)
-    result = runner.invoke(app, ["reflect", str(trigger), "--model", MODEL])
+    result = invoke_ga("reflect", str(trigger), "--model", MODEL)
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {trigger}"), result.stderr
@@ -136,15 +128,15 @@ def test_a_bad_trigger_file_is_one_line_naming_the_file_and_the_fix(tmp_path, bo
 
 
 def test_a_missing_trigger_file_is_one_line(tmp_path):
-    result = runner.invoke(app, ["reflect", str(tmp_path / "nope.py")])
+    result = invoke_ga("reflect", str(tmp_path / "nope.py"))
     assert result.exit_code == 2 and "no such reflect trigger file" in result.stderr
 
 
 def test_sigterm_stops_reflect_cleanly_between_checks(tmp_path, ga_home):
     trigger = write(tmp_path / "quiet.py", "INTERVAL = 60\ndef check():\n    return None\n")
-    env = {**os.environ, "GA_HOME": str(ga_home)}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "reflect", str(trigger), "--model", MODEL], cwd=REPO,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*GA, "reflect", str(trigger), "--model", MODEL], cwd=REPO,
+                               env=ga_env({"GA_HOME": str(ga_home)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
     for line in process.stderr:  # logged once the signal handlers are in place
         if "reflect_started" in line:
             break

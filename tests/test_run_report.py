@@ -8,12 +8,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from orchestrator import fanout
 from orchestrator.runview import load_run_view
 from tests.fanout_support import answer_task, read_jsonl, requests_for, start_server
+from tests.ga_support import invoke_ga
 from tests.test_fanout_faults import _kill_when_running, _sleeper
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -47,27 +46,25 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, P
     return root / "runs", run.run_id, root / "requests.jsonl"
 
 
-def _ga(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.output
-
-
 def test_runs_show_task_prints_the_conversation_with_attempts(finished_run) -> None:
     runs, run_id, _ = finished_run
-    code, out = _ga("runs", "show", run_id, "flaky", "--out", str(runs))
+    done = invoke_ga("runs", "show", run_id, "flaky", "--out", str(runs))
+    code, out = done.exit_code, done.output
     assert code == 0, out
     assert "attempt 1 on slot" in out and "retried" in out and "attempt 2 on slot" in out
     assert "flaky task" in out  # the task as the worker received it
     assert "code_run" in out and "time.sleep(2)" in out  # the call with its arguments
     assert "← ok, " in out and "slept" in out  # its result, with its size
     assert "turn 2" in out and " out · " in out  # per-turn tokens and seconds
-    code, out = _ga("runs", "show", run_id, "nope", "--out", str(runs))
+    done = invoke_ga("runs", "show", run_id, "nope", "--out", str(runs))
+    code, out = done.exit_code, done.output
     assert code == 2 and "has no task 'nope'" in out and "steady-1" in out
 
 
 def test_runs_show_task_json_replays_exactly_what_the_server_received(finished_run) -> None:
     runs, run_id, log_path = finished_run
-    code, out = _ga("runs", "show", run_id, "steady-2", "--out", str(runs), "--json")
+    done = invoke_ga("runs", "show", run_id, "steady-2", "--out", str(runs), "--json")
+    code, out = done.exit_code, done.output
     assert code == 0, out
     replayed = json.loads(out)
     served = [r["body"]["messages"] for r in requests_for(read_jsonl(log_path), "steady two")]
@@ -95,7 +92,8 @@ def test_report_page_in_chromium(finished_run, tmp_path: Path) -> None:
     from worker.web.chromium import CLOSED_NETWORK_FLAGS, find_chromium
 
     runs, run_id, _ = finished_run
-    code, out = _ga("runs", "report", run_id, "--runs-dir", str(runs), "--out", str(tmp_path))
+    done = invoke_ga("runs", "report", run_id, "--runs-dir", str(runs), "--out", str(tmp_path))
+    code, out = done.exit_code, done.output
     assert code == 0, out
     page_path, md = tmp_path / "report.html", (tmp_path / "report.md").read_text()
     assert "| broken | failed | 1 |" in md and "| flaky | succeeded | 2 |" in md and "## Failures by reason" in md
@@ -146,6 +144,7 @@ def test_report_of_a_run_still_in_progress(finished_run, tmp_path: Path) -> None
     view = load_run_view(tmp_path / "runs", run_id)
     assert view.status == "stopped" and view.finished is None
     assert {t.status for t in view.tasks} <= {"running", "queued"} and any(t.status == "running" for t in view.tasks)
-    code, out = _ga("runs", "report", str(copy))
+    done = invoke_ga("runs", "report", str(copy))
+    code, out = done.exit_code, done.output
     assert code == 0, out
     assert "running" in (copy / "report.md").read_text()

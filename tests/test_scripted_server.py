@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ga_support import GA, ga_env, run_ga
 from worker.llm_text import parse_tool_uses
 from worker.scripted import ScriptedServer, ScriptError, load_script
 
@@ -254,8 +254,8 @@ def test_shipped_example_scripts_are_valid():
 def test_ga_fake_llm_serves_until_interrupted(tmp_path):
     log = tmp_path / "log.jsonl"
     script = REPO / "configs" / "examples" / "scripts" / "hello.yaml"
-    process = subprocess.Popen([sys.executable, "-m", "cli", "fake-llm", "--script", str(script), "--port", "0", "--log", str(log)],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*GA, "fake-llm", "--script", str(script), "--port", "0", "--log", str(log)],
+                               cwd=REPO, env=ga_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
         url = line.split("scripted@")[1].split()[0]
@@ -271,8 +271,7 @@ def test_ga_fake_llm_serves_until_interrupted(tmp_path):
 def test_ga_fake_llm_bad_script_is_a_one_line_error(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("tasks: []\n")
-    done = subprocess.run([sys.executable, "-m", "cli", "fake-llm", "--script", str(bad), "--port", "0"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = run_ga("fake-llm", "--script", str(bad), "--port", "0", timeout=60)
     assert done.returncode == 2
     assert f"{bad}:1" in done.stderr and "tasks" in done.stderr
     assert "Traceback" not in done.stderr

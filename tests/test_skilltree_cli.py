@@ -1,8 +1,5 @@
 """`ga skills show | feedback | plan` through the real CLI (subprocess) on a real store."""
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,14 +11,9 @@ from skilltree.commit import commit_tree
 from skilltree.plan import read_plan
 from skilltree.tree import Skill, SkillTree, load
 from skilltree.vectors import ScoreVector
+from tests.ga_support import run_ga
 
-REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-def ga(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=120)
 
 
 def seeded_store(root: Path) -> MemoryStore:
@@ -42,11 +34,11 @@ def seeded_store(root: Path) -> MemoryStore:
 
 def test_show_prints_the_tree_and_json(ga_home):
     seeded_store(ga_home / "memory")
-    shown = ga("skills", "show")
+    shown = run_ga("skills", "show")
     assert shown.returncode == 0, shown.stderr
     assert "2 in 2 categories" in shown.stdout and "scrape tables (scrape-tables) · 1 uses" in shown.stdout
     assert "merge pdfs (merge-pdfs) · 6 uses" in shown.stdout and "weight history" in shown.stdout
-    data = json.loads(ga("skills", "show", "--json").stdout)
+    data = json.loads(run_ga("skills", "show", "--json").stdout)
     assert data["usage"] == {"scrape-tables": 1, "merge-pdfs": 6}
     assert data["weights"] == {"breadth": 0.3, "depth": 0.2, "utility": 0.3, "innovation": 0.2}
     assert set(data["categories"]) == {"web", "documents"} and data["generation"] == 1
@@ -54,12 +46,12 @@ def test_show_prints_the_tree_and_json(ga_home):
 
 def test_feedback_commits_adapted_weights_once(ga_home):
     store = seeded_store(ga_home / "memory")
-    early = ga("skills", "feedback", "--now", "2026-01-20T00:00:00+00:00")
+    early = run_ga("skills", "feedback", "--now", "2026-01-20T00:00:00+00:00")
     assert early.returncode == 0 and "no skill is due" in early.stdout
-    dry = json.loads(ga("skills", "feedback", "--dry-run", "--json", "--now", "2026-02-15").stdout)
+    dry = json.loads(run_ga("skills", "feedback", "--dry-run", "--json", "--now", "2026-02-15").stdout)
     assert dry["generation"] is None and len(dry["judged"]) == 2
     assert store.snapshot().generation == 1
-    done = ga("skills", "feedback", "--now", "2026-02-15")
+    done = run_ga("skills", "feedback", "--now", "2026-02-15")
     assert done.returncode == 0, done.stderr
     assert "committed generation 2" in done.stdout and "scrape-tables" in done.stdout
     tree = load(store.snapshot().path)
@@ -67,7 +59,7 @@ def test_feedback_commits_adapted_weights_once(ga_home):
     total = 0.33 + 0.2 + 0.27 + 0.2
     assert [round(v, 6) for v in tree.weights.values()] == [round(v / total, 6) for v in (0.33, 0.2, 0.27, 0.2)]
     assert len(tree.weight_history) == 1
-    again = ga("skills", "feedback", "--now", "2026-03-15")
+    again = run_ga("skills", "feedback", "--now", "2026-03-15")
     assert "no skill is due" in again.stdout and store.snapshot().generation == 2
 
 
@@ -82,10 +74,10 @@ def test_plan_with_the_scripted_model(tmp_path, ga_home):
         {"match": "Propose exactly", "turns": [{"content": json.dumps(tasks)}]},
         {"match": "You judge candidate", "turns": [{"content": json.dumps(judged)}]}]}))
     run_dir = tmp_path / "run"
-    result = ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(run_dir), "--candidates", "6")
+    result = run_ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(run_dir), "--candidates", "6")
     assert result.returncode == 0, result.stderr
     assert "4 of 6 candidates, 4 categories" in result.stdout
     plan = read_plan(run_dir / "plan.json")
     assert plan.categories_covered == 4 and plan.model_calls == 2 and plan.generation == 1
-    bad = ga("skills", "plan", "--model", "no-such-model", "--run-dir", str(run_dir))
+    bad = run_ga("skills", "plan", "--model", "no-such-model", "--run-dir", str(run_dir))
     assert bad.returncode == 2 and "unknown model 'no-such-model'" in bad.stderr

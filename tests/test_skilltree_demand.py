@@ -9,10 +9,11 @@ import pytest
 from configs.settings import PlannerSettings
 from skilltree.adapt import Band, adapt_weights, feedback, project
 from skilltree.demand import category_demand
-from skilltree.plan import build_plan, read_plan, write_plan
+from skilltree.plan import read_plan, score_and_select, write_plan
 from skilltree.scoring import Candidate, Judgement
 from skilltree.tree import Category, Skill, SkillTree
 from skilltree.vectors import INITIAL_WEIGHTS, ScoreVector, Weights
+from tests.ga_support import run_ga
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DEMAND = PlannerSettings(rule="demand")
@@ -61,8 +62,8 @@ SPEC = [("art", 9), ("art", 8), ("mail", 8), ("web", 5), ("web", 4), ("docs", 7)
 
 def test_without_use_the_rule_is_s6():
     tree = tree_with({"web": [60] * 3, "mail": [60] * 3, "art": [60], "docs": [60] * 2})
-    s6 = build_plan(tree, {}, *candidates(SPEC), batch_size=4, now=NOW)
-    demand = build_plan(tree, {}, *candidates(SPEC), batch_size=4, now=NOW, planner=DEMAND, recent={}, trend={})
+    s6 = score_and_select(tree, {}, *candidates(SPEC), batch_size=4, now=NOW)
+    demand = score_and_select(tree, {}, *candidates(SPEC), batch_size=4, now=NOW, planner=DEMAND, recent={}, trend={})
     assert [c.title for c in demand.selected] == [c.title for c in s6.selected]
     assert all(c.demand is None and c.planned is None for c in demand.candidates) and demand.demand == {}
     assert [c.score for c in demand.candidates] == [c.score for c in s6.candidates]
@@ -71,8 +72,9 @@ def test_without_use_the_rule_is_s6():
 def test_demand_steers_the_batch_to_used_categories_and_keeps_four_categories(tmp_path):
     tree = tree_with({"web": [60] * 3, "mail": [60] * 3, "art": [60], "docs": [60] * 2})
     recent = {f"web-{n}": 9 for n in range(3)}
-    s6 = build_plan(tree, recent, *candidates(SPEC), batch_size=4, now=NOW)
-    plan = build_plan(tree, recent, *candidates(SPEC), batch_size=4, now=NOW, planner=DEMAND, recent=recent, trend={})
+    s6 = score_and_select(tree, recent, *candidates(SPEC), batch_size=4, now=NOW)
+    plan = score_and_select(tree, recent, *candidates(SPEC), batch_size=4, now=NOW, planner=DEMAND, recent=recent,
+                            trend={})
     web = [c for c in plan.selected if c.category == "web"]
     assert not [c for c in s6.selected if c.category == "web"] and web  # §6 leaves the used category out
     assert plan.categories_covered == 4 == s6.categories_covered
@@ -90,7 +92,8 @@ def test_selection_covers_min_4_available_under_demand(seed):
     tree = tree_with({name: [rng.uniform(1, 90) for _ in range(rng.randint(0, 4))] for name in names})
     recent = {sid: rng.randint(0, 20) for sid in tree.skills}
     spec = [(rng.choice(names + ["new"]), rng.randint(1, 10)) for _ in range(rng.randint(1, 12))]
-    plan = build_plan(tree, recent, *candidates(spec), batch_size=4, now=NOW, planner=DEMAND, recent=recent, trend=recent)
+    plan = score_and_select(tree, recent, *candidates(spec), batch_size=4, now=NOW, planner=DEMAND, recent=recent,
+                            trend=recent)
     available = len({c.category for c in plan.candidates})
     assert plan.categories_covered >= min(4, available, len(plan.candidates))
     assert all(0 <= (c.demand or 0) <= 10 for c in plan.candidates)
@@ -134,16 +137,6 @@ def test_planner_settings_are_validated():
     assert PlannerSettings().rule == "demand"
 
 
-def _ga(*args: str, **env: str):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=Path(__file__).resolve().parents[1],
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **env}, timeout=120)
-
-
 def test_the_cli_plans_with_the_configured_rule(tmp_path, ga_home):
     """`ga skills plan` reads planner.rule: demand (default) follows the access log, s6 does not."""
     import json
@@ -170,12 +163,12 @@ def test_the_cli_plans_with_the_configured_rule(tmp_path, ga_home):
     plans = {}
     for rule in ("demand", "s6"):
         env = {"GA_PLANNER__RULE": rule} if rule == "s6" else {}
-        result = _ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(tmp_path / rule),
-                     "--candidates", "7", "--now", NOW.isoformat(), **env)
+        result = run_ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(tmp_path / rule),
+                        "--candidates", "7", "--now", NOW.isoformat(), env=env)
         assert result.returncode == 0, result.stderr
         plans[rule] = read_plan(tmp_path / rule / "plan.json")
     assert plans["demand"].rule == "demand" and plans["demand"].demand["web"].uses == 30
     assert plans["s6"].rule == "s6" and plans["s6"].demand == {}
     assert "web" in {c.category for c in plans["demand"].selected} - {c.category for c in plans["s6"].selected}
-    bad = _ga("skills", "plan", "--model", f"scripted:{script}", GA_PLANNER__RULE="bandit")
+    bad = run_ga("skills", "plan", "--model", f"scripted:{script}", env={"GA_PLANNER__RULE": "bandit"})
     assert bad.returncode == 2 and "planner" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

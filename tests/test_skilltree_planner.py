@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 import pytest
 
 from skilltree.plan import read_plan
-from skilltree.planner import parse_json_array, plan
+from skilltree.planner import parse_json_array, plan_exploration
 from skilltree.tree import Category, Skill, SkillTree
 from worker.llm import LLMClient
 from worker.models import ModelConfig
@@ -49,7 +49,8 @@ def test_plan_scores_every_candidate_and_covers_four_categories(tmp_path):
     turns = script([{"content": "Here you go:\n```json\n" + json.dumps(GOOD) + "\n```"}],
                    [{"content": json.dumps({"judgements": JUDGED})}])
     with ScriptedServer(turns) as server:
-        result = plan(client(server), tree(), {"web-0": 3}, now=NOW, candidates=6, batch_size=4, run_dir=tmp_path)
+        result = plan_exploration(client(server), tree(), {"web-0": 3}, now=NOW, candidates=6, batch_size=4,
+                                  run_dir=tmp_path)
         sent = list(server.requests)
     assert len(sent) == 2 and result.model_calls == 2 and result.tokens > 0
     assert "web (5): web-0 x3" in sent[0]["messages"][0]["content"]        # the tree summary went into the prompt
@@ -70,7 +71,7 @@ def test_invalid_json_is_retried_once_then_used(tmp_path):
     turns = script([{"content": "I think you should learn PDFs."}, {"content": json.dumps(GOOD)}],
                    [{"content": json.dumps(JUDGED)}])
     with ScriptedServer(turns) as server:
-        result = plan(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
+        result = plan_exploration(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
         sent = list(server.requests)
     assert len(sent) == 3
     retry = sent[1]["messages"]
@@ -82,7 +83,7 @@ def test_invalid_json_is_retried_once_then_used(tmp_path):
 def test_invalid_twice_is_dropped_with_a_log_line(tmp_path, capsys):
     turns = script([{"content": "no json"}, {"content": "still no json ["}], [{"content": "[]"}])
     with ScriptedServer(turns) as server:
-        result = plan(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
+        result = plan_exploration(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
         sent = list(server.requests)
     assert len(sent) == 2  # two proposals, no judge call for nothing
     assert result.candidates == [] and result.selected == []
@@ -98,7 +99,7 @@ def test_invalid_items_and_judgements_are_dropped_after_one_retry(tmp_path):
     turns = script([{"content": json.dumps(bad)}, {"content": json.dumps(bad)}],
                    [{"content": json.dumps(judged_bad)}, {"content": json.dumps(judged_bad)}])
     with ScriptedServer(turns) as server:
-        result = plan(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
+        result = plan_exploration(client(server), tree(), {}, now=NOW, candidates=6, run_dir=tmp_path)
         sent = list(server.requests)
     assert len(sent) == 4
     reasons = [(d.stage, d.reason) for d in result.dropped]

@@ -4,13 +4,10 @@ text checked for overlap and cut labels through element bounding boxes, and scre
 import os
 import random
 import struct
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
@@ -18,6 +15,7 @@ from skilltree.commands import run_feedback
 from skilltree.commit import commit_tree
 from skilltree.reports import ExplorationReport, render
 from skilltree.synthetic import synthetic_tree
+from tests.ga_support import invoke_ga, run_ga
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -70,11 +68,6 @@ LAYOUT_PROBLEMS = """() => {
   }
   return problems;
 }"""
-
-
-def ga(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=os.environ.copy(), timeout=300)
 
 
 def populate(root: Path, skills: int) -> tuple[int, int]:
@@ -168,7 +161,7 @@ def colours_have_one_meaning(html: str) -> None:
 def test_a_1000_skill_tree_renders_without_overlap_or_cut_labels(tmp_path, ga_home, browser):
     n_skills, n_unverified = populate(ga_home / "memory", 1000)
     out = tmp_path / "report"
-    result = ga("skills", "report", "--out", str(out), "--now", NOW.isoformat(), "--runs", str(tmp_path))
+    result = run_ga("skills", "report", "--out", str(out), "--now", NOW.isoformat(), "--runs", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert f"wrote {out / 'report.html'}" in result.stdout
 
@@ -228,7 +221,7 @@ def test_a_1000_skill_tree_renders_without_overlap_or_cut_labels(tmp_path, ga_ho
 def test_an_empty_store_renders_with_panels_that_shrink(tmp_path, ga_home, browser):
     MemoryStore(ga_home / "memory", create=True)
     out = tmp_path / "empty"
-    assert ga("skills", "report", "--out", str(out), "--runs", str(tmp_path)).returncode == 0
+    assert run_ga("skills", "report", "--out", str(out), "--runs", str(tmp_path)).returncode == 0
     md = (out / "report.md").read_text()
     assert "No skills yet." in md and "No plan yet." in md and "None yet." in md
     page, errors, _ = open_page(browser, out / "report.html", tmp_path / "report-empty.png")
@@ -247,15 +240,13 @@ def test_an_empty_store_renders_with_panels_that_shrink(tmp_path, ga_home, brows
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.timeout(600)
 def test_the_exploration_cycles_tree_shows_its_plan_failures_and_files(tmp_path, ga_home, browser):
-    from cli import app
-
     runs = tmp_path / "runs"
     script = REPO / "configs" / "examples" / "scripts" / "explore.yaml"
-    cycle = CliRunner().invoke(app, ["explore", "--once", "--model", f"scripted:{script}", "--batch", "5",
-                                     "--out", str(runs), "--json"])
+    cycle = invoke_ga("explore", "--once", "--model", f"scripted:{script}", "--batch", "5",
+                      "--out", str(runs), "--json")
     assert cycle.exit_code == 0, cycle.output
     out = tmp_path / "report"
-    result = ga("skills", "report", "--out", str(out), "--runs", str(runs))
+    result = run_ga("skills", "report", "--out", str(out), "--runs", str(runs))
     assert result.returncode == 0, result.stderr
 
     md = (out / "report.md").read_text()
@@ -286,17 +277,17 @@ def test_the_exploration_cycles_tree_shows_its_plan_failures_and_files(tmp_path,
 
 
 def test_report_errors_are_one_line(tmp_path, ga_home):
-    result = ga("skills", "report", "--out", str(tmp_path / "x"))
+    result = run_ga("skills", "report", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "no memory store at" in result.stderr and "ga memory init" in result.stderr
     MemoryStore(ga_home / "memory", create=True)
-    result = ga("skills", "report", "--reports", str(tmp_path / "missing"))
+    result = run_ga("skills", "report", "--reports", str(tmp_path / "missing"))
     assert result.returncode == 2 and "--reports" in result.stderr and "no such directory" in result.stderr
-    result = ga("skills", "report", "--runs", str(tmp_path / "missing"))
+    result = run_ga("skills", "report", "--runs", str(tmp_path / "missing"))
     assert result.returncode == 2 and "--runs" in result.stderr and "no such directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     broken = tmp_path / "runs" / "r1"
     broken.mkdir(parents=True)
     (broken / "explore.json").write_text("{not json")
-    result = ga("skills", "report", "--out", str(tmp_path / "y"), "--runs", str(tmp_path / "runs"))
+    result = run_ga("skills", "report", "--out", str(tmp_path / "y"), "--runs", str(tmp_path / "runs"))
     assert result.returncode == 0 and (tmp_path / "y" / "report.html").is_file()  # a broken run is skipped
     assert "report.run_skipped" in result.stderr and str(broken / "explore.json") in result.stderr

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from skilltree.plan import build_plan, read_plan, write_plan
+from skilltree.plan import read_plan, score_and_select, write_plan
 from skilltree.scoring import Candidate, Judgement, ScoredCandidate
 from skilltree.selection import categories_covered, rank_key, select_batch, top_k
 from skilltree.tree import SkillTree
@@ -90,11 +90,11 @@ def test_selection_is_optimal_against_brute_force(seed):
     assert sum(i.score for i in batch) == pytest.approx(best)
 
 
-def test_build_plan_scores_everything_and_round_trips(tmp_path):
+def test_score_and_select_scores_everything_and_round_trips(tmp_path):
     cands = [Candidate(title=f"task {n}", category=cat, target_skill="s", description="d")
              for n, cat in enumerate(["web", "web", "web", "web", "docs", "data", "ops"])]
     judged = [Judgement(utility=10 - n, innovation=5) for n in range(len(cands))]
-    plan = build_plan(SkillTree(), {}, cands, judged, batch_size=4, now=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    plan = score_and_select(SkillTree(), {}, cands, judged, batch_size=4, now=datetime(2026, 5, 1, tzinfo=timezone.utc))
     assert len(plan.candidates) == 7
     assert plan.categories_covered == 4
     assert {s.category for s in plan.selected} == {"web", "docs", "data", "ops"}
@@ -106,7 +106,7 @@ def test_build_plan_scores_everything_and_round_trips(tmp_path):
     assert again.candidates[0].vector.breadth == 10.0
 
 
-def test_build_plan_rejects_mismatched_judgements():
+def test_score_and_select_rejects_mismatched_judgements():
     with pytest.raises(ValueError):
-        build_plan(SkillTree(), {}, [Candidate(title="abc", category="a", target_skill="s", description="d")], [],
+        score_and_select(SkillTree(), {}, [Candidate(title="abc", category="a", target_skill="s", description="d")], [],
                    batch_size=4, now=datetime(2026, 1, 1, tzinfo=timezone.utc))

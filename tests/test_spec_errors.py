@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
+from tests.ga_support import invoke_ga, run_ga
 
 FILES = sorted((Path(__file__).parent / "spec_errors").glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (\d+): (.+)$")
@@ -24,7 +23,7 @@ def test_there_are_twenty() -> None:
 def test_malformed_tasks_file_gives_its_one_line_error_and_starts_nothing(path: Path, tmp_path: Path) -> None:
     line, text = EXPECT.match(path.read_text().splitlines()[0]).groups()
     runs = tmp_path / "runs"
-    result = CliRunner().invoke(app, ["fanout", str(path), "--out", str(runs)])
+    result = invoke_ga("fanout", str(path), "--out", str(runs))
     errors = [out for out in result.output.splitlines() if out.strip()]
     assert result.exit_code == 2, result.output
     assert len(errors) == 1, result.output
@@ -36,7 +35,7 @@ def test_malformed_tasks_file_gives_its_one_line_error_and_starts_nothing(path: 
 def test_dry_run_prints_the_plan_with_a_cost_bound_and_starts_nothing(tmp_path: Path) -> None:
     quickstart = Path(__file__).resolve().parents[1] / "configs" / "examples" / "quickstart.yaml"
     runs = tmp_path / "runs"
-    result = CliRunner().invoke(app, ["fanout", str(quickstart), "--dry-run", "--json", "--out", str(runs)])
+    result = invoke_ga("fanout", str(quickstart), "--dry-run", "--json", "--out", str(runs))
     assert result.exit_code == 0, result.output
     import json
 
@@ -47,14 +46,10 @@ def test_dry_run_prints_the_plan_with_a_cost_bound_and_starts_nothing(tmp_path: 
 
 
 def test_an_address_where_nothing_answers_is_a_one_line_error(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[1]
     runs = tmp_path / "runs"
-    proc = subprocess.run([sys.executable, "-m", "cli", "fanout", str(root / "configs" / "examples" / "quickstart.yaml"),
-                           "--address", "127.0.0.1:1", "--out", str(runs)], capture_output=True, text=True, cwd=root,
-                          timeout=120)
+    proc = run_ga("fanout", str(root / "configs" / "examples" / "quickstart.yaml"), "--address", "127.0.0.1:1",
+                  "--out", str(runs), cwd=root, timeout=120)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and len(errors) == 1
     assert "127.0.0.1:1" in errors[0] and "check --address" in errors[0]

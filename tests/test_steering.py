@@ -7,11 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from orchestrator import fanout
 from tests.fanout_support import answer_task, ledger, read_jsonl, requests_for, start_server
+from tests.ga_support import invoke_ga
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -49,9 +48,9 @@ def test_tell_reaches_the_next_request_stop_ends_one_task_and_resume_runs_it(tmp
     def steer() -> None:
         run_id, _ = _beat(runs, "short")
         _beat(runs, "long")
-        said["tell"] = CliRunner().invoke(app, ["runs", "tell", run_id, "short", "the port is 8123", "--out", str(runs)])
-        said["stop"] = CliRunner().invoke(app, ["runs", "stop", run_id, "long", "--out", str(runs)])
-        said["late"] = CliRunner().invoke(app, ["runs", "tell", run_id, "long", "too late", "--out", str(runs)])
+        said["tell"] = invoke_ga("runs", "tell", run_id, "short", "the port is 8123", "--out", str(runs))
+        said["stop"] = invoke_ga("runs", "stop", run_id, "long", "--out", str(runs))
+        said["late"] = invoke_ga("runs", "tell", run_id, "long", "too late", "--out", str(runs))
 
     helper = threading.Thread(target=steer)
     helper.start()
@@ -90,7 +89,7 @@ def test_steering_a_run_that_is_not_running_is_one_line(tmp_path: Path) -> None:
     finally:
         server.stop()
     for args in (["tell", run.run_id, "q", "hello"], ["stop", run.run_id, "q"], ["stop", run.run_id]):
-        result = CliRunner().invoke(app, ["runs", *args, "--out", str(tmp_path / "runs")])
+        result = invoke_ga("runs", *args, "--out", str(tmp_path / "runs"))
         assert result.exit_code == 2 and "is not running" in result.output, result.output
-    missing = CliRunner().invoke(app, ["runs", "tell", "nope", "q", "hi", "--out", str(tmp_path / "runs")])
+    missing = invoke_ga("runs", "tell", "nope", "q", "hi", "--out", str(tmp_path / "runs"))
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output

@@ -4,14 +4,12 @@ fan-out workers use, does not)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from configs import load_settings
+from tests.ga_support import run_ga
 from worker.llm import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
@@ -81,9 +79,8 @@ def test_ga_run_streams_its_turns(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
     (tmp_path / "a.txt").write_text("alpha\n" * 10)
     with ScriptedServer(SCRIPT, log_path=log) as server:
-        env = {**os.environ, "GA_HOME": str(tmp_path / "home")}
-        done = subprocess.run([sys.executable, "-m", "cli", "run", "stream it", "--model", f"scripted@{server.base_url}"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = run_ga("run", "stream it", "--model", f"scripted@{server.base_url}", cwd=tmp_path,
+                      env={"GA_HOME": str(tmp_path / "home")}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count(LONG) == 1  # streamed, and not printed a second time
     assert "Reading both files first." in done.stdout

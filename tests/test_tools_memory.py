@@ -14,8 +14,8 @@ SOP = "---\nname: fetch\ncategory: data\ndescription: fetch a file\ncreated: 202
 
 
 @pytest.fixture
-def store(tmp_path):
-    store = MemoryStore(tmp_path / "memory", create=True)
+def store(store):
+    """The shared empty store, seeded with the files the tools read."""
     with store.transaction(message="seed", author="test") as txn:
         txn.write("L2/facts.md", FACTS)
         txn.write("L3/data/fetch.md", SOP)

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
-from memory_shared import MemoryStore
 from worker import Worker
 from worker.history import replay
 from worker.llm import LLMClient
@@ -26,11 +25,6 @@ def raw_call(name: str, arguments: str) -> dict:
 @pytest.fixture
 def settings(tmp_path):
     return load_settings({"worker.max_turns": 30}, user_file=tmp_path / "none", project_file=tmp_path / "none")
-
-
-@pytest.fixture
-def store(tmp_path):
-    return MemoryStore(tmp_path / "memory", create=True)
 
 
 def run_script(tmp_path: Path, settings, turns: list[dict], store=None, task="do the task", **worker_args):
