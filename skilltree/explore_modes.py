@@ -6,12 +6,17 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from configs import Settings
+from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import local_now
 from orchestrator.triggers.stopping import stop_on_signals
-from skilltree.daemon import Caps, DaemonSummary, count_end, count_start, run_daemon
-from skilltree.explore import CycleResult, ExploreError, run_cycle
+from skilltree.daemon import Caps, DaemonBusy, DaemonSummary, count_end, count_start, run_daemon
+from skilltree.explore import CycleResult, ExploreError, consolidate_run, resume_cycle, run_cycle
+from skilltree.tree import SkillTreeError
 
 MODES = ("--once", "--when-idle", "--resume", "--consolidate")
+USER_ERRORS = (ExploreError, MemoryStoreError, SkillTreeError, DaemonBusy)  # one line each, exit 2
+__all__ = ["MODES", "USER_ERRORS", "ExploreError", "consolidate_run", "explore_once", "explore_when_idle",
+           "pick_mode", "resume_cycle"]
 
 
 def pick_mode(once: bool, when_idle: Optional[str], resume: Optional[str], consolidate: Optional[str]) -> str:

@@ -1,7 +1,7 @@
 """`ga fake-llm`, `ga sessions ...`, and the turn-by-turn display `ga run` and `ga chat` share.
 
-Modules that load the agent loop (worker.agent: the tools, playwright) are imported inside the command
-that runs it, so that `ga --help` does not pay for them.
+Modules that load the agent loop (worker.agent: the tools, playwright) or the scripted server (~25 ms)
+are imported inside the command that runs them, so that `ga --help` does not pay for them.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from rich.prompt import Prompt
 from configs import Settings
 from configs.clikit import console, emit_json, fail, settings
 from worker.models import ModelConfigError, resolve_model
-from worker.scripted import ScriptedServer, ScriptError
 
 commands = typer.Typer()
 sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and `ga chat`: list them; continue one "
@@ -45,6 +44,8 @@ def fake_llm(
     log: Optional[Path] = typer.Option(None, "--log", help="Append every request received to this JSONL file"),
 ) -> None:
     """Serve the scripted OpenAI-compatible model on 127.0.0.1 until Ctrl-C."""
+    from worker.scripted import ScriptedServer, ScriptError  # see the module's docstring
+
     try:
         server = ScriptedServer(script, port=port, log_path=log, keep=0)
         url = server.start()
