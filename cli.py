@@ -51,7 +51,7 @@ app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
 for package_commands in (orchestrator_commands.commands, worker_commands.commands, trigger_commands.commands,
                          explore_commands.commands):
-    app.add_typer(package_commands)
+    app.registered_commands += package_commands.registered_commands  # older Typer drops a nameless add_typer
 app.add_typer(memory_app, name="memory")
 app.add_typer(worker_commands.sessions_app, name="sessions")
 app.add_typer(runs_app, name="runs")
