@@ -62,9 +62,9 @@ def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp
                                 "limit": 0, "unfinished": 0}
     assert (run.status, run.exit_code) == ("failed", 1)
 
-    from cli import _print_run
+    from orchestrator.commands import print_run
 
-    _print_run(run)
+    print_run(run)
     shown = capsys.readouterr().out
     assert "1/4 succeeded, 2 unverified, 1 failed, 0 unfinished" in shown
     assert "reduce (unverified)" in shown

@@ -1,5 +1,20 @@
 """One isolated GenericAgent worker: the loop, the model client, the tools, context control."""
-from worker.agent import Worker
-from worker.types import Usage, WorkerResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from worker.agent import Worker
+    from worker.types import Usage, WorkerResult
 
 __all__ = ["Usage", "Worker", "WorkerResult"]
+# Loaded on first use: worker.agent pulls the tools (playwright, ~0.1 s) that `ga --help` and the
+# light modules of this package (types, models, sessions) never need.
+_HOMES = {"Worker": "worker.agent", "Usage": "worker.types", "WorkerResult": "worker.types"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'worker' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -1,0 +1,70 @@
+"""What every `ga` command module shares: the consoles, one-line errors, JSON output, this invocation's settings.
+
+The root callback (cli.main) puts an `Invocation` in Typer's context (ctx.obj, inherited by each command's
+context); `settings(ctx)` layers its global flags under a command's own flags, so nothing global survives
+from one invocation to the next.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from configs.settings import ConfigError, Settings, load_settings
+
+console = Console()
+err_console = Console(stderr=True)
+NOW_HELP = "Pretend it is this ISO time (for tests and replays)"
+
+
+@dataclass
+class Invocation:
+    """The global flags of one `ga` invocation (`--log-level`, `--log-json`, `--home`) as settings overrides."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def invocation(ctx: typer.Context) -> Invocation:
+    """The Invocation the root callback stored in ctx.obj (an empty one for a command run on its own)."""
+    return ctx.obj if isinstance(ctx.obj, Invocation) else Invocation()
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """A user-caused error: one line, no traceback."""
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True, soft_wrap=True)  # never wrapped
+    raise typer.Exit(code)
+
+
+def fail_lines(text: str, code: int = 2) -> NoReturn:
+    """Every problem on its own `error:` line (a tasks file can have several)."""
+    for line in [line for line in str(text).splitlines() if line.strip()] or ["unknown error"]:
+        err_console.print("[red]error:[/red]", Text(line), highlight=False, soft_wrap=True)  # never wrapped
+    raise typer.Exit(code)
+
+
+def settings(ctx: typer.Context, **flags: Any) -> Settings:
+    """This invocation's settings: defaults, config files, environment, global flags, then `flags`."""
+    try:
+        return load_settings({**invocation(ctx).overrides, **flags})
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def emit_json_line(record: dict) -> None:
+    """One record as one JSON line, flushed (the daemons' --json output)."""
+    sys.stdout.write(json.dumps(record, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def must_be_dir(flag: str, path: Optional[Any]) -> None:
+    if path is not None and not path.is_dir():
+        fail(f"{flag} {path}: not a directory; create it or pass an existing one")

@@ -1,0 +1,177 @@
+"""`ga fanout`, `ga run` and `ga chat`: the commands that put workers to work for a person.
+
+Each is a user job (orchestrator.triggers.activity) that `ga explore --when-idle` waits for. Modules that
+load the agent loop (worker.agent: the tools, playwright) are imported inside the command that runs it,
+so that `ga --help` does not pay for them; Ray is imported by the fan-out itself when it starts.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from configs.clikit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, settings
+from configs.logs import setup_logging
+from orchestrator import FanoutError
+from orchestrator import dry_run as plan_only
+from orchestrator import fanout as run_fanout
+from orchestrator.display import status_counts, status_style
+from orchestrator.runview import runs_of_session
+from orchestrator.triggers.activity import user_job
+from worker.commands import ask_person, text_stream, turn_printer
+from worker.models import ModelConfigError
+
+commands = typer.Typer()
+
+
+@commands.command()
+def run(
+    ctx: typer.Context,
+    task: str = typer.Argument(..., help="What the agent should do"),
+    model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+    max_turns: Optional[int] = typer.Option(None, help="Stop after this many turns"),
+    workdir: Optional[Path] = typer.Option(None, help="The worker's directory (default: current directory)"),
+    continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`): "
+                                                   "TASK is a follow-up in that conversation"),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+) -> None:
+    """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
+    from worker.oneshot import run_one  # the agent loop: see the module's docstring
+    from worker.sessions import SessionError
+
+    current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
+    must_be_dir("--workdir", workdir)
+    interactive = sys.stdin.isatty() and not as_json
+    stream = None if as_json else text_stream()
+    try:
+        with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
+            result = run_one(task, current, model_name=model, workdir=workdir, interactive=interactive, ask=ask_person,
+                             on_turn=None if as_json else turn_printer(stream), continue_session=continue_session,
+                             on_text=stream)
+    except (ModelConfigError, SessionError) as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        streamed = stream is not None and stream.close()
+        style = status_style(result.status)
+        console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
+                      + (f" ({escape(result.reason)})" if result.reason else ""))
+        if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
+            console.print(result.answer, markup=False)
+    raise typer.Exit(0 if result.status == "succeeded" else 1)  # unverified too: fail closed
+
+
+@commands.command()
+def chat(
+    ctx: typer.Context,
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id, or `last`"),
+    model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+) -> None:
+    """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
+    from worker.chat import Chat  # the agent loop: see the module's docstring
+    from worker.sessions import SessionError, find
+
+    current = settings(ctx, **{"worker.model": model})
+    if invocation(ctx).overrides.get("log.level") is None:  # a conversation, not a log: only warnings unless asked
+        setup_logging("warning", current.log.json_file)
+    try:
+        session = find(current, None if resume == "last" else resume) if resume else None
+    except SessionError as exc:
+        fail(str(exc))
+    stream = text_stream()
+    Chat(current, console, session, model, show_turn=turn_printer(stream), stream=stream,
+         list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id)).loop()
+
+
+@commands.command()
+def fanout(
+    ctx: typer.Context,
+    file: Path = typer.Argument(..., help="Tasks file (see configs/examples/quickstart.yaml)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
+    address: Optional[str] = typer.Option(None, "--address", help="run on Ray: auto (a `ray start` cluster), local (a private Ray), "
+                                           "HOST:PORT or ray://HOST:PORT; without it, workers are threads of this process"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded plan with a cost upper bound; start nothing"),
+    as_json: bool = typer.Option(False, "--json", help="Print a compact JSON result (for a parent agent's code_run)"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of each endpoint"),
+    executor: Optional[str] = typer.Option(None, "--executor", help="local (threads of this process), ray, or auto "
+                                            "(the default: ray when an address is given); fanout.executor"),
+) -> None:
+    """Run every task of FILE on a pool of workers (in this process, or on Ray), then its reduce step."""
+    current = settings(ctx, **{"fanout.executor": executor})
+    if retry_failed and not resume:
+        fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
+    try:
+        if dry_run:
+            plan = plan_only(file, current)
+            emit_json(plan) if as_json else print_plan(plan)
+            return
+        # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
+        nested = bool(int(os.environ.get("GA_DEPTH") or 0))
+        with nullcontext() if nested else user_job(current.home_dir, "fanout"):  # explore --when-idle waits
+            result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
+                                out=out, settings=current, display="quiet" if as_json else None,
+                                preflight=not no_preflight)
+    except FanoutError as exc:
+        fail_lines(str(exc))
+    except KeyboardInterrupt:
+        err_console.print("interrupted before the run started; nothing ran")
+        raise typer.Exit(130) from None
+    if as_json:
+        emit_json(result.compact())
+    else:
+        print_run(result)
+    raise typer.Exit(result.exit_code)
+
+
+def print_plan(plan: dict) -> None:
+    table = Table(title=f"{plan['name']}: {len(plan['tasks'])} task(s), {plan['concurrency']} at once, "
+                        f"{plan['retries']} retries", title_justify="left")
+    for column in ("id", "model", "turns", "timeout", "inputs", "max cost", "prompt"):
+        table.add_column(column, overflow="fold")
+    for row in plan["tasks"]:
+        cost = "?" if row["max_cost"] is None else f"${row['max_cost']:.4f}"
+        prompt = row["prompt"].replace("\n", " ")
+        model = str(row["model"])
+        model = f"scripted:{Path(model[9:]).name}" if model.startswith("scripted:") else model
+        table.add_row(row["id"], model, str(row["max_turns"]), str(row["timeout"] or "-"),
+                      ", ".join(row["inputs"]) or "-", cost, prompt[:70] + ("…" if len(prompt) > 70 else ""))
+    console.print(table)
+    total = plan["total_max_cost"]
+    budget = plan["budget"]
+    console.print(f"upper bound on cost: {'?' if total is None else f'${total:.4f}'}"
+                  + (f" (budget: {budget['tokens'] or '-'} tokens, ${budget['cost'] or '-'})" if any(budget.values()) else "")
+                  + (f"; then reduce → reduce/{plan['reduce']['output']}" if plan["reduce"] else ""), highlight=False)
+
+
+def print_run(result: Any) -> None:
+    summary = result.summary
+    table = Table(title=f"run {result.run_id}: {result.status}", title_justify="left")
+    for column in ("task", "status", "turns", "tokens", "cost", "answer / reason"):
+        table.add_column(column, overflow="fold")
+    for row in result.results:
+        usage = row.get("usage_with_nested") or row.get("usage") or {}
+        text = row.get("answer") if row["status"] == "succeeded" else row.get("reason")
+        text = " ".join(str(text or "").split())
+        style = status_style(row["status"])
+        table.add_row(row["task_id"], f"[{style}]{row['status']}[/{style}]", str(row.get("turns", "")),
+                      f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", text[:80] + ("…" if len(text) > 80 else ""))
+    console.print(table)
+    tasks, usage = summary["tasks"], summary["usage"]
+    console.print(f"{status_counts(tasks)} · {usage['total']:,} tokens ({usage['cached']:,} cached) · "
+                  f"${usage['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
+    if summary.get("stop_note"):
+        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    if result.reduce:
+        console.print(f"reduce ({result.reduce['status']}) → {result.reduce['path']}", highlight=False)
+        console.print(result.reduce.get("answer") or result.reduce.get("reason", ""), highlight=False, markup=False)
+    console.print(f"run directory: {result.run_dir}", highlight=False)

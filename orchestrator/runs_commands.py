@@ -1,0 +1,179 @@
+"""`ga runs ...`: list, show, report and tail fan-out runs; tell or stop a running task."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from configs.clikit import console, emit_json, fail, settings
+from orchestrator.display import status_counts
+from orchestrator.fanout import load_run
+from orchestrator.ledger import RunDir, list_runs, read_jsonl
+from orchestrator.report import write_report
+from orchestrator.runshow import print_conversation
+from orchestrator.runview import load_run_view, replayed_requests
+from orchestrator.steer import SteerError, stop, tell
+
+runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
+
+
+def _runs_dir(ctx: typer.Context, out: Optional[Path]) -> Path:
+    return out or Path(settings(ctx).fanout.runs_dir)
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Runs under the runs directory, newest first."""
+    rows = list_runs(_runs_dir(ctx, out))
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print(f"no runs in {_runs_dir(ctx, out)}")
+        return
+    table = Table()
+    for column in ("run", "status", "finished/total", "failed", "unverified", "tokens", "cost"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
+                      str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    task_id: Optional[str] = typer.Argument(None, help="A task id (or `reduce`): show its conversation turn by turn"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (with TASK: the requests as the model received them)"),
+) -> None:
+    """A run's summary, its results and the ledger's latest events; with TASK, that task's conversation."""
+    if task_id is not None:
+        _show_task(_runs_dir(ctx, out), run_id, task_id, as_json)
+        return
+    try:
+        data = load_run(_runs_dir(ctx, out), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(data)
+        return
+    summary = data["summary"] or {}
+    console.print(f"run {data['run_id']} ({data['path']}): {summary.get('status', 'running or stopped hard')}", highlight=False)
+    if summary:
+        t, u = summary["tasks"], summary["usage"]
+        console.print(f"{status_counts(t)} · {u['total']:,} tokens · "
+                      f"${u['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
+        if summary.get("stop_note"):
+            console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    table = Table()
+    for column in ("task", "status", "attempt", "turns", "tokens", "answer / reason"):
+        table.add_column(column, overflow="fold")
+    for row in data["results"]:
+        text = " ".join(str((row.get("answer") if row["status"] == "succeeded" else row.get("reason")) or "").split())
+        table.add_row(row["task_id"], row["status"], str(row.get("attempt", "")), str(row.get("turns", "")),
+                      f"{(row.get('usage_with_nested') or row.get('usage') or {}).get('total', 0):,}", text[:80])
+    console.print(table)
+
+
+def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:
+    try:
+        view = load_run_view(runs_dir, run_id)
+        view.task(task_id)
+    except (FileNotFoundError, KeyError) as exc:
+        fail(str(exc).strip("'\""))
+    if as_json:
+        emit_json(replayed_requests(view.history_path(task_id)))
+    else:
+        print_conversation(console, view, task_id)
+
+
+@runs_app.command("report")
+def runs_report(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and report.md (default: the run's)"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """One self-contained HTML page (timeline, tokens and cost, failures, every conversation) and report.md."""
+    try:
+        view = load_run_view(_runs_dir(ctx, runs_dir), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    try:
+        paths = write_report(view, out or view.path)
+    except OSError as exc:
+        fail(f"cannot write the report to {out or view.path}: {exc.strerror or exc}; choose another --out")
+    console.print(f"report: {paths[0]}\n        {paths[1]}", highlight=False)
+
+
+@runs_app.command("tell")
+def runs_tell(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    task_id: str = typer.Argument(..., help="The running task"),
+    message: str = typer.Argument(..., help="What the task should know: added to its next request"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """Tell a running task something it missed (recorded in its history and the run's ledger)."""
+    try:
+        tell(run_id, task_id, message, out)
+    except SteerError as exc:
+        fail(str(exc))
+    console.print(f"told {task_id}: its next request carries the note", highlight=False)
+
+
+@runs_app.command("stop")
+def runs_stop(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    task_id: Optional[str] = typer.Argument(None, help="One running task (default: the whole run)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+) -> None:
+    """Stop one running task (it ends `stopped`, its processes killed; `ga fanout --resume` runs it again), or the
+    whole run as Ctrl-C would."""
+    try:
+        stop(run_id, task_id, out)
+    except SteerError as exc:
+        fail(str(exc))
+    console.print(f"stopping {task_id or 'the run'}", highlight=False)
+
+
+@runs_app.command("tail")
+def runs_tail(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
+    lines: int = typer.Option(20, "-n", help="How many ledger lines to show first"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new ledger lines until the run finishes"),
+) -> None:
+    """The run's ledger as it grows."""
+    try:
+        run = RunDir.existing(_runs_dir(ctx, out), run_id)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    seen = 0
+    records = list(read_jsonl(run.path / "ledger.jsonl"))
+    for record in records[-lines:]:
+        console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
+    seen = len(records)
+    while follow and not any(r["event"] == "run_finished" for r in records[-1:]):
+        time.sleep(0.5)
+        records = list(read_jsonl(run.path / "ledger.jsonl"))
+        for record in records[seen:]:
+            console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
+        seen = len(records)
+
+
+def _ledger_line(record: dict) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(record.get("time", 0)))
+    rest = " ".join(f"{k}={v}" for k, v in record.items() if k not in ("time", "event", "task_id") and v not in (None, ""))
+    return f"{stamp} {record['event']:<12} {record.get('task_id', ''):<24} {rest}".rstrip()

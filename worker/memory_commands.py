@@ -1,0 +1,312 @@
+"""`ga memory ...`: the shared memory tier's commands (memory_shared itself imports nothing of ours)."""
+from __future__ import annotations
+
+import difflib
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from configs.clikit import console, emit_json, fail, settings
+from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
+from memory_shared.demo import run_demo
+
+memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, diff, verify, repair, gc, archive.")
+
+
+@contextmanager
+def _memory_errors(ctx: typer.Context) -> Iterator[None]:
+    """Errors a user can cause (missing or corrupt store, bad path or generation) become one line."""
+    try:
+        yield
+    except (MemoryStoreError, ValueError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or settings(ctx).memory_root}: {exc.strerror}; check GA_HOME or memory.root in your config")
+
+
+def _memory_store(ctx: typer.Context, create: bool = False) -> Any:
+    current = settings(ctx)
+    with _memory_errors(ctx):
+        return MemoryStore(current.memory_root, l1_max_lines=current.memory.l1_max_lines,
+                           l1_max_chars=current.memory.l1_max_chars, create=create)
+
+
+def _commit_rows(commits: list[Any]) -> Any:
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("gen", "time", "author", "message", "paths"):
+        table.add_column(column, overflow="fold")
+    for commit in commits:
+        table.add_row(str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%Y-%m-%d %H:%M:%S"),
+                      commit.author, commit.message.splitlines()[0] if commit.message else "",
+                      ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4 else ""))
+    return table
+
+
+def _memory_verify_or_fail(ctx: typer.Context, store: Any, as_json: bool = False) -> None:
+    with _memory_errors(ctx):
+        problems = store.verify()
+    if as_json:
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems})
+    if problems:
+        more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
+        if not as_json:
+            fail(f"memory store at {store.root} is corrupt: {problems[0]}{more}; run `ga memory repair "
+                 "--dry-run` to see the fix, then `ga memory repair`")
+        raise typer.Exit(2)
+
+
+@memory_app.command("init")
+def memory_init(ctx: typer.Context) -> None:
+    """Create the memory store (generation 0 holds the shipped L0-L3 defaults); safe to re-run."""
+    root = settings(ctx).memory_root
+    existed = MemoryStore.exists(root)
+    store = _memory_store(ctx, create=True)
+    verb = "already exists" if existed else "created"
+    console.print(f"memory store {verb} at [bold]{store.root}[/]; HEAD = generation {store.head()}", highlight=False)
+
+@memory_app.command("show")
+def memory_show(
+    ctx: typer.Context,
+    path: Optional[str] = typer.Argument(None, help="A file or folder relative to the store, e.g. L2/facts.md"),
+    generation: Optional[int] = typer.Option(None, "--generation", "-g", help="Default: HEAD"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Show a generation: its files and the L1 index, or one file's text."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        try:
+            snapshot = store.snapshot(generation)
+        except GenerationMissing:
+            if generation is not None:
+                raise
+            fail(f"memory store at {store.root} is corrupt: HEAD {store.head()} has no generation; "
+                 "run `ga memory verify`")
+    with _memory_errors(ctx), snapshot as snap:
+        text = snap.read(path) if path else None
+        files = [f for f in snap.files() if not path or f.startswith(path.rstrip("/") + "/")]
+        if path and text is None and not files:
+            fail(f"{path}: not in generation {snap.generation} of {store.root}; `ga memory show` lists the files")
+        if as_json:
+            emit_json({"generation": snap.generation, "path": path, "text": text} if text is not None
+                      else {"generation": snap.generation, "files": files})
+            return
+        if text is not None:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            return
+        table = Table(show_edge=False, header_style="bold")
+        table.add_column("path")
+        table.add_column("bytes", justify="right")
+        for rel in files:
+            table.add_row(rel, f"{(snap.path / rel).stat().st_size:,}")
+        console.print(f"generation {snap.generation} of {store.root}", highlight=False)
+        console.print(table)
+        if not path:
+            console.print(Panel(render_l1(snap.path, store.l1_max_lines, store.l1_max_chars), title="L1 index",
+                                expand=False), markup=False)
+
+
+@memory_app.command("log")
+def memory_log(
+    ctx: typer.Context,
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N commits"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """List commits, newest last."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        commits = store.log()
+    commits = commits[-limit:] if limit else commits
+    if as_json:
+        emit_json([asdict(commit) for commit in commits])
+    else:
+        console.print(_commit_rows(commits))
+
+
+@memory_app.command("diff")
+def memory_diff(
+    ctx: typer.Context,
+    gen_a: int = typer.Argument(..., help="The older generation"),
+    gen_b: int = typer.Argument(..., help="The newer generation"),
+    patch: bool = typer.Option(False, "--patch", "-p", help="Also show the text changes of modified files"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """What changed between two generations, by path."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        changes = store.diff(gen_a, gen_b)
+        texts = {}
+        if patch:
+            with store.snapshot(gen_a) as left, store.snapshot(gen_b) as right:
+                texts = {c.path: (left.read(c.path) or "", right.read(c.path) or "") for c in changes}
+    if as_json:
+        emit_json([{"path": c.path, "kind": c.kind} for c in changes])
+        return
+    colors = {"added": "green", "deleted": "red", "modified": "yellow"}
+    for change in changes:
+        console.print(f"[{colors.get(change.kind, 'white')}]{change.kind:>8}[/] {change.path}", highlight=False)
+        if change.path in texts:
+            old, new = texts[change.path]
+            lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"{gen_a}/{change.path}",
+                                         f"{gen_b}/{change.path}")
+            sys.stdout.write("".join(lines))
+    if not changes:
+        console.print(f"generations {gen_a} and {gen_b} are identical")
+
+
+@memory_app.command("verify")
+def memory_verify(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    quick: bool = typer.Option(False, "--quick", help="Check only HEAD's contents against its manifest"),
+) -> None:
+    """Check the store (HEAD, log, generations, contents against manifests); exit 2 if anything is wrong."""
+    store = _memory_store(ctx)
+    for line in store.recovered:  # what opening the store fixed by itself (also in events.jsonl)
+        console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
+    with _memory_errors(ctx):
+        problems = store.verify(quick=quick)
+    if as_json:
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered})
+    if problems:
+        more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
+        if not as_json:
+            fail(f"memory store at {store.root}: {problems[0]}{more}; run `ga memory repair --dry-run` to see the "
+                 "fix, then `ga memory repair`")
+        raise typer.Exit(2)
+    if not as_json:
+        console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits"
+                      f"{' (HEAD only)' if quick else ''}", highlight=False)
+
+
+@memory_app.command("repair")
+def memory_repair(ctx: typer.Context, dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing")) -> None:
+    """Settle what recovery would not decide alone; whatever is removed goes to quarantine/, never deleted."""
+    store = _memory_store(ctx)
+    for line in store.recovered:
+        console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
+    with _memory_errors(ctx):
+        done, unsolved = store.repair(dry_run=dry_run)
+    for line in done:
+        console.print(f"{'would' if dry_run else 'done'}: {line}", highlight=False, soft_wrap=True)
+    if unsolved:
+        more = f" (+{len(unsolved) - 1} more)" if len(unsolved) > 1 else ""
+        fail(f"memory store at {store.root}: cannot repair: {unsolved[0]}{more}")
+    if not dry_run:
+        with _memory_errors(ctx):
+            problems = store.verify()
+        if problems:
+            fail(f"memory store at {store.root}: still wrong after repair: {problems[0]}")
+    console.print(f"[green]{'nothing to repair' if not done else 'repaired' if not dry_run else 'dry run'}[/]: "
+                  f"{store.root}", highlight=False)
+
+
+@memory_app.command("gc")
+def memory_gc(ctx: typer.Context, keep: int = typer.Option(..., "--keep", min=1, help="Keep the newest N generations (and pinned ones)")) -> None:
+    """Remove old generations nobody pins."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        removed = store.gc(keep)
+    console.print(f"removed {len(removed)} generation(s)" + (f": {removed[0]}..{removed[-1]}" if removed else ""))
+
+
+@memory_app.command("archive")
+def memory_archive(
+    ctx: typer.Context,
+    compress: bool = typer.Option(False, "--compress", help="Fold old raw sessions into monthly archives"),
+    older_than: int = typer.Option(7, "--older-than", min=0, help="With --compress: sessions older than N days"),
+    search: Optional[str] = typer.Option(None, "--search", help="Sessions whose text contains this"),
+    date: Optional[str] = typer.Option(None, "--date", help="Sessions of a day (YYYY-MM-DD) or month (YYYY-MM)"),
+    task: Optional[str] = typer.Option(None, "--task", help="Sessions of this task id"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """The L4 session archive: status, compress, search."""
+    store = _memory_store(ctx)
+    archive = Archive(store.root, keep_months=settings(ctx).memory.archive_keep_months)
+    with _memory_errors(ctx):
+        if compress:
+            done = archive.compress(older_than_days=older_than)
+            if not as_json:
+                console.print(f"compressed {len(done['compressed'])} session(s); "
+                              f"months dropped to a summary: {', '.join(done['months_dropped']) or 'none'}")
+        if search is not None or date is not None or task is not None:
+            found = archive.search(date=date, task_id=task, text=search)
+            if as_json:
+                emit_json(found)
+                return
+            for record in found:
+                if record["state"] == "summarized":
+                    console.print(f"[dim]{record['month']}[/] summarized: {record['sessions']} sessions", highlight=False)
+                    continue
+                console.print(f"[bold]{record['date']} {record['task_id']}[/] [dim]{record['state']}, "
+                              f"{record['turns']} turns[/]", highlight=False)
+                for line in record["user"][:3]:
+                    console.print(f"  user: {line[:160]}", markup=False, highlight=False)
+                console.print(f"  final: {' '.join(record['final'].split())[:160]}", markup=False, highlight=False)
+            console.print(f"{len(found)} session(s)")
+            return
+        status = archive.status()
+    if as_json:
+        emit_json(status)
+        return
+    months = ", ".join(f"{m} ({n})" for m, n in status["months"].items()) or "none"
+    console.print(f"{store.root / 'archive'}: {status['raw_sessions']} raw session(s); monthly archives: {months}; "
+                  f"summarized months: {', '.join(status['summarized_months']) or 'none'}", highlight=False)
+
+
+@memory_app.command("stats")
+def memory_stats(
+    ctx: typer.Context,
+    days: Optional[float] = typer.Option(None, "--days", min=0, help="Only reads of the last N days"),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Only paths starting with this, e.g. L3/"),
+    tasks: bool = typer.Option(False, "--tasks", help="Count distinct tasks instead of reads"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Reads of memory files (from the access log), per path."""
+    store = _memory_store(ctx)
+    since = time.time() - days * 86400 if days is not None else None
+    counts = AccessLog(store.root).counts(since=since, prefix=prefix, distinct_tasks=tasks)
+    if as_json:
+        emit_json(counts)
+        return
+    for path, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        console.print(f"{count:>6}  {path}", markup=False, highlight=False)
+    if not counts:
+        console.print("no reads recorded")
+
+
+@memory_app.command("demo")
+def memory_demo(
+    ctx: typer.Context,
+    directory: Optional[Path] = typer.Option(None, "--dir", help="Where to create the demo store (default: a new temp dir)"),
+    processes: int = typer.Option(8, min=2, help="Processes committing at once"),
+    commits: int = typer.Option(5, min=1, help="Commits per process"),
+) -> None:
+    """Show the memory tier working: concurrent commits, snapshot isolation, a conflict, the gate."""
+    if directory is not None and directory.exists() and any(directory.iterdir()) and not MemoryStore.exists(directory):
+        fail(f"--dir {directory}: not empty and not a memory store; give a new or empty directory")
+    root = directory or Path(tempfile.mkdtemp(prefix="ga-memory-demo-"))
+    console.rule(f"ga memory demo · {root}")
+
+    def say(title: str, detail: str) -> None:
+        console.print(f"[bold cyan]{title}[/]: {escape(detail)}", highlight=False)
+
+    with _memory_errors(ctx):
+        result = run_demo(root, say, processes=processes, commits=commits)
+        store = MemoryStore(root)
+        console.print(_commit_rows(store.log()[-6:]))
+        _memory_verify_or_fail(ctx, store)
+    console.print(f"[green]verify: ok[/] (HEAD = generation {store.head()}); look around with "
+                  f"`GA_MEMORY__ROOT={root} ga memory log` (or show, diff, verify)", highlight=False)
+    healthy = result["lost_updates"] == 0 and result["snapshot_stable"] and not result["failed_processes"]
+    raise typer.Exit(0 if healthy and result["gate_generation"] is not None else 1)
+
