@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator import fanout
 from orchestrator.driver import run_status
+from orchestrator.records import ReduceResult
 from tests.fanout_support import ledger, read_jsonl, result_lines, start_server
 from tests.real_model_support import ALPHA_WORDS, task_of, turns_of
 
@@ -73,7 +74,7 @@ def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp
 def test_run_status_and_exit_code() -> None:
     counts = {"succeeded": 2, "unverified": 1, "failed": 0}
     assert run_status({"succeeded": 3}, 3, None) == ("succeeded", 0)
-    assert run_status({"succeeded": 3}, 3, {"status": "unverified"}) == ("unverified", 1)
-    assert run_status(counts, 3, {"status": "succeeded"}) == ("unverified", 1)
+    assert run_status({"succeeded": 3}, 3, ReduceResult(status="unverified")) == ("unverified", 1)
+    assert run_status(counts, 3, ReduceResult(status="succeeded")) == ("unverified", 1)
     assert run_status({**counts, "unverified": 0, "failed": 1}, 3, None) == ("failed", 1)
-    assert run_status({"succeeded": 3}, 3, {"status": "failed"}) == ("failed", 1)
+    assert run_status({"succeeded": 3}, 3, ReduceResult(status="failed")) == ("failed", 1)
