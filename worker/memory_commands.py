@@ -52,16 +52,17 @@ def _commit_rows(commits: list[Any]) -> Any:
     return table
 
 
-def _memory_verify_or_fail(ctx: typer.Context, store: Any, as_json: bool = False) -> None:
+def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False) -> None:
+    """Verify the store; on a problem print one line naming `ga memory repair` (or the JSON) and exit 2."""
     with _memory_errors(ctx):
-        problems = store.verify()
+        problems = store.verify(quick=quick)
     if as_json:
-        emit_json({"root": str(store.root), "ok": not problems, "problems": problems})
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered})
     if problems:
         more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
         if not as_json:
-            fail(f"memory store at {store.root} is corrupt: {problems[0]}{more}; run `ga memory repair "
-                 "--dry-run` to see the fix, then `ga memory repair`")
+            fail(f"memory store at {store.root}: {problems[0]}{more}; run `ga memory repair --dry-run` to see the "
+                 "fix, then `ga memory repair`")
         raise typer.Exit(2)
 
 
@@ -173,16 +174,7 @@ def memory_verify(
     store = _memory_store(ctx)
     for line in store.recovered:  # what opening the store fixed by itself (also in events.jsonl)
         console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
-    with _memory_errors(ctx):
-        problems = store.verify(quick=quick)
-    if as_json:
-        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered})
-    if problems:
-        more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
-        if not as_json:
-            fail(f"memory store at {store.root}: {problems[0]}{more}; run `ga memory repair --dry-run` to see the "
-                 "fix, then `ga memory repair`")
-        raise typer.Exit(2)
+    _memory_verify_or_fail(ctx, store, quick=quick, as_json=as_json)
     if not as_json:
         console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits"
                       f"{' (HEAD only)' if quick else ''}", highlight=False)
