@@ -46,6 +46,7 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this tree's packages, not an installed copy's
 from proctree import TreeSampler  # noqa: E402  (bench/, the script's own folder)
+from revision import extract  # noqa: E402
 
 DEFAULT_CASES = [(16, 4, 3, 0.5), (64, 16, 3, 0.5)]
 LINGER = 20.0  # seconds to wait for a cold run's processes to go before the next measurement
@@ -307,12 +308,6 @@ def print_row(case: str, row: Row, ideal: Optional[float], baseline: Optional[Ro
           f"load {row.load[0]:.1f}->{row.load[1]:.1f}{note}", flush=True)
 
 
-def baseline_tree(rev: str, folder: Path) -> Path:
-    target = folder / f"baseline-{rev}"
-    target.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
 
 
 def parse_variants(values: Optional[list[str]]) -> list[tuple[str, list[str]]]:
@@ -355,7 +350,7 @@ def main() -> None:
     try:
         trees = [("", ROOT)]
         if args.baseline:
-            trees.insert(0, (f"@{args.baseline}", baseline_tree(args.baseline, folder)))
+            trees.insert(0, (f"@{args.baseline}", extract(args.baseline, folder / f"baseline-{args.baseline}")))
         kinds = cold_kinds(variants, trees)
         if not args.no_quickstart:
             quickstart(kinds, folder, env)

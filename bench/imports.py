@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from revision import extract  # bench/, the script's own folder
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ["openai", "playwright", "lxml", "rich", "yaml", "pydantic", "structlog", "typer", "httpcore2", "tenacity",
          "ray", "numpy"]
@@ -67,12 +69,6 @@ def probe(tree: Path, preload: list[str], modules: list[str], env: dict) -> dict
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def baseline_tree(rev: str, folder: Path) -> Path:
-    target = folder / f"baseline-{rev}"
-    target.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
 
 
 def main() -> None:
@@ -85,7 +81,7 @@ def main() -> None:
     try:
         trees = [("this tree", ROOT)]
         if args.baseline:
-            trees.insert(0, (f"baseline {args.baseline}", baseline_tree(args.baseline, folder)))
+            trees.insert(0, (f"baseline {args.baseline}", extract(args.baseline, folder / f"baseline-{args.baseline}")))
         modes = [("no .pyc" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "as run", dict(os.environ))]
         if args.pyc:
             cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -18,14 +18,12 @@ Lost updates = own files missing + shared lines missing + counter increments mis
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import multiprocessing as mp
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 IMPL_ENV = "GA_BENCH_MEMORY_IMPL"  # the folder holding the memory_shared a child process measures
 sys.path.insert(0, os.environ.get(IMPL_ENV) or str(REPO))
+
+from revision import extract  # noqa: E402  (bench/, the script's own folder)
 
 from memory_shared import CommitConflict, MemoryStore  # noqa: E402
 
@@ -186,12 +186,7 @@ def pct(values: list[float], q: float) -> float:
 
 def baseline(ref: str, workdir: Path) -> Path:
     """`ref`'s memory_shared, extracted under workdir (the store before copy-on-write)."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", ref, "memory_shared"], capture_output=True,
-                          check=True).stdout
-    target = workdir / "baseline"
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(target, filter="data")
-    return target
+    return extract(ref, workdir / "baseline", "memory_shared")
 
 
 def child(impl: Path, workdir: Path, *args: object) -> dict:

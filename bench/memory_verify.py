@@ -23,6 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from revision import extract  # noqa: E402  (bench/, the script's own folder)
+
 from memory_shared import MemoryStore  # noqa: E402
 
 COMMITS = """
@@ -50,12 +52,7 @@ def baseline_source(workdir: Path) -> Path:
                             "memory_shared/manifest.py"], capture_output=True, text=True, check=True).stdout.split()
     if not added:
         sys.exit("bench: cannot find the commit that added memory_shared/manifest.py in git history")
-    target = workdir / "baseline"
-    target.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", f"{added[-1]}^", "memory_shared"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
+    return extract(f"{added[-1]}^", workdir / "baseline", "memory_shared")
 
 
 def commit_times(source: Path, root: Path, files: int, commits: int) -> list[float]:

@@ -1,0 +1,18 @@
+"""Another revision of this repository's files, extracted for a side-by-side benchmark."""
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def extract(rev: str, target: Path, *paths: str) -> Path:
+    """`git archive REV [PATHS]` unpacked into `target` (created); returns `target`."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", rev, *paths], capture_output=True, check=True).stdout
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(target, filter="data")
+    return target
