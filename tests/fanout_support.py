@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,27 @@ def start_server(script: dict[str, Any], log_path: Path) -> ScriptedServer:
     server = ScriptedServer(script, log_path=log_path)
     server.start()
     return server
+
+
+def beating_task(match: str, seconds: float, timeout: float = 300) -> dict[str, Any]:
+    """A task whose script writes a heartbeat file in its workdir every 0.2 s for `seconds` (a PID would not
+    do: the sandbox gives the script its own PID namespace)."""
+    script = (f"import time, pathlib\nfor _ in range({int(seconds * 5)}):\n"
+              "    pathlib.Path('beat').write_text(str(time.time()))\n    time.sleep(0.2)\nprint('slept')")
+    return {"match": match, "turns": [
+        {"content": "waiting", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script,
+                                                                                  "timeout": timeout}}]},
+        {"content": "Result:", "echo_last_tool_result": True}]}
+
+
+def wait_for_beat(runs: Path, task_id: str, timeout: float = 60) -> tuple[str, Path]:
+    """The run id and heartbeat file of `task_id`, once its script beats."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for beat in runs.glob(f"*/tasks/{task_id}/workdir/beat"):
+            return beat.parents[3].name, beat
+        time.sleep(0.05)
+    raise AssertionError(f"{task_id} never ran its script")
 
 
 def answer_task(match: str, text: str = "done", latency_turns: int = 1) -> dict[str, Any]:

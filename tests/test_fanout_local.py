@@ -11,12 +11,20 @@ import threading
 import time
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from cli import app
 from configs import load_settings
 from orchestrator import fanout
-from tests.fanout_support import StormProxy, answer_task, ledger, read_jsonl, requests_for, result_lines, start_server
+from tests.fanout_support import (
+    StormProxy,
+    answer_task,
+    beating_task,
+    ledger,
+    read_jsonl,
+    requests_for,
+    result_lines,
+    start_server,
+    wait_for_beat,
+)
+from tests.ga_support import invoke_ga
 from tests.kill_support import code_run_pids, kill_and_resume, kill_script, map_requests, sleeps, task_id, tasks_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,23 +35,8 @@ def _local() -> object:
     return load_settings({"fanout.executor": "local"})
 
 
-def _sleeper(match: str, seconds: float, timeout: float = 300) -> dict:
-    """A task whose script writes a heartbeat file in its workdir every 0.2 s for `seconds`."""
-    script = (f"import time, pathlib\nfor _ in range({int(seconds * 5)}):\n"
-              "    pathlib.Path('beat').write_text(str(time.time()))\n    time.sleep(0.2)\nprint('slept')")
-    return {"match": match, "turns": [
-        {"content": "waiting", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script,
-                                                                                  "timeout": timeout}}]},
-        {"content": "Result:", "echo_last_tool_result": True}]}
 
 
-def _beat(runs: Path, task: str, timeout: float = 60) -> tuple[str, Path]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for beat in runs.glob(f"*/tasks/{task}/workdir/beat"):
-            return beat.parents[3].name, beat
-        time.sleep(0.05)
-    raise AssertionError(f"{task} never ran its script")
 
 
 def test_the_quick_start_runs_in_one_process_without_importing_ray(tmp_path: Path) -> None:
@@ -69,7 +62,7 @@ def test_the_quick_start_runs_in_one_process_without_importing_ray(tmp_path: Pat
 
 
 def test_a_task_past_its_timeout_is_cancelled_its_script_killed_and_the_others_finish(tmp_path: Path) -> None:
-    server = start_server({"tasks": [_sleeper("slow", 120), answer_task("quick")]}, tmp_path / "requests.jsonl")
+    server = start_server({"tasks": [beating_task("slow", 120), answer_task("quick")]}, tmp_path / "requests.jsonl")
     spec = {"concurrency": 2, "retries": 0, "defaults": {"model": f"scripted@{server.base_url}"},
             "tasks": [{"id": "slow", "prompt": "slow", "timeout": 3}, {"id": "quick", "prompt": "quick"}]}
     try:
@@ -87,7 +80,7 @@ def test_a_task_past_its_timeout_is_cancelled_its_script_killed_and_the_others_f
 
 def test_tell_and_stop_reach_a_task_through_the_run_directory(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    server = start_server({"tasks": [_sleeper("long one", 10), _sleeper("short one", 3), answer_task("quick")]},
+    server = start_server({"tasks": [beating_task("long one", 10), beating_task("short one", 3), answer_task("quick")]},
                           tmp_path / "requests.jsonl")
     spec = {"name": "steered", "concurrency": 3, "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300},
             "tasks": [{"id": "long", "prompt": "long one"}, {"id": "short", "prompt": "short one"},
@@ -95,10 +88,10 @@ def test_tell_and_stop_reach_a_task_through_the_run_directory(tmp_path: Path) ->
     said: dict[str, object] = {}
 
     def steer() -> None:
-        run_id, _ = _beat(runs, "short")
-        _beat(runs, "long")
-        said["tell"] = CliRunner().invoke(app, ["runs", "tell", run_id, "short", "the port is 8123", "--out", str(runs)])
-        said["stop"] = CliRunner().invoke(app, ["runs", "stop", run_id, "long", "--out", str(runs)])
+        run_id, _ = wait_for_beat(runs, "short")
+        wait_for_beat(runs, "long")
+        said["tell"] = invoke_ga("runs", "tell", run_id, "short", "the port is 8123", "--out", str(runs))
+        said["stop"] = invoke_ga("runs", "stop", run_id, "long", "--out", str(runs))
 
     helper = threading.Thread(target=steer)
     helper.start()

@@ -9,36 +9,27 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fanout
-from tests.fanout_support import answer_task, ledger, read_jsonl, requests_for, start_server
+from tests.fanout_support import (
+    answer_task,
+    beating_task,
+    ledger,
+    read_jsonl,
+    requests_for,
+    start_server,
+    wait_for_beat,
+)
 from tests.ga_support import invoke_ga
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
-def _beating(match: str, seconds: float) -> dict:
-    """A task whose script writes a heartbeat file in its directory every 0.2 s for `seconds` (a PID would not
-    do: the sandbox gives the script its own PID namespace)."""
-    script = (f"import time, pathlib\nfor _ in range({int(seconds * 5)}):\n"
-              "    pathlib.Path('beat').write_text(str(time.time()))\n    time.sleep(0.2)\nprint('slept')")
-    return {"match": match, "turns": [
-        {"content": "waiting", "tool_calls": [{"name": "code_run", "arguments": {"type": "python", "script": script,
-                                                                                  "timeout": 300}}]},
-        {"content": "Result:", "echo_last_tool_result": True}]}
 
 
-def _beat(runs: Path, task_id: str, timeout: float = 60) -> tuple[str, Path]:
-    """The run id and heartbeat file of `task_id`, once its script beats."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for beat in runs.glob(f"*/tasks/{task_id}/workdir/beat"):
-            return beat.parents[3].name, beat
-        time.sleep(0.05)
-    raise AssertionError(f"{task_id} never ran its script")
 
 
 def test_tell_reaches_the_next_request_stop_ends_one_task_and_resume_runs_it(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    script = {"tasks": [_beating("long one", 10), _beating("short one", 4), answer_task("quick")]}
+    script = {"tasks": [beating_task("long one", 10), beating_task("short one", 4), answer_task("quick")]}
     server = start_server(script, tmp_path / "requests.jsonl")
     spec = {"name": "steered", "concurrency": 3, "defaults": {"model": f"scripted@{server.base_url}", "timeout": 300},
             "tasks": [{"id": "long", "prompt": "long one"}, {"id": "short", "prompt": "short one"},
@@ -46,8 +37,8 @@ def test_tell_reaches_the_next_request_stop_ends_one_task_and_resume_runs_it(tmp
     said: dict[str, object] = {}
 
     def steer() -> None:
-        run_id, _ = _beat(runs, "short")
-        _beat(runs, "long")
+        run_id, _ = wait_for_beat(runs, "short")
+        wait_for_beat(runs, "long")
         said["tell"] = invoke_ga("runs", "tell", run_id, "short", "the port is 8123", "--out", str(runs))
         said["stop"] = invoke_ga("runs", "stop", run_id, "long", "--out", str(runs))
         said["late"] = invoke_ga("runs", "tell", run_id, "long", "too late", "--out", str(runs))
