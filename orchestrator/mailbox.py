@@ -51,6 +51,8 @@ class Mailbox:
                     reply = self.handle(request) if isinstance(request, dict) else {"ok": False, "error": "bad request"}
                 except (OSError, ValueError) as exc:
                     reply = {"ok": False, "error": f"unreadable request: {exc}"}
+                except Exception as exc:  # noqa: BLE001  (one odd request must not end steering for the run)
+                    reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
                 atomic_write_text(path.with_suffix(".reply"), json.dumps(reply))
                 path.unlink(missing_ok=True)
 
