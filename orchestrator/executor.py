@@ -14,7 +14,8 @@ The pool interface the map loop, reduce and driver use (both `local.LocalPool` a
   send(member, method, *args)        a control call whose answer nobody waits for (cancel)
   progress(members, timeout)         [(member, {task id: progress})] for those that answered in time
   kill(member)                       stop it for good (a Ray process is killed; a thread is abandoned)
-  replace(member), retire(member), lease_for_job(), close()
+  replace(member), retire(member)    a fresh worker takes its slots (shared: SlotPool below)
+  lease_for_job(), close()
 """
 from __future__ import annotations
 
@@ -59,6 +60,34 @@ class Slot:
     @property
     def handle(self) -> Any:
         return self.member.handle
+
+
+class SlotPool:
+    """What both pools share: their members and slots, and how a dead or retiring member's slots pass to a fresh
+    one. A pool says how it gets that fresh member (`_successor`)."""
+
+    members: list[Member]
+    slots: list[Slot]
+
+    def _successor(self, member: Member) -> Member:
+        raise NotImplementedError
+
+    def replace(self, member: Member) -> None:
+        """The worker died (or retires): a fresh one takes every slot it had."""
+        if member.dead:
+            return  # another of its slots already did this
+        member.dead = True
+        fresh = self._successor(member)
+        self.members = [fresh if m is member else m for m in self.members]
+        for slot in self.slots:
+            if slot.member is member:
+                slot.member = fresh
+
+    def retire(self, member: Member) -> None:
+        """A tainted worker takes no new task; it is replaced once none of its slots is busy."""
+        member.retiring = True
+        if not any(s.busy for s in self.slots if s.member is member):
+            self.replace(member)
 
 
 class Executor(Protocol):

@@ -22,7 +22,7 @@ from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any, Optional
 
-from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
+from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost
 from orchestrator.records import Job
 
 _REAPER: Any = None  # kept referenced: it outlives this process on purpose
@@ -70,7 +70,7 @@ def _quiet_worker_logs() -> None:
     structlog.configure(processors=[drop, *processors])
 
 
-class LocalPool:
+class LocalPool(SlotPool):
     """`size` in-process workers, one slot each; the pool interface of orchestrator/executor.py."""
 
     def __init__(self, run_id: str, size: int, run_path: Path):
@@ -147,20 +147,8 @@ class LocalPool:
         for future in futures:
             self._settle(future, error=WorkerLost("its worker thread did not stop and was abandoned"))
 
-    def replace(self, member: Member) -> None:
-        if member.dead:
-            return  # another of its slots already did this
-        member.dead = True
-        fresh = self._member()
-        self.members = [fresh if m is member else m for m in self.members]
-        for slot in self.slots:
-            if slot.member is member:
-                slot.member = fresh
-
-    def retire(self, member: Member) -> None:
-        member.retiring = True
-        if not any(s.busy for s in self.slots if s.member is member):
-            self.replace(member)
+    def _successor(self, member: Member) -> Member:
+        return self._member()  # the old thread, if it still runs, is abandoned (see kill)
 
     def lease_for_job(self) -> Optional[dict[str, Any]]:
         return None  # the driver is this process: nothing to watch

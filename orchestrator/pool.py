@@ -25,7 +25,7 @@ import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
-from orchestrator.executor import Member, Slot, WorkerError, WorkerLost  # noqa: E402, F401  (Member, Slot: re-exported)
+from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost  # noqa: E402
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -341,7 +341,7 @@ def driver_identity() -> dict[str, Any]:
     return {"pid": os.getpid(), "pid_started": start_time(os.getpid()), "namespace": process_namespace()}
 
 
-class Pool:
+class Pool(SlotPool):
     """The driver's side of a lease: `size` slots over ceil(size / slots_per_actor) actors, renewed in the
     background; an actor that dies (or must retire) is replaced for all of its slots."""
 
@@ -431,27 +431,14 @@ class Pool:
         """What a job carries so its actor can tell when this driver is gone (see WorkerActor.renew)."""
         return {"lessee": self.lessee, "ttl": ACTOR_LEASE_TTL, **driver_identity()}
 
-    def replace(self, member: Member) -> None:
-        """The actor died (or retires): discard it, lease a fresh one, point its slots at the new one."""
-        if member.dead:
-            return  # another of its slots already did this
-        member.dead = True
+    def _successor(self, member: Member) -> Member:
+        """The actor died (or retires): the manager discards it, and a fresh one is leased."""
         try:
             ray.get(self.manager.discard.remote([member.uid]))
         except ray.exceptions.RayActorError:
             self.manager = manager(self.idle_seconds)
         (uid, handle), = self._lease(1)
-        fresh = Member(uid, handle)
-        self.members = [fresh if m is member else m for m in self.members]
-        for slot in self.slots:
-            if slot.member is member:
-                slot.member = fresh
-
-    def retire(self, member: Member) -> None:
-        """A tainted actor takes no new task; it is replaced once none of its slots is busy."""
-        member.retiring = True
-        if not any(s.busy for s in self.slots if s.member is member):
-            self.replace(member)
+        return Member(uid, handle)
 
     def close(self) -> None:
         """Give idle actors back for the next run; actors still busy (an abandoned task) are killed."""
