@@ -147,7 +147,7 @@ class WorkerActor:
             cancelled_early = state["cancel"]
         if cancelled_early:
             worker.cancel()
-        outcome = self._wait(worker, state, job.timeout, task_id)
+        outcome = self._wait(worker, state, job)
         record = _outcome_record(job, started, worker, state["cancel"], outcome)
         record.steering = state["steering"] or None
         if getattr(model, "switches", None):
@@ -163,11 +163,13 @@ class WorkerActor:
             record.files = _read_files(task_dir, ["history.jsonl", "answer.md"])
         return record
 
-    def _wait(self, worker: Any, state: dict[str, Any], timeout: Optional[float], task_id: str) -> dict[str, Any]:
-        """Run the Worker in its own thread; past `timeout` cancel it (a thread that outlives that taints the actor)."""
+    def _wait(self, worker: Any, state: dict[str, Any], job: Job) -> dict[str, Any]:
+        """Run the Worker in its own thread; past the job's timeout cancel it (a thread that outlives that taints
+        the actor)."""
+        timeout = job.timeout
         outcome: dict[str, Any] = {}
         thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
-                                  name=f"{WORKER_THREAD}{task_id}"[:60])
+                                  name=f"{WORKER_THREAD}{job.task_id}"[:60])
         thread.start()
         thread.join(timeout)
         if thread.is_alive():

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost
-from orchestrator.records import Job
+from orchestrator.records import Job, TaskRecord
 
 _REAPER: Any = None  # kept referenced: it outlives this process on purpose
 TASK_THREAD = "ga-task-"
@@ -116,7 +116,8 @@ class LocalPool(SlotPool):
         threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
-    def _settle(self, future: Future, record: Any = None, error: Optional[BaseException] = None) -> None:
+    def _settle(self, future: Future, record: Optional[TaskRecord] = None,
+                error: Optional[BaseException] = None) -> None:
         with self._lock:  # a killed worker's future is settled already: its late result is dropped
             if future.done():
                 return
@@ -129,7 +130,7 @@ class LocalPool(SlotPool):
         done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
         return list(done)
 
-    def result(self, future: Future) -> dict[str, Any]:
+    def result(self, future: Future) -> TaskRecord:
         return future.result()
 
     def send(self, member: Member, method: str, *args: Any) -> None:

@@ -26,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 
 from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
 from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost  # noqa: E402
+from orchestrator.records import Job, TaskRecord  # noqa: E402
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -387,7 +388,7 @@ class Pool(SlotPool):
 
     # ---- the pool interface (orchestrator/executor.py) ----
 
-    def submit(self, slot: Slot, job: dict[str, Any]) -> Any:
+    def submit(self, slot: Slot, job: Job) -> Any:
         return slot.handle.run_task.remote(job)
 
     def wait(self, futures: list[Any], timeout: float) -> list[Any]:
@@ -397,7 +398,7 @@ class Pool(SlotPool):
             ready += more
         return ready
 
-    def result(self, future: Any) -> dict[str, Any]:
+    def result(self, future: Any) -> TaskRecord:
         try:
             return ray.get(future)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
