@@ -164,12 +164,11 @@ class LocalPool(SlotPool):
     # ---- steering ----
 
     def _steer(self, request: dict[str, Any]) -> dict[str, Any]:
-        task_id = request.get("task_id")
+        """{"op": "tell" or "cancel", "task_id", "text"}: the actor method of that name, on the task's worker."""
+        op, task_id = request.get("op"), request.get("task_id")
+        if op not in ("tell", "cancel"):
+            return {"ok": False, "error": f"unknown request {op!r}"}
         for member in self.members:
             if task_id in member.handle.tasks:
-                if request.get("op") == "tell":
-                    return {"ok": member.handle.tell(task_id, str(request.get("text", "")))}
-                if request.get("op") == "cancel":
-                    return {"ok": member.handle.cancel(task_id, str(request.get("reason", ""))) > 0}
-                return {"ok": False, "error": f"unknown request {request.get('op')!r}"}
+                return {"ok": bool(getattr(member.handle, op)(task_id, str(request.get("text", ""))))}
         return {"ok": False, "gone": True}

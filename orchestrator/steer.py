@@ -74,7 +74,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     if opened.get("executor") == "local":
         from orchestrator.mailbox import ask
 
-        reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text, "reason": text})
+        reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text})
         if reply is None:
             raise SteerError(f"run {run_dir.run_id}: its driver did not answer; is it stuck? (`ga runs show "
                              f"{run_dir.run_id}`)")
