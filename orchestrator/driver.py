@@ -75,11 +75,11 @@ class Driver:
         pool = self.executor.pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout, run.path)
         reduce_result = None
         try:
-            scheduler = MapLoop(
+            loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
-            outcome = scheduler.run_all(todo)
+            outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
                 from orchestrator.reduce import Reducer
 

@@ -103,9 +103,9 @@ class Reducer:
         def job(task: PlannedTask, attempt: int) -> Job:
             return self.driver.job(task, attempt, base=self.dir, step=keys[task.id])
 
-        scheduler = MapLoop(self.pool, self.driver.run, job, retries=self.driver.retries,
-                              timeout_of=self.driver.timeout_of, record=keep)
-        outcome = scheduler.run_all(todo)
+        loop = MapLoop(self.pool, self.driver.run, job, retries=self.driver.retries, timeout_of=self.driver.timeout_of,
+                       record=keep)
+        outcome = loop.run_all(todo)
         for task in tasks:
             records.setdefault(task.id, TaskRecord(task_id=task.id, status="failed",
                                                    reason=f"not finished ({outcome.stop or 'unknown'})"))
