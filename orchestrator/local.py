@@ -15,6 +15,7 @@ timeouts, retries, steering and resume as on Ray. What it gives up against proce
 """
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future
@@ -22,10 +23,10 @@ from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any, Optional
 
+from orchestrator import reaper
 from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost
 from orchestrator.records import Job, TaskRecord
 
-_REAPER: Any = None  # kept referenced: it outlives this process on purpose
 TASK_THREAD = "ga-task-"
 
 
@@ -33,13 +34,9 @@ class LocalExecutor:
     kind = "local"
 
     def __init__(self) -> None:
-        global _REAPER
         self.info: dict[str, Any] = {"address": None, "node_id": None, "started": True}
-        if _REAPER is None:  # code_run's process groups go when this process dies, even by kill -9
-            from orchestrator import reaper
-
-            _REAPER = reaper.start() or False
-            _quiet_worker_logs()
+        reaper.ensure()  # code_run's process groups go when this process dies, even by kill -9
+        _quiet_worker_logs()
 
     def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "LocalPool":
         return LocalPool(run_id, size, run_path)
@@ -53,6 +50,7 @@ class LocalExecutor:
         return {"mode": "store", "service": None, "replica": None}  # one machine: the store itself
 
 
+@functools.lru_cache(maxsize=1)  # once per process
 def _quiet_worker_logs() -> None:
     """Workers' debug and info lines stay off the driver's stderr, as on Ray (where they stay in Ray's worker
     logs): they would break into the live view and into the output a parent's code_run reads. Warnings and

@@ -24,6 +24,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray
 import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
+from orchestrator import reaper  # noqa: E402
 from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
 from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost  # noqa: E402
 from orchestrator.records import Job, TaskRecord  # noqa: E402
@@ -94,24 +95,13 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
                     raise
                 # a stale `ray start` address file: start our own below
         ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **options)
-        _start_reaper()
+        reaper.ensure()  # the processes of a Ray this driver started go when it dies, even by kill -9
     except (ConnectionError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise ClusterError(f"cannot use {where}: {first}; check --address (or fanout.address) "
                            "and that the cluster is running (`ray status`)") from None
     return cluster_info(started=True)
-
-
-def _start_reaper() -> None:
-    """The processes of a Ray this driver started go when it dies, even by kill -9 (see orchestrator/reaper.py)."""
-    global _REAPER
-    from orchestrator import reaper
-
-    _REAPER = reaper.start()
-
-
-_REAPER = None  # kept referenced: it outlives this process on purpose
 
 
 def _token_auth_if_available() -> None:

@@ -1,4 +1,5 @@
-"""A watchdog for the local Ray a driver started: when the driver dies (even kill -9), its processes go too.
+"""A watchdog for the local Ray a driver started, and for the in-process executor's code_run scripts: when the
+driver dies (even kill -9), its processes go too.
 
 Ray ties gcs_server and raylet to the driver (PR_SET_PDEATHSIG), but the raylet's children outlive it:
 the dashboard and runtime-env agents notice the raylet's death, then try to report it to the dead GCS
@@ -34,6 +35,15 @@ def start(driver_pid: Optional[int] = None) -> Optional[subprocess.Popen]:
     return subprocess.Popen([sys.executable, "-I", str(Path(__file__).resolve()), str(driver_pid), str(started)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, close_fds=True)
+
+
+_THIS_PROCESS: list[Optional[subprocess.Popen]] = []  # kept referenced: the reaper outlives this process on purpose
+
+
+def ensure() -> None:
+    """This process's reaper, started the first time an executor asks (one is enough for every run in it)."""
+    if not _THIS_PROCESS:
+        _THIS_PROCESS.append(start())
 
 
 def start_time(pid: int) -> Optional[int]:
