@@ -10,7 +10,7 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -18,7 +18,7 @@ from rich.table import Table
 
 from configs.clikit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, settings
 from configs.logs import setup_logging
-from orchestrator import FanoutError
+from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
@@ -153,25 +153,24 @@ def print_plan(plan: dict) -> None:
                   + (f"; then reduce → reduce/{plan['reduce']['output']}" if plan["reduce"] else ""), highlight=False)
 
 
-def print_run(result: Any) -> None:
+def print_run(result: Run) -> None:
     summary = result.summary
     table = Table(title=f"run {result.run_id}: {result.status}", title_justify="left")
     for column in ("task", "status", "turns", "tokens", "cost", "answer / reason"):
         table.add_column(column, overflow="fold")
     for row in result.results:
-        usage = row.get("usage_with_nested") or row.get("usage") or {}
-        text = row.get("answer") if row["status"] == "succeeded" else row.get("reason")
-        text = " ".join(str(text or "").split())
-        style = status_style(row["status"])
-        table.add_row(row["task_id"], f"[{style}]{row['status']}[/{style}]", str(row.get("turns", "")),
-                      f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", text[:80] + ("…" if len(text) > 80 else ""))
+        usage = row.spent
+        text = " ".join((row.answer if row.status == "succeeded" else row.reason).split())
+        style = status_style(row.status)
+        table.add_row(row.task_id, f"[{style}]{row.status}[/{style}]", str(row.turns),
+                      f"{usage.total:,}", f"${usage.cost:.4f}", text[:80] + ("…" if len(text) > 80 else ""))
     console.print(table)
-    tasks, usage = summary["tasks"], summary["usage"]
-    console.print(f"{status_counts(tasks)} · {usage['total']:,} tokens ({usage['cached']:,} cached) · "
-                  f"${usage['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
-    if summary.get("stop_note"):
-        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    usage = summary.usage
+    console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
+                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False)
+    if summary.stop_note:
+        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False)
     if result.reduce:
-        console.print(f"reduce ({result.reduce['status']}) → {result.reduce['path']}", highlight=False)
-        console.print(result.reduce.get("answer") or result.reduce.get("reason", ""), highlight=False, markup=False)
+        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False)
+        console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False)
     console.print(f"run directory: {result.run_dir}", highlight=False)
