@@ -61,7 +61,10 @@ class WorkerActor:
     def renew(self, lessee: str, ttl: float) -> None:
         """The driver of `lessee` is alive: its tasks here may run `ttl` seconds more without hearing from it."""
         with self._lock:
-            self.leases[lessee] = max(self.leases.get(lessee, 0.0), time.monotonic() + ttl)
+            self._extend(lessee, ttl)
+
+    def _extend(self, lessee: str, ttl: float) -> None:  # the caller holds the lock
+        self.leases[lessee] = max(self.leases.get(lessee, 0.0), time.monotonic() + ttl)
 
     def _watch_drivers(self) -> None:
         """Cancel the tasks of a driver that died (kill -9 runs no cleanup): checked directly when it runs in this
@@ -108,7 +111,7 @@ class WorkerActor:
                 "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
                 "attempt": job.attempt, "pid": os.getpid()}}
             if lease:  # the job just came from a live driver
-                self.leases[lease["lessee"]] = max(self.leases.get(lease["lessee"], 0.0), time.monotonic() + lease["ttl"])
+                self._extend(lease["lessee"], lease["ttl"])
         try:
             record = self._run(job, started)
         except Exception as exc:  # a setup problem in this process: report it, the driver decides
