@@ -1,6 +1,7 @@
 """The in-process run's steering mailbox (orchestrator/mailbox.py): real files, a real serving thread."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from orchestrator.mailbox import Mailbox, ask
@@ -13,9 +14,13 @@ def test_an_odd_request_gets_an_error_reply_and_the_mailbox_keeps_serving(tmp_pa
     try:
         assert ask(tmp_path, {"task_id": ["not", "hashable"]}, wait=5) == {"ok": False, "error": "bad request: TypeError"}
         assert ask(tmp_path, {"op": "tell"}, wait=5) == {"ok": False, "error": "bad request: KeyError"}
-        (tmp_path / "steer" / "torn.json").write_text('{"task_id": ', encoding="utf-8")
+        torn = tmp_path / "steer" / "torn.json"
+        torn.write_text('{"task_id": ', encoding="utf-8")
         assert ask(tmp_path, {"task_id": "a"}, wait=5) == {"ok": True}
-        assert "unreadable request" in (tmp_path / "steer" / "torn.reply").read_text(encoding="utf-8")
+        deadline = time.monotonic() + 5  # requests are served in name order: the torn one may come later
+        while not torn.with_suffix(".reply").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "unreadable request" in torn.with_suffix(".reply").read_text(encoding="utf-8")
     finally:
         mailbox.stop()
     assert not list((tmp_path / "steer").glob("*.json"))
