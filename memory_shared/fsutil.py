@@ -1,4 +1,4 @@
-"""Small POSIX file-system helpers: fsync, new read-only files, atomic replace, flock, tree linking."""
+"""Small POSIX file-system helpers: fsync, new read-only files, atomic replace, flock, tree removal."""
 from __future__ import annotations
 
 import fcntl
@@ -150,34 +150,6 @@ def is_abandoned(path: Path | str) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def link_tree(src: str, dst: str, midway: Optional[Callable[[], None]] = None) -> None:
-    """Recreate the directories of `src` under the existing `dst` and hard-link every other entry.
-    `midway` runs once, after the first linked file. Works on directory fds: no path lookups per entry."""
-    flags = os.O_RDONLY | os.O_DIRECTORY
-    stack = [(os.open(src, flags), os.open(dst, flags))]
-    try:
-        while stack:
-            s_fd, d_fd = stack.pop()
-            try:
-                for entry in os.scandir(s_fd):
-                    name = entry.name
-                    if entry.is_dir(follow_symlinks=False):
-                        os.mkdir(name, dir_fd=d_fd)
-                        stack.append((os.open(name, flags, dir_fd=s_fd), os.open(name, flags, dir_fd=d_fd)))
-                    else:
-                        os.link(name, name, src_dir_fd=s_fd, dst_dir_fd=d_fd, follow_symlinks=False)
-                        if midway is not None:
-                            midway()
-                            midway = None
-            finally:
-                os.close(s_fd)
-                os.close(d_fd)
-    finally:
-        for s_fd, d_fd in stack:
-            os.close(s_fd)
-            os.close(d_fd)
 
 
 def remove_tree(path: Path | str) -> None:
