@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from . import manifest
-from .fsutil import READ_ONLY, unique, write_new
+from .fsutil import READ_ONLY, atomic_replace
 from .manifest import FOLDER_NAME, FOLDER_STAT, NAME, STAT, Table
 from .paths import is_pool_link
 
@@ -192,9 +192,7 @@ def refresh_stats(tree: Path) -> None:
         if top:
             manifest.rewrite_stats(tree, stats)
         else:
-            tmp = f"{folder}{FOLDER_STAT}.tmp-{unique()}"
-            write_new(tmp, stats.to_bytes(), READ_ONLY)
-            os.replace(tmp, folder + FOLDER_STAT)
+            atomic_replace(Path(folder + FOLDER_STAT), stats.to_bytes(), mode=READ_ONLY)
 
 
 def pool_index(pool: Path) -> dict[str, str]:
@@ -222,6 +220,4 @@ def _read(path: str) -> Optional[bytes]:
 
 def _replace(path: str, data: bytes) -> None:
     """A folder's table, not fsynced (see manifest.write: the record's hash chain proves a rebuilt one)."""
-    if os.path.lexists(path):
-        os.unlink(path)
-    write_new(path, data, READ_ONLY, sync=False)
+    atomic_replace(Path(path), data, mode=READ_ONLY, sync=False)

@@ -47,14 +47,29 @@ def _write_all(fd: int, view: memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def atomic_replace(path: Path, data: bytes, before_rename: Optional[Callable[[], None]] = None) -> None:
-    """Write a temp file, fsync, rename over `path`, fsync the directory. A failure (a full disk) leaves
-    `path` as it was and no temp file behind."""
+def atomic_replace(path: Path, data: bytes, before_rename: Optional[Callable[[], None]] = None,
+                   mode: int = 0o644, sync: bool = True) -> None:
+    """Write a temp file, fsync, rename over `path`, fsync the directory (neither fsync unless `sync`: for
+    files rebuilt from others after a power cut). A failure (a full disk) leaves `path` as it was and no
+    temp file behind."""
     tmp = path.with_name(f".{path.name}.tmp-{unique()}")
     try:
-        write_new(tmp, data, 0o644)
+        write_new(tmp, data, mode, sync=sync)
         if before_rename is not None:
             before_rename()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync:
+        fsync_dir(path.parent)
+
+
+def atomic_link(source: Path | str, path: Path) -> None:
+    """Make `path` a hard link to `source`, replacing whatever it was in one rename; fsync the directory."""
+    tmp = path.with_name(f".{path.name}.tmp-{unique()}")
+    os.link(source, tmp)
+    try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

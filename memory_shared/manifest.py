@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .fsutil import READ_ONLY, write_new
+from .fsutil import READ_ONLY, atomic_replace
 from .paths import POOL, pool_id, walk_tree
 
 NAME = "MANIFEST"
@@ -221,13 +221,8 @@ def write(tree: Path, entries: Manifest | Table, stats: Stats | Table) -> str:
     by `ga memory repair` and proven by that hash; MANIFEST.stat is a cache (pins refuse until repair
     refreshes it)."""
     data = (entries if isinstance(entries, Table) else Table.of(entries)).to_bytes()
-    path = tree / NAME
-    if os.path.lexists(path):
-        os.unlink(path)
-    write_new(path, data, READ_ONLY, sync=False)
-    if os.path.lexists(tree / STAT):
-        os.unlink(tree / STAT)
-    write_new(tree / STAT, stat_bytes(tree, stats), READ_ONLY, sync=False)
+    atomic_replace(tree / NAME, data, mode=READ_ONLY, sync=False)
+    atomic_replace(tree / STAT, stat_bytes(tree, stats), mode=READ_ONLY, sync=False)
     return digest(data)
 
 
@@ -239,12 +234,8 @@ def stat_bytes(tree: Path, stats: Stats | Table) -> bytes:
     return table.to_bytes()
 
 
-def rewrite_stats(tree: Path, stats: Stats) -> None:
-    tmp = tree / f".{STAT}.tmp"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    write_new(tmp, stat_bytes(tree, stats), READ_ONLY)
-    os.replace(tmp, tree / STAT)
+def rewrite_stats(tree: Path, stats: Stats | Table) -> None:
+    atomic_replace(tree / STAT, stat_bytes(tree, stats), mode=READ_ONLY)
 
 
 def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str] = frozenset(),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from . import commitlog, events, foldertables, manifest
 from .commitlog import Commit
-from .fsutil import READ_ONLY, flocked, fsync_dir, unique, write_new
+from .fsutil import READ_ONLY, atomic_link, flocked, fsync_dir, unique, write_new
 from .paths import POOL_LINK
 from .verify import Damage, content_damage
 
@@ -292,11 +292,7 @@ def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
     write_new(fresh, text, READ_ONLY)
     touched: set[int] = set()
     for generation, rel in damage.places:
-        target = store._gen_path(generation) / rel
-        tmp = target.with_name(f".{target.name}.{unique()}")
-        os.link(fresh, tmp)
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
+        atomic_link(fresh, store._gen_path(generation) / rel)
         touched.add(generation)
     os.unlink(fresh)
     for generation in sorted(touched):
