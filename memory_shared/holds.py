@@ -7,12 +7,11 @@ between its creation and its flock.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 from typing import Optional
 
-from .fsutil import is_abandoned, remove_tree, unique
+from .fsutil import is_abandoned, lock_fd, remove_tree, unique
 
 
 class Hold:
@@ -44,17 +43,13 @@ class Hold:
 
 def create_pin(pins_dir: Path, generation: int) -> Hold:
     path = pins_dir / f"{generation}-{unique()}"
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return Hold(path, fd)
+    return Hold(path, lock_fd(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL))
 
 
 def create_dir(parent: Path, suffix: str = "") -> Hold:
     path = parent / unique(suffix)
     os.mkdir(path)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return Hold(path, fd)
+    return Hold(path, lock_fd(path, os.O_RDONLY | os.O_DIRECTORY))
 
 
 def live_pins(pins_dir: Path, remove_stale: bool) -> set[int]:
