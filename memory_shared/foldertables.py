@@ -91,8 +91,7 @@ class Staged:
         if not folder:
             entries, stats = manifest.load_table(Path(self.base)), manifest.load_table(Path(self.base), STAT)
             if entries is None or stats is None:  # a base written before manifests, not yet upgraded
-                scanned = manifest.scan(Path(self.base))
-                return Table.of(scanned[0]), Table.of(scanned[1])
+                return tables_of(Path(self.base)).root
             return present(entries, stats), stats
         parent, _, name = folder.rpartition("/")
         source = manifest.pooled(os.path.join(self.base, parent) if parent else self.base, name)

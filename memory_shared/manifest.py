@@ -196,19 +196,6 @@ def walk(tree: Path) -> dict[str, os.stat_result]:
     return {rel: entry.stat(follow_symlinks=False) for rel, entry in entries(tree)}
 
 
-def scan(tree: Path, cache: Optional[dict[tuple[int, int], list]] = None) -> tuple[Manifest, Stats]:
-    """Hash every file of a tree (each inode once, through `cache`)."""
-    cache = {} if cache is None else cache
-    entries, stats = {}, {}
-    for rel, st in walk(tree).items():
-        key = (st.st_dev, st.st_ino)
-        if key not in cache:
-            cache[key] = hash_file(os.path.join(tree, rel))
-        entries[rel] = cache[key]
-        stats[rel] = stat_entry(st)
-    return entries, stats
-
-
 def stat_entry(st: os.stat_result) -> list:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
