@@ -176,22 +176,24 @@ def tables_of(tree: Path, cache: Optional[dict] = None) -> Built:
 
 def refresh_stats(tree: Path) -> None:
     """Rewrite the stat tables of a generation (its shared folders' included) from its files now, keeping
-    a line for each file of its manifests that is still there."""
+    a line for each file of its manifests that is still there. A table already right is left as it is (a
+    shared folder's is the same for every generation that links it)."""
     stack = [(str(tree), manifest.load_table(tree) or Table(), True)]
     while stack:
         folder, entries, top = stack.pop()
         stats = Table()
         for name, _ in entries.rows():
-            path = os.path.join(folder, name.rstrip("/"))
-            if os.path.lexists(path):
-                stats.set(name, manifest.stat_entry(os.lstat(path)))
+            try:
+                stats.set(name, manifest.stat_entry(os.lstat(os.path.join(folder, name.rstrip("/")))))
+            except OSError:  # gone (repair dropped it)
+                pass
             source = manifest.pooled(folder, name[:-1]) if name.endswith("/") else None
             if source is not None:
                 stack.append((source, _load(source + FOLDER_NAME), False))
-        if top:
-            manifest.rewrite_stats(tree, stats)
-        else:
-            atomic_replace(Path(folder + FOLDER_STAT), stats.to_bytes(), mode=READ_ONLY)
+        path, data = (str(tree / STAT), manifest.stat_bytes(tree, stats)) if top else \
+            (folder + FOLDER_STAT, stats.to_bytes())
+        if _read(path) != data:
+            atomic_replace(Path(path), data, mode=READ_ONLY)
 
 
 def pool_index(pool: Path) -> dict[str, str]:

@@ -221,10 +221,6 @@ def stat_bytes(tree: Path, stats: Stats | Table) -> bytes:
     return table.to_bytes()
 
 
-def rewrite_stats(tree: Path, stats: Stats | Table) -> None:
-    atomic_replace(tree / STAT, stat_bytes(tree, stats), mode=READ_ONLY)
-
-
 def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str] = frozenset(),
                  checked: Optional[dict[str, Optional[str]]] = None) -> list[str]:
     """Paths whose inode, size or mtime differ from the record, or that are missing: the cheap check
