@@ -290,11 +290,15 @@ def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
     os.link(store._gen_path(first_generation) / first_rel, evidence)
     fresh = store._staging / unique("restore-")
     write_new(fresh, text, READ_ONLY)
-    touched: set[int] = set()
+    replaced: set[str] = set()  # generations sharing a folder share the entry: replace it once
     for generation, rel in damage.places:
-        atomic_link(fresh, store._gen_path(generation) / rel)
-        touched.add(generation)
+        target = store._gen_path(generation) / rel
+        entry = os.path.join(os.path.realpath(target.parent), target.name)
+        if entry not in replaced:
+            atomic_link(fresh, target)
+            replaced.add(entry)
     os.unlink(fresh)
+    touched = {generation for generation, _ in damage.places}
     for generation in sorted(touched):
         foldertables.refresh_stats(store._gen_path(generation))
 
