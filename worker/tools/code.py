@@ -17,6 +17,7 @@ from typing import Literal, Optional
 import structlog
 from pydantic import BaseModel, Field, field_validator
 
+from memory_shared.paths import POOL  # the folders the generations share (cow.py), immutable too
 from worker import sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
@@ -27,7 +28,6 @@ from worker.types import ToolResult
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 GENERATIONS = "generations"  # memory_shared/store.py: the published trees, immutable
-POOL = "dirs"  # memory_shared/cow.py: the folders those trees share, immutable too
 log = structlog.get_logger("worker.code")
 
 
