@@ -10,7 +10,7 @@ from memory_shared.errors import PathRefused
 from memory_shared.gate import StagedChange
 from memory_shared.manifest import RESERVED
 from memory_shared.paths import resolve as resolve_in_tree
-from memory_shared.paths import tree_files
+from memory_shared.paths import walk_tree
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
@@ -74,7 +74,8 @@ class MemoryView:
         if root is not None:
             base = (root / prefix) if prefix else root
             if base.is_dir():
-                names.update(p.relative_to(root).as_posix() for p in tree_files(base) if p.is_file())
+                names.update((base / rel).relative_to(root).as_posix() for rel, entry in walk_tree(base)
+                             if entry.is_file())  # (a DirEntry: no stat of its own for a plain file)
                 names -= RESERVED  # the generation's MANIFEST files are not memory
         for rel, text in self._staged.items():
             if _under(rel, prefix):
