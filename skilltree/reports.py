@@ -91,7 +91,7 @@ def load_reports(directory: Path | str, limit: Optional[int] = None) -> list[Exp
     skipped with a log line naming it and the fix."""
     directory = Path(directory)
     reports = []
-    found = [p for p in tree_files(directory) if p.suffix == ".md"] if directory.is_dir() else []
+    found = [p for p in tree_files(directory) if p.suffix == ".md"]  # none when it is not a folder
     for path in sorted(found):
         try:
             reports.append(read_report(path))
