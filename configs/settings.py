@@ -58,6 +58,7 @@ class WorkerSettings(Section):
     code_timeout_max: int = Field(600, ge=1)
     allow_read: list[Path] = []
     allow_write: list[Path] = []
+    second_chance: int = Field(1, ge=0)
 
 
 class OutputCaps(Section):

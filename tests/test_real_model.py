@@ -29,7 +29,8 @@ MODES = {"native": ("native", True), "text": ("text", True), "text-without-stop"
 
 @pytest.fixture
 def settings(tmp_path):
-    return load_settings({"worker.max_turns": 6}, user_file=tmp_path / "none", project_file=tmp_path / "none")
+    # the recordings were made without the second chance: a note would ask for a reply nobody recorded
+    return load_settings({"worker.max_turns": 6, "worker.second_chance": 0}, user_file=tmp_path / "none", project_file=tmp_path / "none")
 
 
 def assistant_texts(request: dict) -> list[str]:

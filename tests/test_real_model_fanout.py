@@ -17,7 +17,8 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 REDUCE = "qwen1.5b-text-fanout-reduce"
 
 
-def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp_path: Path, capsys) -> None:
+def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("GA_WORKER__SECOND_CHANCE", "0")  # recorded without it: a note would ask for an unrecorded reply
     (tmp_path / "alpha.txt").write_text(ALPHA_WORDS)
     script = {"tasks": [  # the reduce first: its prompt quotes the map answers
         {"match": "List each task's reported number", "turns": turns_of(REDUCE)},

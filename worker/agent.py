@@ -60,6 +60,7 @@ class Worker:
         self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
+        self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)
         self.check = TaskCheck.model_validate(check) if check else None
 
     def tell(self, text: str) -> None:
@@ -92,7 +93,7 @@ class Worker:
         schemas = [t.schema() for t in self.tools.values()]
         cfg = self._context_settings(schemas)
         anchor = context.Anchor(cfg, task=self.task)
-        malformed = 0
+        malformed, chances = 0, self.settings.worker.second_chance
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled")
@@ -119,7 +120,13 @@ class Worker:
                 continue
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
-                return self._answered(reply.content, turn)
+                note = self._second_chance_note() if chances else ""
+                if not note:
+                    return self._answered(reply.content, turn)
+                chances -= 1
+                self._second_chances += 1
+                messages.append({"role": "user", "content": note})
+                continue
             done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
             ended = self._ended_by(done[-1][1], malformed, turn)
@@ -198,6 +205,17 @@ class Worker:
             return self._result("failed", answer, turn, f"check failed: {detail}", check={"passed": False, "detail": detail})
         return self._result("succeeded", answer, turn, "", check={"passed": True, "detail": detail})
 
+    def _second_chance_note(self) -> str:
+        """What to tell a model that answers right after its last code_run failed, or answers a checked task
+        with no tool run behind it; "" when the answer can be taken as it is."""
+        if self._last_run is not None and self._last_run[0] == "code_run" and not self._last_run[1]:
+            return (f"[ga] Your last code_run failed ({_failure_line(self._last_run[2])}). Fix it and run it "
+                    "again before you answer; if that failure is your answer, say so again.")
+        if self.check is not None and self._last_run is None:
+            return (f"[ga] This task is checked: {self.check.demand()}. Nothing you ran backs your answer yet: "
+                    "run what shows it is right, then answer.")
+        return ""
+
     def _backing(self) -> tuple[str, str]:
         if self._last_run is None:
             return "unverified", "no tool ran"
@@ -261,6 +279,8 @@ class Worker:
 
     def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
                 check: Optional[dict[str, Any]] = None) -> WorkerResult:
+        if self._second_chances:
+            reason = f"{reason}; after a second chance" if reason else "after a second chance"
         return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
                             check=check)
 

@@ -42,6 +42,14 @@ class TaskCheck(BaseModel):
             raise ValueError("a check needs 'script' (exits 0 when the task is done) and/or 'pattern' (found in the answer)")
         return self
 
+    def demand(self, limit: int = 200) -> str:
+        """What the check asks for, in one line for the model."""
+        parts = [f"the answer must match /{self.pattern}/"] if self.pattern else []
+        if self.script:
+            script = " ".join(self.script.split())
+            parts.append(f"this {self.type} script must exit 0: {script if len(script) <= limit else script[:limit] + '…'}")
+        return "; ".join(parts)
+
 
 def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, str]:
     """(passed, one line saying what was checked or why it failed)."""

@@ -1,0 +1,71 @@
+"""The second chance: an answer right after a failed code_run (or a checked task's answer with nothing run
+behind it) gets one note back before it is taken. Real scripted server over HTTP, real code_run in bubblewrap."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from configs import load_settings
+from worker import Worker
+from worker.history import replay
+from worker.llm import LLMClient
+from worker.models import resolve_model
+from worker.scripted import ScriptedServer
+
+BROKEN = {"name": "code_run", "arguments": {"script": "print(totl)", "type": "python"}}
+FIXED = {"name": "code_run", "arguments": {"script": "total = 6 * 7\nprint(total)", "type": "python"}}
+
+
+def run(tmp_path: Path, turns: list[dict], chances: int = 1, check: dict | None = None):
+    settings = load_settings({"worker.second_chance": chances}, user_file=tmp_path / "none",
+                             project_file=tmp_path / "none")
+    log_path = tmp_path / "requests.jsonl"
+    with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}, log_path=log_path) as server:
+        model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
+        worker = Worker("print six times seven", task_id="t1", workdir=tmp_path / "work", settings=settings,
+                        history_path=tmp_path / "t1" / "history.jsonl", model=model, check=check)
+        result = worker.run()
+    requests = [json.loads(line)["body"] for line in log_path.read_text().splitlines()]
+    return result, requests
+
+
+def test_a_model_told_its_script_failed_fixes_it_and_succeeds(tmp_path: Path) -> None:
+    turns = [{"tool_calls": [BROKEN]}, {"content": "It printed 42."}, {"tool_calls": [FIXED]}, {"content": "42"}]
+    result, requests = run(tmp_path, turns)
+    assert result.status == "succeeded", result.reason
+    assert result.answer == "42" and result.turns == 4
+    assert result.reason == "after a second chance"
+    note = requests[2]["messages"][-1]
+    assert note["role"] == "user" and "last code_run failed (NameError: name 'totl' is not defined" in note["content"]
+    # the note and the turn it cost are in the history, and the usage counts all four requests
+    history = replay(result.history_path)
+    assert len(history) == 4 and history[2][-1] == note
+    recorded = [json.loads(line)["usage"] for line in result.history_path.read_text().splitlines()]
+    assert len(recorded) == 4
+    assert result.usage.total == sum(u["total"] for u in recorded)
+
+
+def test_one_note_only_then_the_answer_stands_unverified(tmp_path: Path) -> None:
+    turns = [{"tool_calls": [BROKEN]}, {"content": "It printed 42."}]  # the model insists
+    result, requests = run(tmp_path, turns)
+    assert len(requests) == 3
+    assert result.status == "unverified"
+    assert result.reason.startswith("last code_run failed: NameError") and result.reason.endswith("after a second chance")
+
+
+def test_zero_takes_the_first_answer_as_before(tmp_path: Path) -> None:
+    result, requests = run(tmp_path, [{"tool_calls": [BROKEN]}, {"content": "It printed 42."}], chances=0)
+    assert len(requests) == 2 and result.status == "unverified" and "second chance" not in result.reason
+
+
+def test_a_checked_task_answered_without_running_anything_is_told_what_the_check_demands(tmp_path: Path) -> None:
+    turns = [{"content": "42"}, {"tool_calls": [FIXED]}, {"content": "42"}]
+    result, requests = run(tmp_path, turns, check={"pattern": r"\b42\b"})
+    note = requests[1]["messages"][-1]["content"]
+    assert "the answer must match /\\b42\\b/" in note
+    assert result.status == "succeeded" and result.turns == 3
+
+
+def test_an_answer_backed_by_a_good_run_is_taken_at_once(tmp_path: Path) -> None:
+    result, requests = run(tmp_path, [{"tool_calls": [FIXED]}, {"content": "42"}])
+    assert len(requests) == 2 and result.status == "succeeded" and result.reason == ""
