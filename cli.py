@@ -2,7 +2,7 @@
 
 Where each command is defined: worker/memory_commands.py (`ga memory`), worker/commands.py (`ga fake-llm`,
 `ga sessions`), orchestrator/commands.py (`ga run`, `ga chat`, `ga fanout`), orchestrator/runs_commands.py
-(`ga runs`), orchestrator/triggers/commands.py (`ga reflect`, `ga schedule`), skilltree/skills_commands.py
+(`ga runs`), orchestrator/replay_commands.py (`ga replay`), orchestrator/triggers/commands.py (`ga reflect`, `ga schedule`), skilltree/skills_commands.py
 (`ga skills`), skilltree/explore_commands.py (`ga explore`); configs/clikit.py holds what they share.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from configs.clikit import Invocation, fail_lines, settings
 from configs.logs import setup_logging
 from configs.usererrors import describe_user_error
 from orchestrator import commands as orchestrator_commands
+from orchestrator import replay_commands
 from orchestrator.runs_commands import runs_app
 from orchestrator.triggers import commands as trigger_commands
 from orchestrator.triggers.activity import record_activity
@@ -27,7 +28,7 @@ from worker import commands as worker_commands
 from worker.memory_commands import memory_app
 
 # The order `ga --help` lists the commands in; a command missing here comes last.
-ORDER = ("run", "chat", "fake-llm", "fanout", "reflect", "schedule", "explore", "memory", "sessions", "runs", "skills")
+ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "explore", "memory", "sessions", "runs", "skills")
 
 
 class _UserErrors(typer.core.TyperGroup):
@@ -50,7 +51,7 @@ class _UserErrors(typer.core.TyperGroup):
 app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
 for package_commands in (orchestrator_commands.commands, worker_commands.commands, trigger_commands.commands,
-                         explore_commands.commands):
+                         explore_commands.commands, replay_commands.commands):
     app.registered_commands += package_commands.registered_commands  # older Typer drops a nameless add_typer
 app.add_typer(memory_app, name="memory")
 app.add_typer(worker_commands.sessions_app, name="sessions")

@@ -128,8 +128,13 @@ class WorkerActor:
 
     # ---- one task ----
 
-    def _run(self, job: Job, started: float) -> TaskRecord:
+    def task_model(self, job: Job, client_id: str) -> Any:
+        """The task's model client (`ga replay` puts a recording in its place: orchestrator/replay.py)."""
         from orchestrator.governor import task_model
+
+        return task_model(job, client_id)
+
+    def _run(self, job: Job, started: float) -> TaskRecord:
         from worker.agent import Worker
 
         task_dir = Path(job.task_dir)
@@ -139,7 +144,7 @@ class WorkerActor:
         for name, value in job.secrets.items():
             os.environ.setdefault(name, value)
         task_id = job.task_id
-        model = task_model(job, f"{self.uid}:{task_id}")
+        model = self.task_model(job, f"{self.uid}:{task_id}")
         worker = Worker(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
                         env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,

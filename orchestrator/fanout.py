@@ -103,6 +103,10 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         raise FanoutError(str(exc)) from None
     run, todo, spent = open_run(plan, runs_dir, resume, retry_failed)
     try:
+        if not resume:
+            from orchestrator.replay import write_request_settings
+
+            write_request_settings(run.path, settings, models)  # what `ga replay` needs to build the same requests
         driver = Driver(plan, run, settings, models, nest, max_depth, executor,
                         workers=workers or plan.concurrency or settings.fanout.concurrency,
                         display=display or ("quiet" if nest.depth else None))

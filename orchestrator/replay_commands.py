@@ -1,0 +1,72 @@
+"""`ga replay`: a recorded run again without a model call, or one task forked onto a live model."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from configs.clikit import console, emit_json, fail, settings
+from orchestrator.display import status_style
+
+commands = typer.Typer()
+
+
+@commands.command()
+def replay(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., help="A run id or run directory (or one history.jsonl)"),
+    tasks: Optional[list[str]] = typer.Argument(None, help="Only these tasks (default: every task with a history)"),
+    keep_going: bool = typer.Option(False, "--keep-going", help="Past a difference, go on feeding the recorded "
+                                    "replies and list every difference"),
+    from_turn: Optional[int] = typer.Option(None, "--from", min=1, help="Fork TASK: turns before this one come from "
+                                            "the recording, the rest run live"),
+    model: Optional[str] = typer.Option(None, "--model", help="With --from: the live model (default: the recorded one)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for the new run directory (default: fanout.runs_dir)"),
+    workers: int = typer.Option(4, "--workers", "-w", min=1, help="Tasks replayed at once"),
+    tool_mode: Optional[str] = typer.Option(None, "--tool-mode", help="native or text: a history file's tool mode "
+                                            "(a run keeps its own)"),
+    inputs: Optional[list[Path]] = typer.Option(None, "--input", help="A history file's input, copied into its workdir"),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON"),
+) -> None:
+    """Run RUN's tasks again from their histories with zero model calls; exit 0 when every request and tool
+    output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
+    from orchestrator.replay import ReplayError
+    from orchestrator.replay import replay as run_replay
+    from worker.models import ModelConfigError
+
+    current = settings(ctx)
+    if model and from_turn is None:
+        fail("--model needs --from TURN: a replay calls no model")
+    if tool_mode not in (None, "native", "text"):
+        fail(f"--tool-mode {tool_mode}: use native or text")
+    try:
+        outcome = run_replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
+                             keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
+                             tool_mode=tool_mode, inputs=inputs)
+    except (ReplayError, ModelConfigError) as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "source": outcome.source,
+                   "identical": outcome.identical, "forked_from": outcome.forked_from, "notes": outcome.notes,
+                   "exit_code": outcome.exit_code,
+                   "tasks": [{"id": t.task_id, "status": t.status, "recorded_status": t.recorded_status,
+                              "turns": t.turns, "recorded_turns": t.recorded_turns, "live_tokens": t.live_usage.total,
+                              "differences": [d.line() for d in t.divergences]} for t in outcome.tasks]})
+        raise typer.Exit(outcome.exit_code)
+    for note in outcome.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+    for task in outcome.tasks:
+        style = status_style(task.status)
+        mark = "identical" if not task.divergences else f"{len(task.divergences)} difference(s)"
+        if outcome.forked_from:
+            mark = f"{task.live_usage.total:,} live tokens"
+        console.print(f"{escape(task.task_id)}: [{style}]{task.status}[/] after {task.turns} turn(s) · {mark}",
+                      highlight=False)
+        for divergence in task.divergences:
+            console.print(f"  {escape(divergence.line())}", highlight=False, markup=False)
+    verdict = (f"forked from {outcome.forked_from}" if outcome.forked_from else
+               "replayed identically" if outcome.identical else "the replay differs from the recording")
+    console.print(f"{verdict}; run directory: {outcome.run_dir}", highlight=False)
+    raise typer.Exit(outcome.exit_code)
