@@ -30,17 +30,26 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
     if task_text:
         console.print(Panel(Text(cut_head_tail(task_text, SHOWN_CHARS)), title="task", title_align="left", border_style="blue"))
     attempts = view.conversation(task_id)
+    live_from = _live_from(view.summary, task_id)
     if not attempts:
         console.print(Text(f"no turns recorded yet ({path})", style="yellow"))
     for number, turns in enumerate(attempts, start=1):
         if len(attempts) > 1:
             console.rule(f"attempt {number}")
         for turn in turns:
+            if turn.turn == live_from:
+                console.rule(f"the recording ends here: turn {live_from} on ran live on {view.summary.get('fork_model')}")
             console.print(_turn_panel(turn))
     if task.answer or task.reason:
         border = {"succeeded": "green", "unverified": "yellow"}.get(task.status, "red")
         console.print(Panel(Text(task.answer or task.reason), title="answer" if task.answer else "reason",
                             title_align="left", border_style=border))
+
+
+def _live_from(summary: dict[str, Any], task_id: str) -> int:
+    """A fork's first live turn (`forked_from: RUN/TASK@TURN`, orchestrator/replay.py); 0 for any other run."""
+    where, _, turn = str(summary.get("forked_from") or "").rpartition("@")
+    return int(turn) if where.endswith(f"/{task_id}") and turn.isdigit() else 0
 
 
 def _turn_panel(turn: Any) -> Panel:
