@@ -20,7 +20,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Optional
 
 import yaml
@@ -29,6 +28,7 @@ from configs import Settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import WorkerActor
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.local import LocalExecutor
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
@@ -261,6 +261,8 @@ class ReplayActor(WorkerActor):
         model = self.models[job.task_id]
         if job.task_id in self.live_jobs:
             model.live = super().task_model(self.live_jobs[job.task_id], client_id)
+            if isinstance(getattr(model.live, "requests", None), int):  # text mode re-sends the tool schemas every
+                model.live.requests = model.live_from - 1  # N requests: count the replayed ones, as the recording did
         return model
 
 
@@ -271,7 +273,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
     from orchestrator.fanout import Nesting
 
     started = time.time()
-    executor = SimpleNamespace(info={"address": None, "node_id": None, "started": True}, kind="replay")
+    executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out
     driver = Driver(plan, run, settings, models, Nesting(), settings.fanout.max_depth, executor,
                     workers=workers, display="quiet")
     actor = ReplayActor(max(1, workers))
@@ -296,8 +298,8 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
             run.ledger("started", item.task.id, attempt=1)
         record = actor.run_task(job)
         found = list(model.divergences)
-        if not fork and (keep_going or not found):
-            found += _after_the_run(item, model, Path(job.task_dir) / "history.jsonl", record, paths)
+        if not fork and not found:
+            found += _after_the_run(item, Path(job.task_dir) / "history.jsonl", record, paths)
         record.usage = model.live_usage  # the recorded turns were paid for when they were recorded
         if fork:
             record.reason = f"{record.reason}; forked from {fork}" if record.reason else f"forked from {fork}"
@@ -329,7 +331,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
     return outcome
 
 
-def _after_the_run(item: Recorded, model: ReplayModel, history: Path, record: TaskRecord,
+def _after_the_run(item: Recorded, history: Path, record: TaskRecord,
                    paths: dict[str, str]) -> list[Divergence]:
     """What the requests could not show: the last turn's tool output, and a task that ended elsewhere."""
     normalise = Normaliser(paths)
@@ -337,7 +339,7 @@ def _after_the_run(item: Recorded, model: ReplayModel, history: Path, record: Ta
     for turn, (old, new) in enumerate(zip(item.turns, now, strict=False), 1):
         before = normalise([{"role": "tool", **r} for r in old.tool_results])
         after = normalise([{"role": "tool", **r} for r in new.get("tool_results") or []])
-        if before != after and not any(d.turn == turn and d.kind == "tool" for d in model.divergences):
+        if before != after:
             changed = next((b.get("name") or "a tool" for b, a in zip(before, after, strict=False) if b != a), "a tool")
             return [Divergence(item.task.id, turn, "tool", str(changed))]
     if len(now) != len(item.turns):
