@@ -348,3 +348,11 @@ def _after_the_run(item: Recorded, history: Path, record: TaskRecord,
     if item.status and record.status != item.status:
         return [Divergence(item.task.id, len(now), "end", f"the task ended {record.status}, recorded {item.status}")]
     return []
+
+
+def last_good_turn(history: Path) -> int:
+    """Where to fork a failed task (`--from-last-good`): the turn after the last one whose tool runs all
+    succeeded (1 when none did: the whole task runs again), never past the recording's last turn."""
+    turns = recorded_turns(history)
+    good = [t.turn for t in turns if t.tool_results and all(r.get("ok") for r in t.tool_results)]
+    return min(good[-1] + 1, len(turns)) if good else 1
