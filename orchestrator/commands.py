@@ -97,6 +97,8 @@ def fanout(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
+    from_last_good: bool = typer.Option(False, "--from-last-good", help="With --resume --retry-failed: fork each failed "
+                                        "task from the turn after its last good tool run (`ga replay`)"),
     address: Optional[str] = typer.Option(None, "--address", help="run on Ray: auto (a `ray start` cluster), local (a private Ray), "
                                            "HOST:PORT or ray://HOST:PORT; without it, workers are threads of this process"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for run directories (default: fanout.runs_dir)"),
@@ -110,6 +112,12 @@ def fanout(
     current = settings(ctx, **{"fanout.executor": executor})
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
+    if from_last_good:
+        from orchestrator.replay_commands import fork_failed_tasks
+
+        if not (resume and retry_failed):
+            fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
+        raise typer.Exit(fork_failed_tasks(file, str(resume), current, out, workers))
     try:
         if dry_run:
             plan = plan_only(file, current)

@@ -61,6 +61,8 @@ class Recorded:
     paths: dict[str, str]  # recorded path -> token (see Normaliser)
     status: Optional[str] = None
     commit_key: Optional[str] = None  # its memory commit was made then: the replay must not make it again
+    attempt: int = 1  # of the task in the run it is written to
+    live_from: int = 0  # a fork: the first turn asked of the live model (0: none, a replay)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class ReplayRun:
     tasks: list[TaskReplay]
     notes: list[str]
     forked_from: Optional[str] = None
+    run_exit_code: Optional[int] = None  # a fork's: its run's, as a fan-out's (a replay's: 0 only when identical)
 
     @property
     def identical(self) -> bool:
@@ -90,9 +93,7 @@ class ReplayRun:
 
     @property
     def exit_code(self) -> int:
-        if self.forked_from:
-            return 0 if all(t.status == "succeeded" for t in self.tasks) else 1
-        return 0 if self.identical else 1
+        return self.run_exit_code if self.run_exit_code is not None else 0 if self.identical else 1
 
 
 def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings, runs_dir: Path,
@@ -112,16 +113,55 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
     fork = None
     if from_turn is not None:
         fork = _fork_point(source, recorded, from_turn)
-    models, live = _models(plan, stored, settings, model, tool_mode, fork is not None)
-    runs_root = Path(out) if out else Path(runs_dir)
-    spec = {**plan.to_dict(), **({"forked_from": fork, "fork_model": model or plan.tasks[0].model} if fork
-                                 else {"replay_of": source})}
-    run_id = new_run_id(("fork-" if fork else "replay-") + plan.name)
-    run = RunDir.create(runs_root, run_id, spec)
+        recorded[0].live_from, recorded[0].commit_key = from_turn, None  # its own work: its own memory commit
+    models = _recorded_models(plan, stored, settings, tool_mode)
+    live = _live_models(plan, settings, model) if fork else {}
+    origin = {"forked_from": fork, "fork_model": _live_name(live)} if fork else {"replay_of": source}
+    run = RunDir.create(Path(out) if out else Path(runs_dir), new_run_id(("fork-" if fork else "replay-") + plan.name),
+                        {**plan.to_dict(), **origin})
     try:
-        write_request_settings(run.path, settings, {name: config for name, config in models.items()})
-        return _execute(run, plan, recorded, settings, models, live, notes, source=source, fork=fork,
-                        from_turn=from_turn or 0, keep_going=keep_going, workers=workers)
+        write_request_settings(run.path, settings, models)
+        return _execute(run, plan, recorded, settings, models, live, notes, source=source, keep_going=keep_going,
+                        workers=workers, origin=origin)
+    finally:
+        run.close()
+
+
+def fork_failed(tasks_file: Path, ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
+                workers: int = 4) -> ReplayRun:
+    """`ga fanout --resume RUN --retry-failed --from-last-good`: every task of RUN that did not succeed runs again
+    in RUN, forked from the turn after its last good tool run (`last_good_turn`): the turns before come from its
+    history, only the rest is asked of the model and counted."""
+    from orchestrator.fanout import FanoutError, build_plan, open_run
+
+    try:
+        plan = build_plan(tasks_file)
+        old = RunDir.existing(runs_dir, ref)
+    except (FanoutError, FileNotFoundError) as exc:
+        raise ReplayError(str(exc)) from None
+    earlier = {task_id: r for task_id, r in old.results().items()
+               if r.status != "succeeded" and (old.task_dir(task_id) / "history.jsonl").is_file()}
+    if not earlier:
+        raise ReplayError(f"run {old.run_id} has no finished task that did not succeed: nothing to fork")
+    _, _, recorded, stored = _from_run(ref, runs_dir, list(earlier), every=True)
+    notes: list[str] = []
+    settings = _recorded_settings(settings, stored, notes)
+    for item in recorded:
+        item.live_from = last_good_turn(old.task_dir(item.task.id) / "history.jsonl")
+        item.attempt, item.commit_key = earlier[item.task.id].attempt + 1, None
+    try:
+        run, todo, spent = open_run(plan, Path(runs_dir), ref, True)  # the tasks file unchanged, the run not running
+    except FanoutError as exc:
+        raise ReplayError(str(exc)) from None
+    try:
+        left = [t.id for t in todo if t.id not in {r.task.id for r in recorded}]
+        if left:
+            notes.append(f"not forked (never finished, or no history): {', '.join(left)}; resume without "
+                         "--from-last-good to run them")
+        models = _recorded_models(plan, stored, settings, None)
+        origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded}}
+        return _execute(run, plan, recorded, settings, models, _live_models(plan, settings, model), notes,
+                        source=run.run_id, keep_going=False, workers=workers, origin=origin, spent=spent)
     finally:
         run.close()
 
@@ -129,7 +169,9 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
 # ---- what was recorded ------------------------------------------------------------------------
 
 
-def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]]) -> tuple[str, Plan, list[Recorded], Optional[dict]]:
+def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]],
+              every: bool = False) -> tuple[str, Plan, list[Recorded], Optional[dict]]:
+    """The run's plan (only the tasks replayed, unless `every`), its recorded tasks and request settings."""
     try:
         old = RunDir.existing(runs_dir, ref)
     except FileNotFoundError as exc:
@@ -167,7 +209,8 @@ def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]]) -> tuple[
             raise ReplayError(f"input {missing[0]} of task {item.task.id} is gone; put it back (its content as it was "
                               "makes the tools' output the same) to replay")
     stored = _read_json(old.path / REQUEST_SETTINGS)
-    plan.tasks = [r.task for r in recorded]
+    if not every:
+        plan.tasks = [r.task for r in recorded]
     return old.run_id, plan, recorded, stored
 
 
@@ -209,10 +252,10 @@ def _fork_point(source: str, recorded: list[Recorded], from_turn: int) -> str:
     return f"{source}/{recorded[0].task.id}@{from_turn}"
 
 
-def _models(plan: Plan, stored: Optional[dict], settings: Settings, live_name: Optional[str], tool_mode: Optional[str],
-            forking: bool) -> tuple[dict[Optional[str], Any], Any]:
-    """The recorded model of every task (its config as recorded when the run kept it) and, for a fork, the
-    live model's config."""
+def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
+                     tool_mode: Optional[str]) -> dict[Optional[str], Any]:
+    """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
+    a replay calls no model, the config only sizes the context)."""
     from worker.models import ModelConfig, ModelConfigError, resolve_model
 
     configs: dict[Optional[str], Any] = {}
@@ -223,20 +266,25 @@ def _models(plan: Plan, stored: Optional[dict], settings: Settings, live_name: O
         else:
             try:
                 config = resolve_model(name, settings)
-            except ModelConfigError:  # not needed to replay: only its window sizes the context (unknown here)
+            except ModelConfigError:
                 config = ModelConfig(name=str(name or "recorded"), base_url="http://127.0.0.1:9/replay", model="recorded")
-        updates: dict[str, Any] = {"fallbacks": []}
-        if tool_mode:
-            updates["tool_mode"] = tool_mode
-        configs[name] = config.model_copy(update=updates)
-    live = None
-    if forking:
-        name = live_name or plan.tasks[0].model
-        try:
-            live = resolve_model(name, settings).model_copy(update={"fallbacks": []})
-        except ModelConfigError as exc:
-            raise ReplayError(str(exc)) from None
-    return configs, live
+        configs[name] = config.model_copy(update={"fallbacks": [], **({"tool_mode": tool_mode} if tool_mode else {})})
+    return configs
+
+
+def _live_models(plan: Plan, settings: Settings, name: Optional[str]) -> dict[Optional[str], Any]:
+    """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now."""
+    from worker.models import ModelConfigError, resolve_model
+
+    try:
+        return {task_model: resolve_model(name or task_model, settings).model_copy(update={"fallbacks": []})
+                for task_model in {t.model for t in plan.tasks}}
+    except ModelConfigError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+def _live_name(live: dict[Optional[str], Any]) -> str:
+    return ", ".join(sorted({config.name for config in live.values()}))
 
 
 def _read_json(path: Path) -> Optional[dict]:
@@ -267,22 +315,24 @@ class ReplayActor(WorkerActor):
 
 
 def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settings, models: dict[Optional[str], Any],
-             live: Any, notes: list[str], *, source: str, fork: Optional[str], from_turn: int, keep_going: bool,
-             workers: int) -> ReplayRun:
+             live: dict[Optional[str], Any], notes: list[str], *, source: str, keep_going: bool, workers: int,
+             origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
+    """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
+    kept had cost), then its summary over every task of `plan`."""
     from orchestrator.driver import Driver, run_status
     from orchestrator.fanout import Nesting
 
     started = time.time()
     executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out
-    driver = Driver(plan, run, settings, models, Nesting(), settings.fanout.max_depth, executor,
+    driver = Driver(plan, run, settings, {**models}, Nesting(), settings.fanout.max_depth, executor,
                     workers=workers, display="quiet")
     actor = ReplayActor(max(1, workers))
-    run.ledger("run_started", tasks=len(recorded), todo=len(recorded), workers=workers, executor="replay",
-               **({"forked_from": fork} if fork else {"replay_of": source}))
+    run.ledger("run_resumed" if spent is not None else "run_started", tasks=len(plan.tasks), todo=len(recorded),
+               workers=workers, executor="replay", **origin)
     lock = threading.Lock()
 
     def one(item: Recorded) -> TaskReplay:
-        job = driver.job(item.task, 1)
+        job = driver.job(item.task, item.attempt)
         if item.commit_key:
             job = job.model_copy(update={"commit_key": item.commit_key})
         config = models[item.task.model]
@@ -290,19 +340,22 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
         if not item.paths:  # a bare history: its workdir was written as WORKDIR
             paths[str(Path(job.task_dir) / "workdir")] = WORKDIR
         model = ReplayModel(item.turns, task_id=item.task.id, tool_mode=config.tool_mode, normalise=Normaliser(paths),
-                            config=config, keep_going=keep_going, live_from=from_turn if fork else 0)
+                            config=config, keep_going=keep_going, live_from=item.live_from)
         actor.models[item.task.id] = model
-        if fork:
-            actor.live_jobs[item.task.id] = job.model_copy(update={"endpoint": live, "model_name": live.name})
+        if item.live_from:
+            endpoint = live[item.task.model]
+            actor.live_jobs[item.task.id] = job.model_copy(update={"endpoint": endpoint, "model_name": endpoint.name})
         with lock:
-            run.ledger("started", item.task.id, attempt=1)
+            run.ledger("started", item.task.id, attempt=item.attempt,
+                       **({"forked_from_turn": item.live_from} if item.live_from else {}))
         record = actor.run_task(job)
         found = list(model.divergences)
-        if not fork and not found:
+        if not item.live_from and not found:
             found += _after_the_run(item, Path(job.task_dir) / "history.jsonl", record, paths)
         record.usage = model.live_usage  # the recorded turns were paid for when they were recorded
-        if fork:
-            record.reason = f"{record.reason}; forked from {fork}" if record.reason else f"forked from {fork}"
+        if item.live_from:
+            note = f"forked at turn {item.live_from}"
+            record.reason = f"{record.reason}; {note}" if record.reason else note
         with lock:
             run.add_result(record)
             for divergence in found:
@@ -313,19 +366,22 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ga-replay-") as pool:
         outcomes = list(pool.map(one, recorded))
-    results = list(run.results().values())
+    results = [r for r in run.results().values() if r.task_id in {t.id for t in plan.tasks}]
     counts = {s: sum(1 for r in results if r.status == s) for s in ("succeeded", "unverified", "failed", "needs_input", "limit")}
-    status, code = run_status(counts, len(results), None)
-    usage = sum((t.live_usage for t in outcomes), Usage())
-    outcome = ReplayRun(run.run_id, run.path, source, outcomes, notes, fork)
-    if not fork:
+    status, code = run_status(counts, len(plan.tasks), None)
+    outcome = ReplayRun(run.run_id, run.path, source, outcomes, notes, origin.get("forked_from"))
+    if "replay_of" in origin:
         code = outcome.exit_code
-    extra = {"forked_from": fork, "fork_model": live.name} if fork else {"replay_of": source,
-                                                                          "identical": outcome.identical}
-    summary = RunSummary(run_id=run.run_id, name=plan.name, status=status, exit_code=code, started=started,
-                         finished=time.time(), seconds=round(time.time() - started, 3), workers=workers,
-                         tasks=TaskCounts(total=len(recorded), **counts), usage=usage,
-                         per_task={r.task_id: r.usage for r in results}, **extra)
+        origin = {**origin, "identical": outcome.identical}
+    else:
+        outcome.run_exit_code = code
+    previous = run.summary() if spent is not None else None
+    summary = RunSummary(run_id=run.run_id, name=plan.name, status=status, exit_code=code,
+                         started=previous.started if previous else started, finished=time.time(),
+                         seconds=round(time.time() - started, 3), workers=workers,
+                         tasks=TaskCounts(total=len(plan.tasks), **counts, unfinished=len(plan.tasks) - len(results)),
+                         usage=sum((t.live_usage for t in outcomes), spent or Usage()),
+                         per_task={r.task_id: r.spent for r in results}, **origin)
     run.write_summary(summary)
     run.ledger("run_finished", status=status, exit_code=code)
     return outcome

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
 
+from configs import Settings
 from configs.clikit import console, emit_json, fail, settings
 from orchestrator.display import status_style
 
@@ -55,18 +56,35 @@ def replay(
                               "turns": t.turns, "recorded_turns": t.recorded_turns, "live_tokens": t.live_usage.total,
                               "differences": [d.line() for d in t.divergences]} for t in outcome.tasks]})
         raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(print_outcome(outcome))
+
+
+def fork_failed_tasks(tasks_file: Path, run: str, current: Settings, out: Optional[Path], workers: Optional[int]) -> int:
+    """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN; the exit code."""
+    from orchestrator.replay import ReplayError, fork_failed
+
+    try:
+        outcome = fork_failed(tasks_file, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
+                              workers=workers or current.fanout.concurrency)
+    except ReplayError as exc:
+        fail(str(exc))
+    return print_outcome(outcome)
+
+
+def print_outcome(outcome: Any) -> int:
     for note in outcome.notes:
         console.print(f"note: {escape(note)}", highlight=False)
+    forked = outcome.forked_from or outcome.run_exit_code is not None
     for task in outcome.tasks:
         style = status_style(task.status)
         mark = "identical" if not task.divergences else f"{len(task.divergences)} difference(s)"
-        if outcome.forked_from:
+        if forked:
             mark = f"{task.live_usage.total:,} live tokens"
         console.print(f"{escape(task.task_id)}: [{style}]{task.status}[/] after {task.turns} turn(s) · {mark}",
                       highlight=False)
         for divergence in task.divergences:
             console.print(f"  {escape(divergence.line())}", highlight=False, markup=False)
-    verdict = (f"forked from {outcome.forked_from}" if outcome.forked_from else
+    verdict = (f"forked from {outcome.forked_from}" if outcome.forked_from else "forked the failed tasks" if forked else
                "replayed identically" if outcome.identical else "the replay differs from the recording")
     console.print(f"{verdict}; run directory: {outcome.run_dir}", highlight=False)
-    raise typer.Exit(outcome.exit_code)
+    return outcome.exit_code

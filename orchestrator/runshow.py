@@ -37,8 +37,9 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
         if len(attempts) > 1:
             console.rule(f"attempt {number}")
         for turn in turns:
-            if turn.turn == live_from:
-                console.rule(f"the recording ends here: turn {live_from} on ran live on {view.summary.get('fork_model')}")
+            if turn.turn == live_from and number == len(attempts):
+                model = view.summary.get("fork_model")
+                console.rule(f"the recording ends here: turn {live_from} on ran live" + (f" on {model}" if model else ""))
             console.print(_turn_panel(turn))
     if task.answer or task.reason:
         border = {"succeeded": "green", "unverified": "yellow"}.get(task.status, "red")
@@ -47,9 +48,12 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
 
 
 def _live_from(summary: dict[str, Any], task_id: str) -> int:
-    """A fork's first live turn (`forked_from: RUN/TASK@TURN`, orchestrator/replay.py); 0 for any other run."""
-    where, _, turn = str(summary.get("forked_from") or "").rpartition("@")
-    return int(turn) if where.endswith(f"/{task_id}") and turn.isdigit() else 0
+    """A forked task's first live turn (`forked_from` or `forks`: RUN/TASK@TURN, orchestrator/replay.py); else 0."""
+    for origin in [summary.get("forked_from"), *(summary.get("forks") or {}).values()]:
+        where, _, turn = str(origin or "").rpartition("@")
+        if where.endswith(f"/{task_id}") and turn.isdigit():
+            return int(turn)
+    return 0
 
 
 def _turn_panel(turn: Any) -> Panel:

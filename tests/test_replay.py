@@ -188,3 +188,43 @@ def test_a_history_file_replays_from_the_command_line(tmp_path):
     result = replay_cli(str(FIXTURES / "qwen0.5b-text-fib.history.jsonl"), "--tool-mode", "text", out=tmp_path / "r")
     assert result.exit_code == 0, result.output
     assert "qwen0.5b-text-fib: unverified after 1 turn(s) · identical" in result.output
+
+
+LATE = {"tasks": [
+    {"match": "^Add", "turns": SCRIPT["tasks"][0]["turns"]},
+    {"match": "^Count", "turns": [
+        {"content": "Counting.", "tool_calls": [code("print(len(open('data.txt').read().split()))")]},
+        {"content": "Checking.", "tool_calls": [code("print(undefined_name)")]},
+        {"content": "Done:", "echo_last_tool_result": True}]}]}
+
+
+def test_from_last_good_forks_a_failed_task_in_its_run_from_after_its_last_good_tool_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("GA_WORKER__SECOND_CHANCE", "0")  # the script has no reply to a second-chance note
+    (tmp_path / "data.txt").write_text("3 4 5\n")
+    log = tmp_path / "requests.jsonl"
+    with ScriptedServer(LATE, log_path=log) as server:
+        tasks = tmp_path / "tasks.yaml"
+        tasks.write_text(json.dumps({"version": 1, "name": "late", "defaults": {"model": f"scripted@{server.base_url}"},
+                                     "tasks": [{"id": "add", "prompt": "Add the numbers in data.txt.", "inputs": ["data.txt"]},
+                                               {"id": "count", "prompt": "Count the numbers in data.txt.",
+                                                "inputs": ["data.txt"]}]}))
+        first = invoke_ga("fanout", str(tasks), "--out", str(tmp_path / "runs"), "--no-preflight")
+        assert first.exit_code == 1, first.output
+        [run_dir] = list((tmp_path / "runs").iterdir())
+        recorded = [r["body"] for r in read_jsonl(log)]
+        before = json.loads((run_dir / "summary.json").read_text())
+        resumed = invoke_ga("fanout", str(tasks), "--resume", run_dir.name, "--retry-failed", "--from-last-good",
+                            "--out", str(tmp_path / "runs"), "--no-preflight")
+    assert resumed.exit_code == 1, resumed.output  # the same script fails the same way: still unverified
+    asked = [r["body"] for r in read_jsonl(log)][len(recorded):]
+    assert len(asked) == 2  # turns 2 and 3 of `count` only; `add` succeeded and is left alone
+    count_turn_2 = [b for b in recorded if b["messages"][1]["content"].startswith("Count")][1]
+    assert json.dumps(asked[0]) == json.dumps(count_turn_2)
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert after["forks"] == {"count": f"{run_dir.name}/count@2"}
+    live = next(r for r in read_jsonl(run_dir / "results.jsonl") if r["task_id"] == "count")["usage"]["total"]
+    failed = before["per_task"]["count"]["total"]
+    assert 0 < live < failed and after["usage"]["total"] == before["usage"]["total"] - failed + live
+    assert (run_dir / "tasks" / ".count.attempt-1" / "history.jsonl").is_file()  # the first attempt kept aside
+    shown = invoke_ga("runs", "show", str(run_dir), "count")
+    assert "the recording ends here: turn 2 on ran live" in shown.output
