@@ -37,6 +37,7 @@ REQUEST_SETTINGS = "request_settings.json"
 FORMAT = 1
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
+NO_MODEL = "replay-calls-no-model"  # GA_MODEL inside a replayed task's code_run
 
 
 class ReplayError(ValueError):
@@ -335,6 +336,8 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
         job = driver.job(item.task, item.attempt)
         if item.commit_key:
             job = job.model_copy(update={"commit_key": item.commit_key})
+        if not item.live_from:  # a fan-out nested in its code_run would call a model: it finds none and says so
+            job = job.model_copy(update={"env": {**job.env, "GA_MODEL": NO_MODEL}})
         config = models[item.task.model]
         paths = {**item.paths, job.task_dir: TASK_DIR, str(run.path): RUN_DIR}
         if not item.paths:  # a bare history: its workdir was written as WORKDIR
