@@ -1,9 +1,10 @@
 """The `ga` command: assembles each package's commands; parses, calls, prints. No logic lives here.
 
 Where each command is defined: worker/memory_commands.py (`ga memory`), worker/commands.py (`ga fake-llm`,
-`ga sessions`), orchestrator/commands.py (`ga run`, `ga chat`, `ga fanout`), orchestrator/runs_commands.py
-(`ga runs`), orchestrator/replay_commands.py (`ga replay`), orchestrator/triggers/commands.py (`ga reflect`, `ga schedule`), skilltree/skills_commands.py
-(`ga skills`), skilltree/explore_commands.py (`ga explore`); configs/clikit.py holds what they share.
+`ga sessions`), orchestrator/commands.py (`ga run`, `ga chat`, `ga fanout`), orchestrator/replay_commands.py
+(`ga replay`), orchestrator/runs_commands.py (`ga runs`), orchestrator/triggers/commands.py (`ga reflect`,
+`ga schedule`), skilltree/skills_commands.py (`ga skills`), skilltree/explore_commands.py (`ga explore`);
+configs/clikit.py holds what they share.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from worker import commands as worker_commands
 from worker.memory_commands import memory_app
 
 # The order `ga --help` lists the commands in; a command missing here comes last.
-ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "explore", "memory", "sessions", "runs", "skills")
+ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "explore", "memory", "sessions", "runs",
+         "skills")
 
 
 class _UserErrors(typer.core.TyperGroup):
