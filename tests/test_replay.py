@@ -143,6 +143,13 @@ def test_what_cannot_be_replayed_is_one_line(tmp_path, recorded):
     (tmp_path / "data.txt").unlink()
     gone = replay_cli(str(run_dir), out=tmp_path / "replays")
     assert gone.exit_code != 0 and "data.txt of task t0 is gone" in " ".join(gone.output.split())
+    older = tmp_path / "older.history.jsonl"  # a history from before whole requests were recorded
+    older.write_text(json.dumps({"turn": 1, "messages": [], "reply": "hi"}) + "\n")
+    unreadable = replay_cli(str(older), out=tmp_path / "replays")
+    assert unreadable.exit_code != 0
+    assert "line 1 has no 'sent'/'received' (written by a ga older than whole histories)" in \
+        " ".join(unreadable.output.split())
+    assert not (tmp_path / "replays").exists()  # nothing half-done
 
 
 # The real-model recordings were made by the ga of 2026-11-30; where this ga builds another request from the
