@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from configs.clikit import console, emit_json, fail, settings
@@ -38,13 +39,20 @@ def runs_list(
     if not rows:
         console.print(f"no runs in {_runs_dir(ctx, out)}")
         return
-    table = Table()
-    for column in ("run", "status", "finished/total", "failed", "unverified", "tokens", "cost"):
-        table.add_column(column)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    whole_id_column(table, "run", [r["run_id"] for r in rows])  # every `ga runs` command takes it
+    table.add_column("status", overflow="ellipsis", no_wrap=True, min_width=7)
+    for column in ("done", "failed", "unverified", "tokens", "cost"):
+        table.add_column(column, justify="right", overflow="fold")
     for r in rows:
         table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
                       str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
     console.print(table)
+
+
+def whole_id_column(table: Table, header: str, ids: list[str]) -> None:
+    """A column that never cuts or wraps the ids a later command needs: the other columns give way."""
+    table.add_column(header, no_wrap=True, overflow="ignore", min_width=max(map(len, ids), default=len(header)))
 
 
 @runs_app.command("show")
