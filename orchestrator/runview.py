@@ -123,19 +123,25 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
         results[REDUCE] = {"task_id": REDUCE, "turns": turns, **reduce_result}
     attempts = read_attempts(records)
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
-    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""))
-             for task_id in order]
+    view = RunView(run.run_id, run.path, spec.get("name", ""), "", 0.0, None, [], {}, [])
+    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
+                        [] if task_id in results else view.conversation(task_id)) for task_id in order]
     recorded = run.summary()
     summary = recorded.model_dump() if recorded else {}
     started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
     finished = summary.get("finished") or next((r["time"] for r in records if r["event"] == "run_finished"), None)
-    for task in tasks:  # a run still going: open attempts end now
+    status = summary.get("status") or ("running" if driver_holds(run.path) else "stopped")
+    for task in tasks:  # a run that ended without finishing them: open attempts end then, or now
         for attempt in task.attempts:
-            if attempt.end is None and finished:
-                attempt.end, attempt.status = finished, "stopped"
+            if attempt.end is None and status != "running":
+                attempt.end, attempt.status = finished or now, "stopped"
+        if task.status in ("running", "queued") and status != "running":
+            task.status = task.attempts[-1].status if task.attempts else "not started"
+            task.seconds = sum(a.end - a.start for a in task.attempts if a.end is not None)
     marks = [r for r in records if "task_id" not in r and r["event"] not in ("run_started", "run_resumed")]
-    status = summary.get("status") or ("running" if _driver_holds(run.path) else "stopped")
-    return RunView(run.run_id, run.path, spec.get("name", ""), status, started, finished, tasks, summary, marks)
+    view.status, view.started, view.finished, view.tasks, view.summary, view.marks = (
+        status, started, finished, tasks, summary, marks)
+    return view
 
 
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
@@ -147,7 +153,7 @@ def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
         first = next(read_jsonl(Path(row["path"]) / "ledger.jsonl"), {})
         if first.get("session") == session_id:
             if row["status"] == "running?":
-                row["status"] = "running" if _driver_holds(Path(row["path"])) else "stopped"
+                row["status"] = "running" if driver_holds(Path(row["path"])) else "stopped"
             rows.append(row)
     return rows
 
@@ -227,15 +233,26 @@ def as_dict(value: Any) -> Any:
     return asdict(value)
 
 
-def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str) -> TaskView:
-    if result is None:
+def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
+               turns: list[list[Turn]]) -> TaskView:
+    if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
-        status = "running" if status == "running" else ("queued" if not attempts else status)
-        return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", attempts=attempts)
+        seconds = sum(a.end - a.start for a in attempts if a.end is not None)
+        return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", turns=len(turns[-1]) if turns else 0,
+                        usage=spent_in(turns), seconds=seconds, attempts=attempts)
     usage = result.get("usage_with_nested") or result.get("usage") or {}
     seconds = result.get("seconds") or sum(a.end - a.start for a in attempts if a.end is not None)
     return TaskView(task_id, result.get("status", "?"), model, result.get("reason") or "", result.get("answer") or "",
                     int(result.get("turns") or 0), usage, float(seconds), attempts, result.get("usage_by_model") or {})
+
+
+def spent_in(attempts: list[list[Turn]]) -> dict[str, Any]:
+    """The usage of every turn recorded (a stopped task's spending, which results.jsonl does not hold)."""
+    usage: dict[str, Any] = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
+    for turn in (turn for attempt in attempts for turn in attempt):
+        for key in usage:
+            usage[key] += turn.usage.get(key) or 0
+    return usage
 
 
 def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
@@ -246,7 +263,7 @@ def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def _driver_holds(path: Path) -> bool:
+def driver_holds(path: Path) -> bool:
     """Whether a driver holds the run's lock (the run is in progress)."""
     lock = path / ".lock"
     return lock.is_file() and not is_abandoned(lock)
