@@ -137,7 +137,7 @@ def test_a_run_stopped_with_ga_runs_stop_says_so_on_its_terminal(tmp_path: Path,
     runs = tmp_path / "runs"
     proc = start_fanout(tasks_file(tmp_path, server, {"a": "slow a"}), runs)
     run_id, _ = wait_for_beat(runs, "a")
-    stopped = run_ga("runs", "stop", run_id[:20], "--out", str(runs))
+    stopped = run_ga("runs", "stop", run_id, "--out", str(runs))
     assert stopped.returncode == 0, stopped.stderr
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
