@@ -65,12 +65,12 @@ def runs_show(
         return
     try:
         data = load_run(_runs_dir(ctx, out), run_id)
-        view = load_run_view(_runs_dir(ctx, out), data["path"])
     except FileNotFoundError as exc:
         fail(str(exc))
     if as_json:
         emit_json(data)
         return
+    view = load_run_view(_runs_dir(ctx, out), data["path"])
     summary = data["summary"] or {}
     console.print(f"run {data['run_id']}: {view.status}\ndirectory: {data['path']}", highlight=False)
     usage = summary.get("usage") or task_usage_total(view.tasks)

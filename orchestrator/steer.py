@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -65,7 +66,8 @@ def interrupt_note(run_dir: Path) -> str:
     """What the driver says when interrupted: `ga runs stop` (it left a fresh request file) or Ctrl-C/SIGTERM."""
     request = run_dir / STOP_REQUEST
     try:
-        fresh = time.time() - request.stat().st_mtime < STOP_REQUEST_FRESH
+        found = request.lstat()  # a symlink or anything else planted there is no request
+        fresh = stat.S_ISREG(found.st_mode) and time.time() - found.st_mtime < STOP_REQUEST_FRESH
         request.unlink()
     except OSError:
         fresh = False
