@@ -102,9 +102,13 @@ def test_an_interrupted_run_shows_each_task_with_its_status_turns_and_tokens(tmp
     proc = start_fanout(tasks, runs)
     run_id, _ = wait_for_beat(runs, "a")
     wait_for_beat(runs, "b")
+    follower = subprocess.Popen([sys.executable, "-m", "cli", "runs", "tail", run_id[:-2], "-f", "--out", str(runs)],
+                                cwd=ROOT, env=ga_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
+    followed, _ = follower.communicate(timeout=60)  # -f ends with the run
+    assert follower.returncode == 0 and re.search(r"run +run_finished +status interrupted", followed.splitlines()[-1])
     summary_tokens = int(re.search(r"([\d,]+) tokens", out).group(1).replace(",", ""))
     assert summary_tokens > 0
     final = rows(out, "interrupted")
