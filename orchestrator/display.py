@@ -92,11 +92,12 @@ def doing(row: dict[str, Any], now: float) -> str:
     return f"{row.get('tool') or 'model'}{since}"
 
 
-STATUS_STYLES = {"succeeded": "green", "unverified": "yellow"}
+STATUS_STYLES = {"succeeded": "green", "unverified": "yellow", "interrupted": "yellow", "stopped": "yellow",
+                 "paused": "yellow", "running": "cyan", "queued": "dim", "not started": "dim"}
 
 
 def status_style(status: str) -> str:
-    """green: succeeded; yellow: unverified (answered, nothing backs it); red: anything else."""
+    """green: succeeded; yellow: unverified (answered, nothing backs it) or left to resume; red: failed."""
     return STATUS_STYLES.get(status, "red")
 
 
