@@ -99,7 +99,7 @@ class RunView:
         """Tasks that did not succeed, grouped by their reason with numbers and ids generalized."""
         groups: dict[str, list[str]] = defaultdict(list)
         for task in self.tasks:
-            if task.status not in ("succeeded", "running", "queued"):
+            if task.status not in ("succeeded", "running", "queued", "not started"):
                 groups[reason_kind(task.reason or task.status)].append(task.task_id)
         return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
