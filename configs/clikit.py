@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Optional
+from typing import Any, Iterable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -68,3 +68,16 @@ def emit_json_line(record: dict) -> None:
 def must_be_dir(flag: str, path: Optional[Any]) -> None:
     if path is not None and not path.is_dir():
         fail(f"{flag} {path}: not a directory; create it or pass an existing one")
+
+
+def by_prefix(given: str, names: Iterable[str], what: str) -> Optional[str]:
+    """The one name equal to `given` or starting with it (an id abbreviated as git allows); None when no name
+    does. Several: ValueError, one line naming them, e.g. "run id '2026' is ambiguous: A, B; give more of it"."""
+    names = sorted(set(names))
+    if given in names:
+        return given
+    found = [name for name in names if name.startswith(given)] if given else []
+    if len(found) > 1:
+        shown = ", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
+        raise ValueError(f"{what} '{given}' is ambiguous: {shown}; give more of it")
+    return found[0] if found else None

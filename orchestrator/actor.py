@@ -108,7 +108,7 @@ class WorkerActor:
         task_id, lease = job.task_id, job.lease
         with self._lock:
             self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "steering": [], "progress": {
-                "task_id": task_id, "turn": 0, "tool": "", "tokens": 0, "started": started,
+                "task_id": task_id, "turn": 0, "tool": "", "since": started, "tokens": 0, "started": started,
                 "attempt": job.attempt, "pid": os.getpid()}}
             if lease:  # the job just came from a live driver
                 self._extend(lease["lessee"], lease["ttl"])
@@ -148,7 +148,8 @@ class WorkerActor:
         worker = Worker(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
                         env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,
-                        check=job.check, commit_key=job.commit_key)
+                        check=job.check, commit_key=job.commit_key,
+                        on_tool_start=lambda event: self._on_tool_start(task_id, event))
         with self._lock:
             state = self.tasks[task_id]
             state["worker"] = worker
@@ -221,11 +222,19 @@ class WorkerActor:
         return self.stores[root]
 
     def _on_turn(self, task_id: str, event: dict[str, Any]) -> None:
+        """A tool call ended: the worker waits for the model next (tool "" since now)."""
         with self._lock:
             state = self.tasks.get(task_id)
             if state is not None:
-                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""),
+                state["progress"].update(turn=event.get("turn", 0), tool="", since=time.time(),
                                          tokens=event.get("tokens", 0))
+
+    def _on_tool_start(self, task_id: str, event: dict[str, Any]) -> None:
+        """A tool call started: the live view shows it with the seconds it has run."""
+        with self._lock:
+            state = self.tasks.get(task_id)
+            if state is not None:
+                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""), since=time.time())
 
 
 def _node_id() -> Optional[str]:

@@ -22,7 +22,8 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
-from orchestrator.runview import runs_of_session
+from orchestrator.runview import REDUCE, load_run_view, runs_of_session
+from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
 from worker.commands import ask_person, text_stream, turn_printer
 from worker.models import ModelConfigError
@@ -162,17 +163,10 @@ def print_plan(plan: dict) -> None:
 
 
 def print_run(result: Run) -> None:
+    """The final table: every task, those the run did not finish with the turns and tokens they spent."""
     summary = result.summary
-    table = Table(title=f"run {result.run_id}: {result.status}", title_justify="left")
-    for column in ("task", "status", "turns", "tokens", "cost", "answer / reason"):
-        table.add_column(column, overflow="fold")
-    for row in result.results:
-        usage = row.spent
-        text = " ".join((row.answer if row.status == "succeeded" else row.reason).split())
-        style = status_style(row.status)
-        table.add_row(row.task_id, f"[{style}]{row.status}[/{style}]", str(row.turns),
-                      f"{usage.total:,}", f"${usage.cost:.4f}", text[:80] + ("…" if len(text) > 80 else ""))
-    console.print(table)
+    view = load_run_view(result.run_dir.parent, str(result.run_dir))
+    console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE], title=f"run {result.run_id}: {result.status}"))
     usage = summary.usage
     console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
                   f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False)

@@ -32,13 +32,15 @@ class Display:
                                       "note": ""}
         self._live: Optional[Live] = None
         if mode == "live":
-            self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False)
+            # drawn anew at each refresh, so that the seconds of a long tool call keep counting between updates
+            self._live = Live(console=Console(stderr=True), get_renderable=self._render, refresh_per_second=4,
+                              transient=False)
             self._live.start()
 
     def update(self, **state: Any) -> None:
         self.state.update(state)
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
         elif self.mode == "log" and time.monotonic() - self.last_log >= LOG_EVERY:
             self.last_log = time.monotonic()
             s = self.state
@@ -49,7 +51,7 @@ class Display:
 
     def close(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
             self._live.stop()
             self._live = None
 
@@ -62,7 +64,7 @@ class Display:
 
     def _render(self) -> Any:
         s = self.state
-        width = 30
+        width = 20
         filled = int(width * s["done"] / self.total) if self.total else width
         header = Text.assemble(
             (f"{self.name} ", "bold"), ("█" * filled + "░" * (width - filled), "green"),
@@ -74,20 +76,28 @@ class Display:
             (f" · {s['note']}" if s["note"] else "", "yellow"),
         )
         table = Table(box=None, show_header=True, header_style="dim", pad_edge=False)
-        for column in ("worker", "task", "turn", "tool", "tokens", "time"):
-            table.add_column(column)
+        for column in ("worker", "task", "turn", "doing", "tokens", "time"):
+            table.add_column(column, no_wrap=True, overflow="ellipsis")
+        now = time.time()
         for row in s["running"]:
-            table.add_row(str(row.get("slot", "")), row.get("task_id", ""), str(row.get("turn", "")),
-                          row.get("tool", "") or "", f"{row.get('tokens', 0):,}",
-                          _clock(time.time() - row["started"]) if row.get("started") else "")
+            table.add_row(str(row.get("slot", "")), Text(row.get("task_id", "")), str(row.get("turn", "")),
+                          doing(row, now), f"{row.get('tokens', 0):,}",
+                          _clock(now - row["started"]) if row.get("started") else "")
         return Group(header, table)
 
 
-STATUS_STYLES = {"succeeded": "green", "unverified": "yellow"}
+def doing(row: dict[str, Any], now: float) -> str:
+    """'code_run 12s' while a tool runs, 'model 3s' while the worker waits for the model's reply."""
+    since = f" {int(max(0, now - row['since']))}s" if row.get("since") else ""
+    return f"{row.get('tool') or 'model'}{since}"
+
+
+STATUS_STYLES = {"succeeded": "green", "unverified": "yellow", "interrupted": "yellow", "stopped": "yellow",
+                 "paused": "yellow", "running": "cyan", "queued": "dim", "not started": "dim"}
 
 
 def status_style(status: str) -> str:
-    """green: succeeded; yellow: unverified (answered, nothing backs it); red: anything else."""
+    """green: succeeded; yellow: unverified (answered, nothing backs it) or left to resume; red: failed."""
     return STATUS_STYLES.get(status, "red")
 
 

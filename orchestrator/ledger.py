@@ -19,6 +19,7 @@ from typing import Any, Iterator, Optional
 import yaml
 from pydantic import BaseModel
 
+from configs.clikit import by_prefix
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
@@ -103,8 +104,15 @@ class RunDir:
 
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
-        """A finished or interrupted run, found by id (or by path)."""
+        """A finished or interrupted run, found by id, by a unique prefix of its id, or by path. No such run, or
+        a prefix several runs share: FileNotFoundError, one line (naming the candidates)."""
         path = Path(run_id) if Path(run_id).is_dir() and (Path(run_id) / "spec.yaml").is_file() else Path(runs_dir) / run_id
+        if not (path / "spec.yaml").is_file() and "/" not in run_id:
+            try:
+                found = by_prefix(run_id, _run_names(Path(runs_dir)), "run id")
+            except ValueError as exc:
+                raise FileNotFoundError(str(exc)) from None
+            path = Path(runs_dir) / found if found else path
         if not (path / "spec.yaml").is_file():
             raise FileNotFoundError(f"no run '{run_id}' in {runs_dir}; list runs with `ga runs list`")
         return cls(path)
@@ -216,6 +224,10 @@ class RunDir:
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_text(self.path / "summary.json", summary.text())
+
+
+def _run_names(runs_dir: Path) -> list[str]:
+    return [p.name for p in runs_dir.iterdir() if (p / "spec.yaml").is_file()] if runs_dir.is_dir() else []
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
 from orchestrator.ledger import RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
+from orchestrator.steer import interrupt_note
 
 log = structlog.get_logger("ga.fanout")
 HOUSEKEEPING_EVERY = 1.0
@@ -101,7 +102,7 @@ class MapLoop:
                     if self.interrupts > 1:
                         self._abandon(inflight)
                         break
-                    self._stop("interrupted", "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)")
+                    self._stop("interrupted", interrupt_note(self.run.path))
                     interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
                     for item in inflight.values():
                         _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")

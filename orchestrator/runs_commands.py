@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from configs.clikit import console, emit_json, fail, settings
@@ -14,8 +15,9 @@ from orchestrator.fanout import load_run
 from orchestrator.ledger import RunDir, list_runs, read_jsonl
 from orchestrator.report import write_report
 from orchestrator.runshow import print_conversation
-from orchestrator.runview import load_run_view, replayed_requests
+from orchestrator.runview import REDUCE, RunView, TaskView, driver_holds, load_run_view, replayed_requests
 from orchestrator.steer import SteerError, stop, tell
+from orchestrator.tables import tasks_table, whole_id_column
 
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
 
@@ -38,9 +40,11 @@ def runs_list(
     if not rows:
         console.print(f"no runs in {_runs_dir(ctx, out)}")
         return
-    table = Table()
-    for column in ("run", "status", "finished/total", "failed", "unverified", "tokens", "cost"):
-        table.add_column(column)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    whole_id_column(table, "run", [r["run_id"] for r in rows])  # every `ga runs` command takes it
+    table.add_column("status", overflow="ellipsis", no_wrap=True, min_width=7)
+    for column in ("done", "failed", "unverified", "tokens", "cost"):
+        table.add_column(column, justify="right", overflow="fold")
     for r in rows:
         table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
                       str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
@@ -50,7 +54,7 @@ def runs_list(
 @runs_app.command("show")
 def runs_show(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`; a unique prefix will do) or run directory"),
     task_id: Optional[str] = typer.Argument(None, help="A task id (or `reduce`): show its conversation turn by turn"),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (with TASK: the requests as the model received them)"),
@@ -66,22 +70,29 @@ def runs_show(
     if as_json:
         emit_json(data)
         return
+    view = load_run_view(_runs_dir(ctx, out), data["path"])
     summary = data["summary"] or {}
-    console.print(f"run {data['run_id']} ({data['path']}): {summary.get('status', 'running or stopped hard')}", highlight=False)
-    if summary:
-        t, u = summary["tasks"], summary["usage"]
-        console.print(f"{status_counts(t)} · {u['total']:,} tokens · "
-                      f"${u['cost']:.4f} · {summary['seconds']:.1f}s", highlight=False)
-        if summary.get("stop_note"):
-            console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
-    table = Table()
-    for column in ("task", "status", "attempt", "turns", "tokens", "answer / reason"):
-        table.add_column(column, overflow="fold")
-    for row in data["results"]:
-        text = " ".join(str((row.get("answer") if row["status"] == "succeeded" else row.get("reason")) or "").split())
-        table.add_row(row["task_id"], row["status"], str(row.get("attempt", "")), str(row.get("turns", "")),
-                      f"{(row.get('usage_with_nested') or row.get('usage') or {}).get('total', 0):,}", text[:80])
-    console.print(table)
+    console.print(f"run {data['run_id']}: {view.status}\ndirectory: {data['path']}", highlight=False)
+    usage = summary.get("usage") or task_usage_total(view.tasks)
+    counts = summary.get("tasks") or view_counts(view)
+    seconds = summary.get("seconds") or (view.finished or time.time()) - view.started
+    console.print(f"{status_counts(counts)} · {usage['total']:,} tokens · ${usage['cost']:.4f} · {seconds:.1f}s",
+                  highlight=False)
+    if summary.get("stop_note"):
+        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
+    console.print(tasks_table(view.tasks, attempts=True))
+
+
+def view_counts(view: RunView) -> dict[str, int]:
+    """status_counts' input for a run without a summary (in progress, or its driver killed)."""
+    statuses = [t.status for t in view.tasks if t.task_id != REDUCE]
+    finished = ("succeeded", "unverified", "failed", "needs_input", "limit")
+    return {"total": len(statuses), "succeeded": statuses.count("succeeded"), "unverified": statuses.count("unverified"),
+            "unfinished": sum(1 for s in statuses if s not in finished)}
+
+
+def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
+    return {key: sum(t.usage.get(key, 0) or 0 for t in tasks) for key in ("total", "cost")}
 
 
 def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:
@@ -99,7 +110,7 @@ def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None
 @runs_app.command("report")
 def runs_report(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`) or run directory"),
+    run_id: str = typer.Argument(..., help="Run id (see `ga runs list`; a unique prefix will do) or run directory"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and report.md (default: the run's)"),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Runs directory (default: fanout.runs_dir)"),
 ) -> None:
@@ -118,7 +129,7 @@ def runs_report(
 @runs_app.command("tell")
 def runs_tell(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    run_id: str = typer.Argument(..., help="Run id (a unique prefix will do) or run directory"),
     task_id: str = typer.Argument(..., help="The running task"),
     message: str = typer.Argument(..., help="What the task should know: added to its next request"),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
@@ -134,7 +145,7 @@ def runs_tell(
 @runs_app.command("stop")
 def runs_stop(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    run_id: str = typer.Argument(..., help="Run id (a unique prefix will do) or run directory"),
     task_id: Optional[str] = typer.Argument(None, help="One running task (default: the whole run)"),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
 ) -> None:
@@ -150,30 +161,44 @@ def runs_stop(
 @runs_app.command("tail")
 def runs_tail(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="Run id or run directory"),
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix of it) or run directory"),
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
-    lines: int = typer.Option(20, "-n", help="How many ledger lines to show first"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new ledger lines until the run finishes"),
+    lines: int = typer.Option(20, "-n", help="How many of the latest events to show first"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing events as they come until the run ends"),
 ) -> None:
-    """The run's ledger as it grows."""
+    """The run's events, one line each: time, task, event and what matters (attempt, worker, reason, ...).
+    With -f, follows a running run until it ends."""
     try:
         run = RunDir.existing(_runs_dir(ctx, out), run_id)
     except FileNotFoundError as exc:
         fail(str(exc))
-    seen = 0
-    records = list(read_jsonl(run.path / "ledger.jsonl"))
-    for record in records[-lines:]:
-        console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
+    ledger = run.path / "ledger.jsonl"
+    width = max([len(t.get("id", "")) for t in (run.spec() or {}).get("tasks") or []] + [len("run")])
+    records = list(read_jsonl(ledger))
+    for record in records[-lines:] if lines > 0 else []:
+        console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
     seen = len(records)
-    while follow and not any(r["event"] == "run_finished" for r in records[-1:]):
+    while follow and not any(r["event"] == "run_finished" for r in records[-1:]) and driver_holds(run.path):
         time.sleep(0.5)
-        records = list(read_jsonl(run.path / "ledger.jsonl"))
+        records = list(read_jsonl(ledger))
         for record in records[seen:]:
-            console.print(_ledger_line(record), highlight=False, markup=False, soft_wrap=True)
+            console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
         seen = len(records)
 
 
-def _ledger_line(record: dict) -> str:
+TAIL_FIELDS = ("attempt", "worker", "step", "status", "exit_code", "tasks", "todo", "workers", "executor", "from",
+               "to", "levels", "reused", "text", "reason", "note")  # in this order; the rest is in ledger.jsonl
+
+
+def event_line(record: dict[str, Any], task_width: int = 12) -> str:
+    """'15:29:01  s1    started       attempt 1 · worker 0': one ledger event for a person."""
     stamp = time.strftime("%H:%M:%S", time.localtime(record.get("time", 0)))
-    rest = " ".join(f"{k}={v}" for k, v in record.items() if k not in ("time", "event", "task_id") and v not in (None, ""))
-    return f"{stamp} {record['event']:<12} {record.get('task_id', ''):<24} {rest}".rstrip()
+    fields = []
+    for key in TAIL_FIELDS:
+        value = record.get(key)
+        if value in (None, "") or isinstance(value, (dict, list)) or (key == "reason" and value == record["event"]):
+            continue
+        text = " ".join(str(value).split())
+        fields.append(text if key in ("reason", "note", "text") else f"{key} {text}")
+    task = record.get("task_id") or "run"
+    return f"{stamp}  {task:<{task_width}}  {record['event']:<14}  {' · '.join(fields)}".rstrip()

@@ -82,15 +82,10 @@ class RunView:
         raise KeyError(f"run {self.run_id} has no task '{task_id}'; its tasks: {known}")
 
     def history_path(self, task_id: str) -> Path:
-        return self.path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
-            self.path / "tasks" / task_id / "history.jsonl"
+        return history_path(self.path, task_id)
 
     def conversation(self, task_id: str) -> list[list[Turn]]:
-        """Every attempt's turns: a retry moves the earlier attempt's directory aside (.ID.attempt-N)."""
-        current = self.history_path(task_id)
-        earlier = sorted(current.parent.parent.glob(f".{current.parent.name}.attempt-*/history.jsonl"),
-                         key=lambda p: int(p.parent.name.rpartition("-")[2]))
-        return [attempt for path in [*earlier, current] for attempt in conversation(path)]
+        return every_attempt(self.path, task_id)
 
     def usage_by_model(self) -> dict[str, dict[str, float]]:
         totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -104,7 +99,7 @@ class RunView:
         """Tasks that did not succeed, grouped by their reason with numbers and ids generalized."""
         groups: dict[str, list[str]] = defaultdict(list)
         for task in self.tasks:
-            if task.status not in ("succeeded", "running", "queued"):
+            if task.status not in ("succeeded", "running", "queued", "not started"):
                 groups[reason_kind(task.reason or task.status)].append(task.task_id)
         return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
@@ -123,19 +118,35 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
         results[REDUCE] = {"task_id": REDUCE, "turns": turns, **reduce_result}
     attempts = read_attempts(records)
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
-    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""))
-             for task_id in order]
+    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
+                        [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
     recorded = run.summary()
     summary = recorded.model_dump() if recorded else {}
     started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
     finished = summary.get("finished") or next((r["time"] for r in records if r["event"] == "run_finished"), None)
-    for task in tasks:  # a run still going: open attempts end now
+    status = summary.get("status") or ("running" if driver_holds(run.path) else "stopped")
+    for task in tasks:  # a run that ended without finishing them: open attempts end then, or now
         for attempt in task.attempts:
-            if attempt.end is None and finished:
-                attempt.end, attempt.status = finished, "stopped"
+            if attempt.end is None and status != "running":
+                attempt.end, attempt.status = finished or now, "stopped"
+        if task.status in ("running", "queued") and status != "running":
+            task.status = task.attempts[-1].status if task.attempts else "not started"
+            task.seconds = _seconds(task.attempts)
     marks = [r for r in records if "task_id" not in r and r["event"] not in ("run_started", "run_resumed")]
-    status = summary.get("status") or ("running" if _driver_holds(run.path) else "stopped")
     return RunView(run.run_id, run.path, spec.get("name", ""), status, started, finished, tasks, summary, marks)
+
+
+def history_path(run_path: Path, task_id: str) -> Path:
+    return run_path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
+        run_path / "tasks" / task_id / "history.jsonl"
+
+
+def every_attempt(run_path: Path, task_id: str) -> list[list[Turn]]:
+    """A task's turns, attempt by attempt: a retry moves the earlier attempt's directory aside (.ID.attempt-N)."""
+    current = history_path(run_path, task_id)
+    earlier = sorted(current.parent.parent.glob(f".{current.parent.name}.attempt-*/history.jsonl"),
+                     key=lambda p: int(p.parent.name.rpartition("-")[2]))
+    return [attempt for path in [*earlier, current] for attempt in conversation(path)]
 
 
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
@@ -147,7 +158,7 @@ def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
         first = next(read_jsonl(Path(row["path"]) / "ledger.jsonl"), {})
         if first.get("session") == session_id:
             if row["status"] == "running?":
-                row["status"] = "running" if _driver_holds(Path(row["path"])) else "stopped"
+                row["status"] = "running" if driver_holds(Path(row["path"])) else "stopped"
             rows.append(row)
     return rows
 
@@ -227,15 +238,29 @@ def as_dict(value: Any) -> Any:
     return asdict(value)
 
 
-def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str) -> TaskView:
-    if result is None:
+def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
+               turns: list[list[Turn]]) -> TaskView:
+    if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
-        status = "running" if status == "running" else ("queued" if not attempts else status)
-        return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", attempts=attempts)
+        return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", turns=len(turns[-1]) if turns else 0,
+                        usage=spent_in(turns), seconds=_seconds(attempts), attempts=attempts)
     usage = result.get("usage_with_nested") or result.get("usage") or {}
-    seconds = result.get("seconds") or sum(a.end - a.start for a in attempts if a.end is not None)
+    seconds = result.get("seconds") or _seconds(attempts)
     return TaskView(task_id, result.get("status", "?"), model, result.get("reason") or "", result.get("answer") or "",
                     int(result.get("turns") or 0), usage, float(seconds), attempts, result.get("usage_by_model") or {})
+
+
+def spent_in(attempts: list[list[Turn]]) -> dict[str, Any]:
+    """The usage of every turn recorded (a stopped task's spending, which results.jsonl does not hold)."""
+    usage: dict[str, Any] = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
+    for turn in (turn for attempt in attempts for turn in attempt):
+        for key in usage:
+            usage[key] += turn.usage.get(key) or 0
+    return usage
+
+
+def _seconds(attempts: list[Attempt]) -> float:
+    return sum(a.end - a.start for a in attempts if a.end is not None)
 
 
 def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
@@ -246,7 +271,7 @@ def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def _driver_holds(path: Path) -> bool:
+def driver_holds(path: Path) -> bool:
     """Whether a driver holds the run's lock (the run is in progress)."""
     lock = path / ".lock"
     return lock.is_file() and not is_abandoned(lock)

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
+import time
 from pathlib import Path
 from typing import Any, Optional
 
+from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, read_jsonl
-from orchestrator.runview import _driver_holds
+from orchestrator.runview import driver_holds
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}
+STOP_REQUEST = "stop-request"  # in the run directory: `ga runs stop` sent the SIGINT the driver gets
+STOP_REQUEST_FRESH = 60.0  # seconds; an older file is a leftover, not this interrupt's cause
 
 
 class SteerError(ValueError):
@@ -47,12 +52,28 @@ def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = Non
         return
     path = _run_dir(run, runs_dir).path
     pid = (path / ".lock").read_text().strip() if (path / ".lock").is_file() else ""
-    if not _driver_holds(path) or not pid.isdigit():
+    if not driver_holds(path) or not pid.isdigit():
         raise SteerError(f"run {path.name} is not running; nothing to stop")
+    atomic_write_text(path / STOP_REQUEST, "ga runs stop\n")  # the driver then says who stopped it, not "Ctrl-C"
     try:
         os.kill(int(pid), signal.SIGINT)
     except ProcessLookupError:
+        (path / STOP_REQUEST).unlink(missing_ok=True)
         raise SteerError(f"run {path.name}: its driver (pid {pid}) runs on another machine; stop it there") from None
+
+
+def interrupt_note(run_dir: Path) -> str:
+    """What the driver says when interrupted: `ga runs stop` (it left a fresh request file) or Ctrl-C/SIGTERM."""
+    request = run_dir / STOP_REQUEST
+    try:
+        found = request.lstat()  # a symlink or anything else planted there is no request
+        fresh = stat.S_ISREG(found.st_mode) and time.time() - found.st_mtime < STOP_REQUEST_FRESH
+        request.unlink()
+    except OSError:
+        fresh = False
+    if fresh:
+        return "stopped by `ga runs stop`: stopping running tasks (`ga runs stop` again or Ctrl-C to abandon them)"
+    return "Ctrl-C: stopping running tasks (Ctrl-C again to abandon them)"
 
 
 def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
@@ -89,7 +110,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
 
 def _running_uid(run_dir: RunDir, records: list[dict[str, Any]], task_id: str) -> str:
     """The worker running `task_id` now, from the ledger; SteerError when none is."""
-    if not _driver_holds(run_dir.path):
+    if not driver_holds(run_dir.path):
         raise SteerError(f"run {run_dir.run_id} is not running; `ga fanout --resume {run_dir.run_id}` continues it")
     uid = None
     for record in records:

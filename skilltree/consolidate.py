@@ -3,7 +3,10 @@
 verified    L3/<folder>/<skill>.md (the SOP: the report's procedure with SOP front matter), the
             artifacts under L3/scripts/<skill>/, one L1 pointer line (skilltree.l1index), a skill node
             in skilltree.json (predicted score and score vector from the plan, `report` pointing to
-            the report) and the report itself, all in one commit (skilltree.commit.commit_tree).
+            the report) and the report itself, all in one commit. A skill the tree has already (the
+            same name up to case, separators and a -N suffix, or the same scripts byte for byte:
+            same_skill) is never filed twice: the report is filed and added to that skill's evidence
+            (its `evidence` list and its SOP's evidence line), in one commit.
 unverified  the report alone, in one commit.
 failed      nothing (the cycle records it in the run directory).
 
@@ -15,17 +18,19 @@ files always land together.
 """
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import structlog
 
-from memory_shared import L1_INDEX, faults, format_sop
-from skilltree.commit import commit_tree, commit_with_retry
+from memory_shared import L1_INDEX, faults, format_sop, parse_sop
+from skilltree.commit import commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
-from skilltree.tree import Skill, SkillTree, load, slugify, utc
+from skilltree.tree import TREE_FILE, Skill, SkillTree, load, parse, save, slugify, utc
 from skilltree.vectors import ScoreVector
 from skilltree.verify import Collected
 
@@ -57,7 +62,9 @@ class TaskPlan:
 @dataclass
 class Consolidated:
     task_id: str
-    outcome: str                      # "skill", "report", "failed", or "already" (consolidated before)
+    # "skill", "evidence" (the tree had this skill, named by skill_id: the report was added to its evidence),
+    # "report", "failed", or "already" (consolidated before)
+    outcome: str
     generation: Optional[int] = None
     skill_id: Optional[str] = None
     report_path: Optional[str] = None
@@ -112,8 +119,8 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
     faults.point("explore.consolidating")
     try:
         if collected.outcome == "verified":
-            generation, skill_id = _commit_skill(store, run_id, task, collected, rel, tokens, now)
-            done.outcome, done.skill_id = "skill", skill_id
+            generation, skill_id, again = _commit_skill(store, run_id, task, collected, rel, tokens, now)
+            done.outcome, done.skill_id = "evidence" if again else "skill", skill_id
         else:
             generation = _commit_report(store, run_id, task, collected, rel, tokens, now)
             done.outcome = "report"
@@ -130,18 +137,31 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
 
 def _skill_with_report(store: Any, rel: str) -> Optional[str]:
     with store.snapshot() as snap:
-        return next((s.id for s in load(snap.path).skills.values() if s.report == rel), None)
+        return next((s.id for s in load(snap.path).skills.values() if rel in (s.report, *s.evidence)), None)
 
 
 def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
-                  now: datetime) -> tuple[Optional[int], Optional[str]]:
+                  now: datetime) -> tuple[Optional[int], Optional[str], bool]:
+    """A new skill, or, when the tree has this skill already (same_skill), its evidence updated (True)."""
     chosen: dict[str, Any] = {}
+    report = collected.report
+    assert report is not None
+    evidence = ", ".join(collected.evidence)
 
-    def update(tree: SkillTree) -> Optional[SkillTree]:
-        if any(skill.report == rel for skill in tree.skills.values()):
-            return None
-        report = collected.report
-        assert report is not None
+    def stage(txn: Any) -> bool:
+        tree = parse(txn.read(TREE_FILE) or "", f"{TREE_FILE} (generation {txn.base})")
+        if any(rel in (skill.report, *skill.evidence) for skill in tree.skills.values()):
+            return False
+        if txn.read(rel) is not None:
+            raise _Already
+        same = same_skill(tree, [report.skill or task.target_skill, report.title],
+                          [a.text for a in collected.artifacts if a.script], txn.read)
+        if same is not None:
+            chosen.update(skill=same, again=True)
+            _stage_evidence(txn, tree, same, task, collected, rel, run_id, tokens, now)
+            txn.message = (f"explore {run_id}/{task.task_id}: skill '{same.id}' verified again; evidence: "
+                           f"code_run {evidence} exited 0")
+            return True
         category = tree.category_name(task.category)
         skill_id = tree.unique_id(report.skill or task.target_skill)
         folder = slugify(category, fallback="misc")
@@ -150,31 +170,73 @@ def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected,
         skill = Skill(id=skill_id, name=report.title, category=category, description=description,
                       sop=f"L3/{folder}/{skill_id}.md", scripts=files, created=now, report=rel,
                       predicted=round(task.predicted, 6), score_vector=task.vector, verified=True)
-        chosen.update(skill=skill, folder=folder)
-        return tree.add(skill)
-
-    def extra(txn: Any) -> None:
-        if txn.read(rel) is not None:
-            raise _Already
-        skill: Skill = chosen["skill"]
+        chosen.update(skill=skill, again=False)
+        save(txn, tree.add(skill))
         for artifact, path in zip(collected.artifacts, skill.scripts, strict=False):
             txn.write(path, artifact.text)
         txn.write(skill.sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
         txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,
                                     artifacts=[skill.sop, *skill.scripts], run_id=run_id, tokens=tokens, now=now))
-        index = add_skill_line(txn.read(L1_INDEX), skill_line(chosen["folder"], skill.id, skill.name),
+        index = add_skill_line(txn.read(L1_INDEX), skill_line(folder, skill.id, skill.name),
                                store.l1_max_lines, store.l1_max_chars)
         if index is None:
             log.warning("explore.l1_full", skill=skill.id, fix="move pointers out of L1/index.md by hand")
         else:
             txn.write(L1_INDEX, index)
+        return True
 
-    evidence = ", ".join(collected.evidence)
     message = (f"explore {run_id}/{task.task_id}: verified skill '{task.title}' ({task.category}); evidence: "
                f"code_run {evidence} exited 0, {'; '.join(c for c in collected.checks if c.startswith('re-ran'))}")
-    generation = commit_tree(store, update, message=message, author=AUTHOR, extra=extra)
+    generation = commit_with_retry(store, stage, message=message, author=AUTHOR)
     skill = chosen.get("skill")
-    return generation, skill.id if skill is not None and generation is not None else None
+    filed = skill is not None and generation is not None
+    return generation, skill.id if filed else None, filed and chosen["again"]
+
+
+def same_skill(tree: SkillTree, names: list[str], scripts: list[str], read: Callable[[str], Optional[str]]) -> Optional[Skill]:
+    """The skill of the tree this one repeats: the same name up to case, separators and a numeric suffix
+    (`Count words`, `count_words`, `count-words-2`), or the same verified scripts, byte for byte."""
+    wanted = {name_key(name) for name in names if name and name_key(name)}
+    for skill in tree.skills.values():
+        if wanted & {name_key(skill.id), name_key(skill.name)}:
+            return skill
+    digests = sorted(_digest(text) for text in scripts)
+    if not digests:
+        return None
+    for skill in tree.skills.values():
+        stored = [read(path) for path in skill.scripts]
+        if stored and None not in stored and sorted(_digest(text) for text in stored if text is not None) == digests:
+            return skill
+    return None
+
+
+def name_key(name: str) -> str:
+    """'Count-Words-2' -> 'countwords': what tells two skill names apart."""
+    return re.sub(r"-\d+$", "", slugify(name, fallback="")).replace("-", "")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stage_evidence(txn: Any, tree: SkillTree, skill: Skill, task: TaskPlan, collected: Collected, rel: str,
+                    run_id: str, tokens: int, now: datetime) -> None:
+    """The skill verified again: its report filed, pointed to from the skill, and named in its SOP's evidence."""
+    save(txn, tree.copy_with(skills={**tree.skills, skill.id: skill.model_copy(update={
+        "evidence": [*skill.evidence, rel]})}))
+    txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,
+                                artifacts=[p for p in (skill.sop, *skill.scripts) if p], run_id=run_id, tokens=tokens,
+                                now=now))
+    text = txn.read(skill.sop) if skill.sop else None
+    if text is None:
+        return
+    try:
+        front, body = parse_sop(text)
+    except ValueError:  # a hand-edited SOP: its evidence stays as it is, the tree and the report say it all
+        return
+    front["evidence"] = (f"{front.get('evidence', '')}; verified again by explore run {run_id} task {task.task_id} "
+                         f"(code_run {', '.join(collected.evidence)} exited 0)").lstrip("; ")
+    txn.write(skill.sop, format_sop(front, body))
 
 
 def _commit_report(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,

@@ -28,7 +28,7 @@ def _explore_table(result: Any) -> None:
     table = Table(show_edge=False, header_style="bold", title=f"exploration {result.run_id}", title_justify="left")
     for column in ("task", "category", "score", "outcome", "skill", "generation"):
         table.add_column(column, overflow="fold")
-    styles = {"skill": "green", "report": "yellow", "already": "dim"}
+    styles = {"skill": "green", "evidence": "green", "report": "yellow", "already": "dim"}
     plans = {t.task_id: t for t in result.tasks}
     for item in result.outcomes:
         task = plans[item.task_id]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from configs.clikit import NOW_HELP, console, emit_json, fail, settings
@@ -125,9 +126,14 @@ def skills_plan(
         emit_json(result.model_dump(mode="json"))
         return
     table = Table(title=f"plan: {len(result.selected)} of {len(result.candidates)} candidates, "
-                        f"{result.categories_covered} categories", title_justify="left")
-    for column in ("", "title", "category", "breadth", "depth", "utility", "innovation", "§6 score", "demand", "ranking"):
-        table.add_column(column, justify="right" if column not in ("title", "category") else "left")
+                        f"{result.categories_covered} categories", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, padding=0, caption="b d u i: breadth, depth, utility, innovation; score: the §6 "
+                  "score; rank: the ranking (score and demand)", caption_justify="left")
+    table.add_column("", no_wrap=True)
+    table.add_column("title", ratio=3, min_width=16)  # the columns of words share what the figures leave
+    table.add_column("category", ratio=1, min_width=8, overflow="fold")
+    for column in ("b", "d", "u", "i", "score", "demand", "rank"):
+        table.add_column(column, justify="right", no_wrap=True)
     for item in result.candidates:
         table.add_row("✔" if item in result.selected else "", item.title, item.category,
                       *(f"{x:.1f}" for x in item.vector.values()), f"{item.score:.2f}",

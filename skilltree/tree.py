@@ -14,6 +14,7 @@ transactions (`save(txn, tree)` inside `MemoryStore.transaction(...)`):
           "scripts": ["L3/web/scrape_tables.py"],
           "created": "2026-01-01T00:00:00Z",
           "report": "reports/2026-01-01-scrape-tables.md",   # the exploration report that made it
+          "evidence": ["reports/<run>/<task>.md"],         # reports that verified it again (optional)
           "predicted": 7.4,                               # planner score at creation (0-10)
           "score_vector": {"breadth": 10, "depth": 0, "utility": 8, "innovation": 6},
           "verified": true,
@@ -112,6 +113,7 @@ class Skill(_Model):
     scripts: list[str] = []
     created: UtcDatetime
     report: Optional[str] = None
+    evidence: list[str] = []  # later reports that verified the same skill again (exploration files no duplicate)
     predicted: Optional[float] = None
     score_vector: Optional[ScoreVector] = None
     verified: bool = False

@@ -171,10 +171,12 @@ def test_deepening_an_existing_skill_files_a_new_node_and_an_unverified_one_only
     store = MemoryStore(tmp_path / "memory", create=True)
     first, history = workdir(tmp_path / "t1", {"add.py": GOOD_SCRIPT}, front())
     consolidate_task(store, "run-a", plan_for("1-add"), collect("1-add", first, "succeeded", history), tokens=1, now=NOW)
-    second, history2 = workdir(tmp_path / "t2", {"add.py": GOOD_SCRIPT}, front())
-    done = consolidate_task(store, "run-b", plan_for("1-add"), collect("1-add", second, "succeeded", history2),
-                            tokens=1, now=NOW)
-    assert done.skill_id == "add-numbers-2"  # same target, another run: a new node, never an overwrite
+    deeper = "import sys\nassert sum([1.5, 2.5]) == 4.0\nprint('floats ok')\n"
+    second, history2 = workdir(tmp_path / "t2", {"add_floats.py": deeper},
+                               front(skill="add-floats", title="Add floating point numbers", artifacts=["add_floats.py"]))
+    done = consolidate_task(store, "run-b", plan_for("2-add-floats", "add-numbers"),
+                            collect("2-add-floats", second, "succeeded", history2), tokens=1, now=NOW)
+    assert done.outcome == "skill" and done.skill_id == "add-floats"  # another procedure: a new node beside it
     bad, history3 = workdir(tmp_path / "t3", {"add.py": "raise SystemExit(2)\n"}, front(skill="broken"))
     found = collect("3-broken", bad, "succeeded", history3)
     done = consolidate_task(store, "run-b", plan_for("3-broken", "broken"), found, tokens=7, now=NOW)
@@ -186,3 +188,28 @@ def test_deepening_an_existing_skill_files_a_new_node_and_an_unverified_one_only
         assert "verified: false" in stored and "claimed_verified: true" in stored and "exit 2" in stored
     assert consolidate_task(store, "run-b", plan_for("3-broken", "broken"), found, tokens=7, now=NOW).outcome == "already"
     assert store.head() == 3
+
+
+@pytest.mark.parametrize("again", [
+    {"skill": "add-numbers"},  # the same skill id from another run (the planner proposed it again)
+    {"skill": "Add_Numbers-3", "title": "Adding numbers, again"},  # the name up to case, separators, a -N suffix
+    {"skill": "sum-integers", "title": "Sum integers"},  # another name, the same script byte for byte
+])
+def test_a_skill_explored_again_updates_its_evidence_instead_of_filing_a_copy(tmp_path: Path, again: dict) -> None:
+    store = MemoryStore(tmp_path / "memory", create=True)
+    first, history = workdir(tmp_path / "t1", {"add.py": GOOD_SCRIPT}, front())
+    consolidate_task(store, "run-a", plan_for("1-add"), collect("1-add", first, "succeeded", history), tokens=1, now=NOW)
+    second, history2 = workdir(tmp_path / "t2", {"add.py": GOOD_SCRIPT}, front(**again))
+    found = collect("1-add", second, "succeeded", history2)
+    done = consolidate_task(store, "run-b", plan_for("1-add", again["skill"]), found, tokens=1, now=NOW)
+    assert done.outcome == "evidence" and done.skill_id == "add-numbers" and done.generation == 2
+    assert sorted(store.log()[-1].paths) == ["L3/data/add-numbers.md", "reports/run-b/1-add.md", "skilltree.json"]
+    with store.snapshot() as snap:
+        tree = load(snap.path)
+        assert list(tree.skills) == ["add-numbers"]
+        assert tree.skills["add-numbers"].evidence == ["reports/run-b/1-add.md"]
+        sop, _ = parse_sop(snap.read("L3/data/add-numbers.md"))
+        assert "add.py exit 0" in sop["evidence"] and "verified again by explore run run-b task 1-add" in sop["evidence"]
+        assert snap.read(L1_INDEX).count("L3/data/add-numbers.md") == 1
+    assert consolidate_task(store, "run-b", plan_for("1-add", again["skill"]), found, tokens=1, now=NOW).outcome == "already"
+    assert store.head() == 2 and store.verify() == []

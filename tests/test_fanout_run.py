@@ -174,6 +174,6 @@ def test_runs_list_show_and_tail(tmp_path: Path) -> None:
     assert data["summary"]["status"] == "succeeded" and len(data["results"]) == 2
     tail = invoke_ga("runs", "tail", run.run_id, "--out", str(tmp_path / "runs"), "-n", "2")
     lines = tail.output.strip().splitlines()
-    assert len(lines) == 2 and "run_finished" in lines[-1] and "status=succeeded" in lines[-1]
+    assert len(lines) == 2 and "run_finished" in lines[-1] and "status succeeded" in lines[-1]
     missing = invoke_ga("runs", "show", "no-such-run", "--out", str(tmp_path / "runs"))
     assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output

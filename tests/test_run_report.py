@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fanout
+from orchestrator.ledger import RunDir
 from orchestrator.runview import load_run_view
 from tests.fanout_support import answer_task, read_jsonl, requests_for, start_server
 from tests.ga_support import invoke_ga
@@ -141,10 +142,15 @@ def test_report_of_a_run_still_in_progress(finished_run, tmp_path: Path) -> None
     cut = next(i for i, line in enumerate(lines) if '"succeeded"' in line)  # before anything finished
     (copy / "ledger.jsonl").write_text("\n".join(lines[:cut]) + "\n")
     (copy / "results.jsonl").write_text("")
+    driver = RunDir(copy)
+    assert driver.lock()  # as its driver holds it while the run goes on
     view = load_run_view(tmp_path / "runs", run_id)
-    assert view.status == "stopped" and view.finished is None
+    assert view.status == "running" and view.finished is None
     assert {t.status for t in view.tasks} <= {"running", "queued"} and any(t.status == "running" for t in view.tasks)
     done = invoke_ga("runs", "report", str(copy))
     code, out = done.exit_code, done.output
     assert code == 0, out
     assert "running" in (copy / "report.md").read_text()
+    driver.close()  # its driver gone (killed): nothing runs any more, and the view says so
+    view = load_run_view(tmp_path / "runs", run_id)
+    assert view.status == "stopped" and {t.status for t in view.tasks} <= {"stopped", "not started"}

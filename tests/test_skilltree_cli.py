@@ -81,3 +81,24 @@ def test_plan_with_the_scripted_model(tmp_path, ga_home):
     assert plan.categories_covered == 4 and plan.model_calls == 2 and plan.generation == 1
     bad = run_ga("skills", "plan", "--model", "no-such-model", "--run-dir", str(run_dir))
     assert bad.returncode == 2 and "unknown model 'no-such-model'" in bad.stderr
+
+
+def test_plan_is_readable_at_80_columns(tmp_path, ga_home):
+    seeded_store(ga_home / "memory")
+    titles = [f"Extract every table of a {c} source into clean CSV files" for c in ("web", "documents", "data", "shell")]
+    tasks = [{"title": t, "category": c, "target_skill": "new", "description": "try and verify"}
+             for t, c in zip(titles, ("web", "documents", "data", "shell"), strict=True)]
+    script = tmp_path / "planner.yaml"
+    script.write_text(yaml.safe_dump({"tasks": [
+        {"match": "Propose exactly", "turns": [{"content": json.dumps(tasks)}]},
+        {"match": "You judge candidate", "turns": [{"content": json.dumps(
+            [{"index": n, "utility": 7, "innovation": 5} for n in range(1, 5)])}]}]}))
+    shown = run_ga("skills", "plan", "--model", f"scripted:{script}", "--run-dir", str(tmp_path / "run"),
+                   "--candidates", "4", env={"COLUMNS": "80"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines if not line.startswith("wrote ")) <= 80  # a path is never wrapped
+    words = set(shown.stdout.split())
+    assert all(word in words for title in titles for word in title.split()), shown.stdout  # wrapped, never cut
+    assert {"web", "documents", "data", "shell"} <= words
+    assert sum(1 for line in lines if line.startswith("✔")) == 4  # one row a candidate begins, score figures on it

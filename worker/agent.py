@@ -44,7 +44,8 @@ class Worker:
                  interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
                  tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
-                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None):
+                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None,
+                 on_tool_start: Optional[Callable[[dict], None]] = None):
         self.task, self.task_id, self.settings = task, task_id, settings
         self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its memory commit is made once
         self.workdir = Path(workdir)
@@ -52,6 +53,7 @@ class Worker:
         self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
+        self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
         self.usage = Usage()
         self._cancelled = threading.Event()
@@ -254,6 +256,8 @@ class Worker:
             return ToolResult(f"error: bad arguments for {call.name}: {problems}", ok=False), False
         seq = len(self._executions) + 1
         self._ctx.seq, self._ctx.call_id = seq, call.id
+        if self.on_tool_start:
+            self.on_tool_start({"task_id": self.task_id, "turn": turn, "tool": call.name})
         started = time.monotonic()
         try:
             result = tool.run(self._ctx, args)
