@@ -26,7 +26,7 @@ from orchestrator.fanout import Nesting
 from orchestrator.runplan import plan_for
 from orchestrator.runview import runs_of_session
 from orchestrator.triggers.activity import user_job
-from worker.commands import ask_person, text_stream, turn_printer
+from worker.commands import ask_person, preflight_run, text_stream, turn_printer
 from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
@@ -42,6 +42,7 @@ def run(
     continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`): "
                                                    "TASK is a follow-up in that conversation"),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of the endpoint"),
 ) -> None:
     """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
     from worker.oneshot import run_one  # the agent loop: see the module's docstring
@@ -50,6 +51,8 @@ def run(
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
     model = model_override(model)
+    if not no_preflight:
+        preflight_run(model, continue_session, current)
     interactive = sys.stdin.isatty() and not as_json
     stream = None if as_json else text_stream()
     try:
