@@ -1,5 +1,6 @@
 # `make quickstart`: install ga into a virtual environment (.venv in this checkout) and run the main job
-# offline. `make test`: install the package with its dev extra there, lint with ruff and run the whole suite.
+# offline. `make test`: install the package with its dev extra there, lint with ruff and run the whole suite
+# (with .venv/bin on PATH: tests run `ga` from a task's code_run, as a parent agent does).
 # Nothing is installed into the system's Python (on Debian and Ubuntu pip refuses to: PEP 668); what the
 # system lacks (python3-venv, bubblewrap, Chromium) comes from the package manager, with sudo when not root.
 PYTHON ?= python3
@@ -15,7 +16,7 @@ quickstart: sandbox venv
 test: browser sandbox venv
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	$(BIN)/python -m ruff check .
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
 
 # $(call apt_install,PACKAGE,MESSAGE): apt-get install PACKAGE (sudo when not root); without apt-get, MESSAGE.
 apt_install = if command -v apt-get >/dev/null; then \
