@@ -51,7 +51,7 @@ def stored_plan(runs_dir: Path, resume: str) -> Plan:
         return Plan.from_dict(run.spec())
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise FanoutError(f"{run.path / 'spec.yaml'}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
-                          f"the tasks file instead: ga fanout FILE --resume {run.run_id}") from None
+                          f"the tasks file instead: `ga fanout FILE --resume {run.run_id}`") from None
 
 
 def _stored_or_none(runs_dir: Path, resume: str) -> Optional[Plan]:
