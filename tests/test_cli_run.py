@@ -78,3 +78,22 @@ def test_run_no_preflight_as_the_error_suggests(tmp_path):
         server.stop()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "succeeded"
+
+
+def test_ga_model_wins_over_a_continued_sessions_model(tmp_path):
+    first = start_server({"tasks": [answer_task("Hello", "hi")]}, tmp_path / "first.jsonl")
+    # turn = the assistant messages already sent: the follow-up's turns are 2 and 3 of the conversation
+    follow_up = {"match": "Hello", "turns": [{"content": "-"}, {"content": "-"}, *answer_task("", "hi again")["turns"]]}
+    second = start_server({"tasks": [follow_up]}, tmp_path / "second.jsonl")
+    try:
+        started = run_ga("run", "Hello", "--model", f"scripted@{first.base_url}", "--json", cwd=tmp_path, env=NO_MODEL)
+        assert started.returncode == 0, started.stderr
+        session = json.loads(started.stdout)["task_id"]  # the session id
+        went_on = run_ga("run", "--continue", session, "again", "--json", cwd=tmp_path,
+                         env={**NO_MODEL, "GA_MODEL": f"scripted@{second.base_url}"})
+        assert went_on.returncode == 0, went_on.stderr
+    finally:
+        first.stop()
+        second.stop()
+    assert json.loads(went_on.stdout)["answer"].strip().endswith("hi again")
+    assert len((tmp_path / "second.jsonl").read_text().splitlines()) == 2  # both turns of the follow-up went there
