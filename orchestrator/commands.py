@@ -99,7 +99,7 @@ def chat(
 @commands.command()
 def fanout(
     ctx: typer.Context,
-    file: Optional[Path] = typer.Argument(None, help="Tasks file (see configs/examples/quickstart.yaml); with --resume, "
+    file: Optional[Path] = typer.Argument(None, metavar="FILE", help="Tasks file (see configs/examples/quickstart.yaml); with --resume, "
                                           "the run's own plan when not given"),
     model: Optional[str] = typer.Option(None, help="Run every task and the reduce on this model (a name from "
                                         "configs/models.yaml or scripted:FILE); GA_MODEL too, the flag first"),

@@ -2,7 +2,7 @@
 system's Python (PEP 668: pip refuses to install into it) makes .venv, installs ga there and runs the main job.
 
 That one is slow (40-100 s: a virtual environment and ga's dependencies installed from pip's cache, then the quick
-start); `-m "not slow"` leaves it out. The other plays a Debian without python3-venv: a python3 whose `-m venv`
+start; it clones the committed HEAD, not uncommitted changes); `-m "not slow"` leaves it out. The other plays a Debian without python3-venv: a python3 whose `-m venv`
 fails half-way, as it does without ensurepip, and an apt-get on PATH that installs the package (this machine has it)."""
 from __future__ import annotations
 
