@@ -1,26 +1,42 @@
-# `make quickstart`: install ga (and bubblewrap, which code_run needs, when it is missing) and run the
-# main job offline. `make test`: install what the tests need (Chromium and bubblewrap from the
-# package manager when missing, the package with its dev extra), lint with ruff and run the whole suite.
+# `make quickstart`: install ga into a virtual environment (.venv in this checkout) and run the main job
+# offline. `make test`: install the package with its dev extra there, lint with ruff and run the whole suite
+# (with .venv/bin on PATH: tests run `ga` from a task's code_run, as a parent agent does).
+# Nothing is installed into the system's Python (on Debian and Ubuntu pip refuses to: PEP 668); what the
+# system lacks (python3-venv, bubblewrap, Chromium) comes from the package manager, with sudo when not root.
 PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
 
-.PHONY: quickstart test browser sandbox install
-quickstart: sandbox
-	$(PYTHON) -m pip install -q .
-	ga fanout configs/examples/quickstart.yaml
+.PHONY: quickstart test browser sandbox venv
 
-test: browser sandbox install
-	$(PYTHON) -m ruff check .
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PYTHON) -m pytest
+quickstart: sandbox venv
+	$(BIN)/python -m pip install -q .
+	$(BIN)/ga fanout configs/examples/quickstart.yaml
 
-install:
-	$(PYTHON) -m pip install -q -e '.[dev]'
+test: browser sandbox venv
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m ruff check .
+	PATH="$(abspath $(BIN)):$$PATH" RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
+
+# $(call apt_install,PACKAGE,MESSAGE): apt-get install PACKAGE (sudo when not root); without apt-get, MESSAGE.
+apt_install = if command -v apt-get >/dev/null; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); \
+	else echo "$(2)" >&2; exit 1; fi
+
+# Made once; later runs find $(BIN)/pip and do nothing. Without python3-venv (Debian: no ensurepip)
+# `python3 -m venv` fails half-way: that half-made directory is removed before trying again.
+venv: $(BIN)/pip
+
+$(BIN)/pip:
+	@$(PYTHON) -m venv $(VENV) >/dev/null 2>&1 || { rm -rf $(VENV); echo "$(PYTHON) -m venv failed: installing python3-venv" >&2; \
+	  $(call apt_install,python3-venv,$(PYTHON) -m venv cannot make $(VENV): install the venv module of $(PYTHON)) \
+	  && $(PYTHON) -m venv $(VENV); }
 
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
-	  { if command -v apt-get >/dev/null; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium); \
-	    else echo "no Chromium found: install one (see README, 'Getting a browser')" >&2; exit 1; fi; }
+	  { $(call apt_install,chromium,no Chromium found: install one (README: Getting a browser)); }
 
 sandbox:
 	@command -v bwrap >/dev/null || \
-	  { if command -v apt-get >/dev/null; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) || (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap); \
-	    else echo "no bubblewrap found: install it (see README, 'Sandbox')" >&2; exit 1; fi; }
+	  { $(call apt_install,bubblewrap,no bubblewrap found: install it (README: Sandbox)); }

@@ -18,6 +18,7 @@ import typer.core
 from configs.clikit import Invocation, fail_lines, settings
 from configs.logs import setup_logging
 from configs.usererrors import describe_user_error
+from configs.version import ga_version
 from orchestrator import commands as orchestrator_commands
 from orchestrator import replay_commands
 from orchestrator.runs_commands import runs_app
@@ -61,12 +62,19 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(skills_app, name="skills")
 
 
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ga {ga_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
     log_level: Optional[str] = typer.Option(None, help="debug, info, warning or error"),
     log_json: Optional[Path] = typer.Option(None, help="Also write JSON log lines to this file"),
     home: Optional[Path] = typer.Option(None, help="GA home directory (memory, activity); default ~/.ga"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version, help="Print ga's version"),
 ) -> None:
     ctx.obj = Invocation({"log.level": log_level, "log.json_file": log_json, "home": home})
     current = settings(ctx)

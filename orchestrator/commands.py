@@ -22,11 +22,13 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
+from orchestrator.fanout import Nesting
+from orchestrator.runplan import plan_for
 from orchestrator.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
-from worker.commands import ask_person, text_stream, turn_printer
-from worker.models import ModelConfigError
+from worker.commands import ask_person, preflight_run, text_stream, turn_printer
+from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
 
@@ -41,6 +43,7 @@ def run(
     continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`): "
                                                    "TASK is a follow-up in that conversation"),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of the endpoint"),
 ) -> None:
     """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
     from worker.oneshot import run_one  # the agent loop: see the module's docstring
@@ -48,6 +51,9 @@ def run(
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
+    model = model_override(model)
+    if not no_preflight:
+        preflight_run(model, continue_session, current)
     interactive = sys.stdin.isatty() and not as_json
     stream = None if as_json else text_stream()
     try:
@@ -87,14 +93,17 @@ def chat(
     except SessionError as exc:
         fail(str(exc))
     stream = text_stream()
-    Chat(current, console, session, model, show_turn=turn_printer(stream), stream=stream,
+    Chat(current, console, session, model_override(model), show_turn=turn_printer(stream), stream=stream,
          list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id)).loop()
 
 
 @commands.command()
 def fanout(
     ctx: typer.Context,
-    file: Path = typer.Argument(..., help="Tasks file (see configs/examples/quickstart.yaml)"),
+    file: Optional[Path] = typer.Argument(None, metavar="FILE", help="Tasks file (see configs/examples/quickstart.yaml); with --resume, "
+                                          "the run's own plan when not given"),
+    model: Optional[str] = typer.Option(None, help="Run every task and the reduce on this model (a name from "
+                                        "configs/models.yaml or scripted:FILE); GA_MODEL too, the flag first"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Workers at once (default: the file's concurrency)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id (or run directory) to resume: only unfinished tasks run"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed tasks again too"),
@@ -109,25 +118,30 @@ def fanout(
     executor: Optional[str] = typer.Option(None, "--executor", help="local (threads of this process), ray, or auto "
                                             "(the default: ray when an address is given); fanout.executor"),
 ) -> None:
-    """Run every task of FILE on a pool of workers (in this process, or on Ray), then its reduce step."""
+    """Run every task of FILE on a pool of workers (in this process, or on Ray), then its reduce step.
+
+    The model: --model, else GA_MODEL, else the tasks file's, else worker.model (configs)."""
     current = settings(ctx, **{"fanout.executor": executor})
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
-    if from_last_good:
-        from orchestrator.replay_commands import fork_failed_tasks
-
-        if not (resume and retry_failed):
-            fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
-        raise typer.Exit(fork_failed_tasks(file, str(resume), current, out, workers))
+    if from_last_good and not (resume and retry_failed):
+        fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
     try:
+        runs_dir = out or Nesting.from_env().runs_dir() or Path(current.fanout.runs_dir)
+        if from_last_good:  # the run's own models for the recorded turns; --model is the live one
+            from orchestrator.replay_commands import fork_failed_tasks
+
+            raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
+                                               workers, model_override(model)))
+        plan = plan_for(file, resume, runs_dir, model)
         if dry_run:
-            plan = plan_only(file, current)
-            emit_json(plan) if as_json else print_plan(plan)
+            expanded = plan_only(plan, current)
+            emit_json(expanded) if as_json else print_plan(expanded)
             return
         # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
         nested = bool(int(os.environ.get("GA_DEPTH") or 0))
         with nullcontext() if nested else user_job(current.home_dir, "fanout"):  # explore --when-idle waits
-            result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
+            result = run_fanout(plan, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
                                 out=out, settings=current, display="quiet" if as_json else None,
                                 preflight=not no_preflight)
     except FanoutError as exc:

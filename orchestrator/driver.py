@@ -172,11 +172,11 @@ class Driver:
         note = ""
         if outcome.stop == "budget":
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
-                    f"raise the budget and resume with --resume {self.run.run_id}")
+                    f"raise the budget in the tasks file and resume with `ga fanout FILE --resume {self.run.run_id}`")
         elif outcome.stop == "paused":
-            note = f"the model endpoint kept refusing requests: run paused; resume later with --resume {self.run.run_id}"
+            note = f"the model endpoint kept refusing requests: run paused; resume later with `ga fanout --resume {self.run.run_id}`"
         elif outcome.stop == "interrupted":
-            note = f"interrupted: {unfinished} task(s) unfinished; resume with --resume {self.run.run_id}"
+            note = f"interrupted: {unfinished} task(s) unfinished; resume with `ga fanout --resume {self.run.run_id}`"
         governors = []
         for governor in {id(g): g for g in self.governors.values()}.values():
             try:

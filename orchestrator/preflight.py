@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-PROBE_SECONDS = 5.0
+from worker.endpoint import invalid_url, probe, unreachable
+
 MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
 
@@ -94,8 +95,7 @@ def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
         if any(name in (getattr(other, "fallbacks", None) or ()) and _base(other) not in down
                for other in configs.values()):
             continue
-        raise PreflightError(f"model {name or '(default)'}: endpoint {base} does not answer ({down[base]}); start "
-                             "it or fix base_url, or pass --no-preflight to skip this check (nothing was started)")
+        raise PreflightError(unreachable(name, base, down[base]))
 
 
 def _base(config: Any) -> str:
@@ -103,20 +103,8 @@ def _base(config: Any) -> str:
 
 
 def _probe(base: str, configs: dict[Optional[str], Any]) -> Optional[str]:
-    """None when `GET base/models` gets any HTTP reply; else why not."""
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(base.rstrip("/") + "/models", method="GET")
     try:
-        with urllib.request.urlopen(request, timeout=PROBE_SECONDS):  # noqa: S310 (the user's own endpoint)
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered (401, 404, ...): reachable; the key and the path are the run's business
+        return probe(base)
     except ValueError as exc:  # http.client.InvalidURL, unknown scheme
         name = next((n for n, c in configs.items() if _base(c) == base), None)
-        raise PreflightError(f"model {name or '(default)'}: base_url {base!r} is not a valid URL ({exc}); fix it "
-                             "in models.yaml or the scripted@URL") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return " ".join(str(reason).split())[:160] or type(exc).__name__
+        raise PreflightError(invalid_url(name, base, exc)) from None

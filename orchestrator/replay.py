@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
@@ -32,6 +32,9 @@ from orchestrator.local import LocalExecutor
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
+
+if TYPE_CHECKING:
+    from orchestrator.fanout import SpecInput
 
 REQUEST_SETTINGS = "request_settings.json"
 FORMAT = 1
@@ -128,7 +131,7 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
         run.close()
 
 
-def fork_failed(tasks_file: Path, ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
+def fork_failed(spec: "SpecInput", ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
                 workers: int = 4) -> ReplayRun:
     """`ga fanout --resume RUN --retry-failed --from-last-good`: every task of RUN that did not succeed runs again
     in RUN, forked from the turn after its last good tool run (`last_good_turn`): the turns before come from its
@@ -136,7 +139,7 @@ def fork_failed(tasks_file: Path, ref: str, *, settings: Settings, runs_dir: Pat
     from orchestrator.fanout import FanoutError, build_plan, open_run
 
     try:
-        plan = build_plan(tasks_file)
+        plan = build_plan(spec)
         old = RunDir.existing(runs_dir, ref)
     except (FanoutError, FileNotFoundError) as exc:
         raise ReplayError(str(exc)) from None

@@ -10,6 +10,7 @@ from rich.markup import escape
 from configs import Settings
 from configs.clikit import console, emit_json, fail, settings
 from orchestrator.display import status_style
+from orchestrator.spec import Plan
 
 commands = typer.Typer()
 
@@ -59,13 +60,15 @@ def replay(
     raise typer.Exit(print_outcome(outcome))
 
 
-def fork_failed_tasks(tasks_file: Path, run: str, current: Settings, out: Optional[Path], workers: Optional[int]) -> int:
-    """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN; the exit code."""
+def fork_failed_tasks(plan: Plan, run: str, current: Settings, out: Optional[Path], workers: Optional[int],
+                      model: Optional[str]) -> int:
+    """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN (the live turns on
+    `model`, else each task's own); the exit code."""
     from orchestrator.replay import ReplayError, fork_failed
 
     try:
-        outcome = fork_failed(tasks_file, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
-                              workers=workers or current.fanout.concurrency)
+        outcome = fork_failed(plan, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
+                              model=model, workers=workers or current.fanout.concurrency)
     except ReplayError as exc:
         fail(str(exc))
     return print_outcome(outcome)

@@ -28,3 +28,14 @@ def test_a_bad_global_flag_is_one_line_naming_it(ga_home: Path) -> None:
     assert done.exit_code == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: command-line flags: 'log.level'"), done.stderr
+
+
+def test_version_is_the_packages_version() -> None:
+    import re
+
+    from tests.ga_support import REPO, run_ga
+
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    done = run_ga("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"ga {version}\n"

@@ -113,7 +113,7 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         where = ["--address", ray_session["address"]] if executor == "ray" else []  # none: the in-process executor
         proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks_file), *where,
                                  "--out", str(runs)], cwd=Path(__file__).resolve().parents[1],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "400"})
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # both workers are inside their 60 s scripts
             found = list(runs.glob("*/ledger.jsonl"))
@@ -132,7 +132,7 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
         assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
-        assert "resume with --resume" in out.decode()
+        assert f"resume with `ga fanout --resume {run_dir.name}`" in out.decode()  # a command that works as printed
         (run_dir / "calm").write_text("ok")
         run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
     finally:

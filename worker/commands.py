@@ -70,6 +70,25 @@ def check_model(model: Optional[str], current: Settings, needed_by: str = "") ->
         fail(f"{needed_by}{exc}")
 
 
+def preflight_run(model: Optional[str], continue_session: Optional[str], current: Settings) -> None:
+    """`ga run`'s pre-flight, as a fan-out's: the model (`model`, else the continued session's, else the
+    configured one) resolves and its endpoint answers, or one line says why not and nothing starts."""
+    from worker.endpoint import invalid_url, probe, unreachable
+    from worker.sessions import SessionError, find
+
+    try:
+        name = model or (find(current, continue_session).model if continue_session else None)
+        config = resolve_model(name, current)
+    except (ModelConfigError, SessionError) as exc:
+        fail(str(exc))
+    try:
+        reason = probe(config.base_url)
+    except ValueError as exc:
+        fail(invalid_url(config.name, config.base_url, exc))
+    if reason:
+        fail(unreachable(config.name, config.base_url, reason))
+
+
 def text_stream() -> Any:
     from worker.chat import TextStream  # the agent loop: see the module's docstring
 

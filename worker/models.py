@@ -1,8 +1,8 @@
 """Model configuration: which OpenAI-compatible endpoint a worker talks to, and how.
 
-A model is chosen by name, first found of: the `name` argument (`--model`), settings.worker.model
-(`GA_MODEL`), else the `openai` entry when `OPENAI_API_KEY` is set (it honours `OPENAI_BASE_URL`
-and `OPENAI_MODEL`). Name syntax:
+A model is chosen by name, first found of: `--model`, `GA_MODEL`, the model a tasks file (or a continued
+session) names, settings.worker.model (config files), else the `openai` entry when `OPENAI_API_KEY` is set
+(it honours `OPENAI_BASE_URL` and `OPENAI_MODEL`); model_override() is the first two. Name syntax:
 
 - `NAME`                       an entry of configs/models.yaml, merged with ~/.config/ga/models.yaml
                                and ./models.yaml (later files override earlier ones field by field).
@@ -38,6 +38,7 @@ ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # output belongs in several file_write/file_patch calls. 1,536 keeps a looping model on a CPU server
 # (~10-20 tokens/s) to about 2 minutes a request instead of 4-7 with 4,096.
 DEFAULT_MAX_TOKENS = 1536
+INHERITED_MARK = "GA_MODEL_INHERITED"  # set beside GA_MODEL in a task's code_run: a default, not an override
 
 
 class ModelConfigError(ValueError):
@@ -178,9 +179,20 @@ def _expand_env(text: str) -> str:
     return ENV_REF.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)
 
 
+def model_override(flag: Optional[str]) -> Optional[str]:
+    """The model that wins over a tasks file's or a session's: --model, else GA_MODEL when a person set it
+    (not when a parent task handed its model down to its code_run: see nested_model_env)."""
+    if flag:
+        return flag
+    if os.environ.get(INHERITED_MARK):
+        return None
+    return os.environ.get("GA_MODEL") or None
+
+
 def nested_model_env(name: Optional[str], config: Any) -> dict[str, str]:
     """GA_MODEL for a task's code_run: a nested fan-out uses the task's model unless it names another
-    (a scripted model file as the server this process already started)."""
+    (a scripted model file as the server this process already started). INHERITED_MARK says this GA_MODEL
+    is a default handed down, so it does not override the nested tasks file's models as a person's would."""
     if name and name.startswith("scripted:"):
-        return {"GA_MODEL": f"scripted@{config.base_url}"}
-    return {"GA_MODEL": name} if name else {}
+        name = f"scripted@{config.base_url}"
+    return {"GA_MODEL": name, INHERITED_MARK: "1"} if name else {}
