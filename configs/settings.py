@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     ValidationError,
@@ -31,6 +33,7 @@ from configs.yamlsource import (
 DEFAULT_FILE = Path(__file__).with_name("default.yaml")
 USER_FILE = Path("~/.config/ga/config.yaml")
 PROJECT_FILE = Path("ga.yaml")
+HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
 ENV_ALIASES = {"GA_HOME": ("home",), "GA_MODEL": ("worker", "model"), "GA_CHROMIUM": ("web", "chromium")}
 
 
@@ -136,13 +139,34 @@ class PlannerSettings(Section):
     weight_max: float = Field(0.5, gt=0.25, le=1)
 
 
+class SandboxLimits(Section):
+    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (README, Sandbox)."""
+
+    memory: Optional[ByteSize] = Field(None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
+    processes: int = Field(256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)
+    file_size: ByteSize = Field(ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
+    cpu_seconds: int = Field(600, ge=1)  # CPU time of each process (RLIMIT_CPU)
+    tmp_size: Optional[ByteSize] = Field(None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+
+
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
-    network: bool = True
+    network: Union[bool, list[str]] = True  # a list: only these hosts, through ga's proxy (worker/egress.py)
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
+    limits: SandboxLimits = SandboxLimits()
+
+    @field_validator("network")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            bad = [h for h in value if not HOST_NAME.fullmatch(h)]
+            if bad:
+                raise ValueError(f"not a host name: {bad[0]!r} (write names like example.org, no scheme or port)")
+            return sorted({h.lower().rstrip(".") for h in value})
+        return value
 
     @model_validator(mode="before")
     @classmethod

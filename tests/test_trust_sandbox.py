@@ -1,0 +1,143 @@
+"""Attacks on the sandbox's walls through a real `ga run`, a scripted model and real bubblewrap: resource limits,
+hidden credential files, a planted project config, hosts outside the egress allow-list (issue 22, rows 5, 6, 10).
+
+Each attack is one or more code_run calls; after it, the run goes on (the next code_run and the final answer
+happen) and the tool result names what stopped the script.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.ga_support import run_ga
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+NO_KEY = {"OPENAI_API_KEY": None, "GA_MODEL": None}
+AFTER = "echo still-running"  # the code_run after each attack: the run goes on
+
+
+@pytest.fixture
+def place(tmp_path: Path):
+    """A HOME, GA_HOME and project directory outside /tmp (the sandbox's private /tmp would hide them anyway)."""
+    root = Path(tempfile.mkdtemp(prefix="ga-walls-", dir="/var/tmp"))
+    for name in ("home", "ga-home", "project"):
+        (root / name).mkdir()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def user_config(place: Path, text: str) -> None:
+    folder = place / "home" / ".config" / "ga"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(text)
+
+
+def attack(place: Path, calls: list[tuple[str, str]], *, timeout: float = 240) -> list[str]:
+    """`ga run` in place/project whose scripted model makes these (type, script) code_runs, then one more
+    (AFTER) and a final answer; returns every code_run result, in order."""
+    turns = [{"content": "step", "tool_calls": [{"name": "code_run", "arguments": {"type": kind, "script": script,
+                                                                                  "timeout": 120}}]}
+             for kind, script in [*calls, ("bash", AFTER)]]
+    turns.append({"content": "done", "echo_last_tool_result": True})
+    script = place / "model.yaml"
+    script.write_text(yaml.safe_dump({"tasks": [{"match": ".*", "turns": turns}]}))
+    env = {**NO_KEY, "HOME": str(place / "home"), "GA_HOME": str(place / "ga-home")}
+    done = run_ga("run", "attack", "--model", f"scripted:{script}", "--json", cwd=place / "project", env=env,
+                  timeout=timeout)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "succeeded", done.stdout[-2000:]
+    results = tool_results(place / "project" / "runs")
+    assert len(results) == len(calls) + 1 and "still-running" in results[-1], results[-1][:500]
+    return results[:-1]
+
+
+def tool_results(runs: Path) -> list[str]:
+    (history,) = runs.glob("*/tasks/*/history.jsonl")
+    turns = [json.loads(line) for line in history.read_text().splitlines()]
+    return [result["output"] for turn in turns for result in turn.get("tool_results", [])
+            if result["name"] == "code_run"]
+
+
+def first_line(result: str) -> str:
+    return result.splitlines()[0]
+
+
+FORK_BOMB = "for i in $(seq 1 300); do sleep 30 & done; wait"
+MEMORY = "x = bytearray(1500 * 1024 * 1024)\nprint('allocated', len(x))"
+TMP_FILL = "head -c 300M /dev/zero > /tmp/fill && echo wrote-all"
+HUGE_FILE = "head -c 200M /dev/zero > big.bin && echo wrote-all"
+CPU_SPIN = "while True:\n    pass"
+
+
+def test_a_fork_bomb_dies_alone_naming_the_process_limit(place: Path) -> None:
+    user_config(place, "sandbox:\n  limits: {processes: 64}\n")
+    (result,) = attack(place, [("bash", FORK_BOMB)])
+    assert "process limit reached (64; sandbox.limits.processes)" in first_line(result), result[:600]
+
+
+def test_allocating_1_5_gb_dies_naming_the_memory_limit(place: Path) -> None:
+    user_config(place, "sandbox:\n  limits: {memory: 512MiB}\n")
+    (result,) = attack(place, [("python", MEMORY)])
+    assert "memory limit reached (512 MiB a process; sandbox.limits.memory)" in first_line(result), result[:600]
+    assert "allocated" not in result
+
+
+def test_filling_tmp_stops_at_its_size_naming_the_limit(place: Path) -> None:
+    user_config(place, "sandbox:\n  limits: {tmp_size: 64MiB}\n")
+    (result,) = attack(place, [("bash", TMP_FILL)])
+    assert "/tmp is limited to 64 MiB (sandbox.limits.tmp_size)" in first_line(result), result[:600]
+    assert "wrote-all" not in result
+
+
+def test_a_huge_file_is_cut_at_the_file_size_limit(place: Path) -> None:
+    user_config(place, "sandbox:\n  limits: {file_size: 32MiB}\n")
+    (result,) = attack(place, [("bash", HUGE_FILE)])
+    assert "killed: file size limit (32 MiB; sandbox.limits.file_size)" in first_line(result), result[:600]
+    assert (place / "project" / "big.bin").stat().st_size == 32 << 20
+
+
+def test_a_cpu_spin_is_killed_at_the_cpu_time_limit(place: Path) -> None:
+    user_config(place, "sandbox:\n  limits: {cpu_seconds: 2}\n")
+    (result,) = attack(place, [("python", CPU_SPIN)])
+    assert "killed: CPU time limit (2 s a process; sandbox.limits.cpu_seconds)" in first_line(result), result[:600]
+
+
+CREDENTIALS = {".config/gh/hosts.yml": "github.com:\n  oauth_token: gho_FAKE_TOKEN_walls\n",
+               ".cache/huggingface/token": "hf_FAKE_TOKEN_walls\n",
+               ".config/chromium/Default/Cookies": "FAKE_COOKIE_walls\n",
+               ".mozilla/firefox/x.default/cookies.sqlite": "FAKE_COOKIE_walls\n"}
+
+
+def test_credential_files_and_sessions_are_hidden(place: Path) -> None:
+    home = place / "home"
+    for name, text in CREDENTIALS.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    sessions = place / "ga-home" / "sessions"
+    sessions.mkdir()
+    (sessions / "old-run.json").write_text('{"task": "FAKE_SESSION_walls"}')
+    reads = "; ".join(f'cat "$HOME/{name}"' for name in CREDENTIALS)
+    (result,) = attack(place, [("bash", f'{reads}; cat "$GA_HOME"/sessions/*; ls -a "$GA_HOME/sessions"; true')])
+    assert "FAKE" not in result, result[:1000]
+    assert "old-run.json" not in result
+
+
+def test_a_planted_ga_yaml_does_not_turn_the_sandbox_off(place: Path) -> None:
+    project = place / "project"
+    plant = "printf 'sandbox: {mode: \"off\"}\\n' > ga.yaml; echo planted=$?; ls -la ga.yaml models.yaml"
+    (result,) = attack(place, [("bash", plant)])
+    assert "planted=0" not in result
+    assert not (project / "ga.yaml").exists() and not (project / "models.yaml").exists()  # no placeholder left
+    # a ga.yaml there, whoever wrote it, cannot weaken the sandbox: the next run refuses it in one line
+    (project / "ga.yaml").write_text('sandbox: {mode: "off"}\n')
+    (project / "model.yaml").write_text("tasks: [{match: '.*', turns: [{content: hi}]}]\n")
+    done = run_ga("run", "hi", "--model", f"scripted:{project / 'model.yaml'}", cwd=project,
+                  env={**NO_KEY, "HOME": str(place / "home"), "GA_HOME": str(place / "ga-home")})
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "ga.yaml:1" in lines[0] and "sandbox.mode" in lines[0] and "~/.config/ga/config.yaml" in lines[0]

@@ -1,0 +1,170 @@
+"""Resource limits of one code_run: rlimits through `prlimit`, a pids cgroup where one can be made, and the
+one line that says which limit a dead script hit.
+
+rlimits are inherited by bubblewrap and everything it starts. RLIMIT_NPROC alone does not hold for root (the
+kernel never applies it to uid 0, and a user namespace does not change the uid that is counted), so where
+ga may create cgroups (root, or a delegated cgroup v2 subtree) each sandbox also gets its own pids cgroup;
+its `pids.events` tells afterwards whether a fork was refused.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import structlog
+
+log = structlog.get_logger("worker.sandbox")
+GIB = 1 << 30
+MIB = 1 << 20
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_names = itertools.count(1)
+# Joins the cgroup then runs the rest: no fork of the sandbox can happen before it is inside.
+JOIN = 'echo $$ > "$1" && shift && exec "$@"'
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: int
+    processes: int
+    file_size: int
+    cpu_seconds: int
+    tmp_size: int
+
+    @classmethod
+    def of(cls, settings) -> "Limits":
+        """The limits `settings.sandbox.limits` asks for, None values sized to this machine."""
+        limits = settings.sandbox.limits
+        ram = machine_ram()
+        return cls(memory=int(limits.memory or max(512 * MIB, ram // 4)), processes=limits.processes,
+                   file_size=int(limits.file_size), cpu_seconds=limits.cpu_seconds,
+                   tmp_size=int(limits.tmp_size or min(4 * GIB, max(256 * MIB, ram // 8))))
+
+
+def machine_ram() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def rlimit_prefix(limits: Limits, nproc: bool) -> list[str]:
+    """argv that runs the rest of the command line under the limits' rlimits (util-linux `prlimit`).
+    `nproc`: also RLIMIT_NPROC, the process limit where no pids cgroup holds it (it counts all of the
+    user's processes, not just the sandbox's, so it is left out where the cgroup does the job)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise FileNotFoundError("code_run refused: `prlimit` (util-linux) not found; install util-linux")
+    cpu = f"{limits.cpu_seconds}:{limits.cpu_seconds + 5}"  # SIGXCPU at the limit, SIGKILL 5 s later
+    return [prlimit, f"--data={limits.memory}", f"--fsize={limits.file_size}", f"--cpu={cpu}",
+            *([f"--nproc={limits.processes}"] if nproc else []), "--"]
+
+
+class PidsCgroup:
+    """A pids cgroup of its own for one sandbox; `prefix()` moves the command into it before it starts."""
+
+    def __init__(self, base: Path, limit: int) -> None:
+        self.path = base / f"ga-{os.getpid()}-{next(_names)}"
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(str(limit))
+
+    def prefix(self) -> list[str]:
+        return ["/bin/sh", "-c", JOIN, "sh", str(self.path / "cgroup.procs")]
+
+    def refused_forks(self) -> int:
+        try:
+            text = (self.path / "pids.events").read_text()
+        except OSError:
+            return 0
+        match = re.search(r"^max (\d+)", text, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+    def remove(self) -> bool:
+        """Remove the cgroup once it is empty (the kernel empties it a moment after the last process ends)."""
+        try:
+            self.path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+
+def new_pids_cgroup(limit: int) -> Optional[PidsCgroup]:
+    base = pids_cgroup_base()
+    if base is None:
+        return None
+    try:
+        return PidsCgroup(base, limit)
+    except OSError as exc:
+        log.warning("pids_cgroup_failed", error=str(exc)[:160])
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def pids_cgroup_base() -> Optional[Path]:
+    """A cgroup directory under which ga may create pids cgroups (probed once), or None."""
+    for base in _candidates():
+        try:
+            probe = PidsCgroup(base, 8)
+        except OSError:
+            continue
+        probe.remove()
+        return base
+    if os.getuid() == 0:  # RLIMIT_NPROC does not hold for root: say once that processes are unbounded
+        log.warning("process_limit_unenforced", note="running as root without a writable pids cgroup: "
+                    "sandbox.limits.processes cannot be enforced here")
+    return None
+
+
+def _candidates() -> list[Path]:
+    """Our own cgroup in the v1 pids hierarchy and in the unified (v2) one, where they are mounted."""
+    found = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        relative = path.lstrip("/")
+        if "pids" in controllers.split(","):
+            found.append(CGROUP_ROOT / "pids" / relative)
+        elif controllers == "":
+            found += [CGROUP_ROOT / relative, CGROUP_ROOT / "unified" / relative]
+    return [p for p in found if p.is_dir()]
+
+
+SIGXCPU, SIGXFSZ = 24, 25
+# What a script's output says when an allocation, a fork or a write in /tmp was refused.
+MEMORY = re.compile(r"MemoryError|Cannot allocate memory|out of memory", re.IGNORECASE)
+FORK = re.compile(r"fork: .*(Resource temporarily unavailable|retry)|BlockingIOError: \[Errno 11\]|"
+                  r"can't start new thread|Resource temporarily unavailable")
+NO_SPACE = re.compile(r"No space left on device|Errno 28")
+
+
+def verdict(code: int, output: str, limits: Limits, refused_forks: int = 0) -> Optional[str]:
+    """One line naming the limit a failed script most likely hit, or None."""
+    if code == 0:
+        return None
+    signal = -code if code < 0 else code - 128  # killed directly, or reported by bubblewrap / a shell
+    if signal == SIGXCPU:
+        return f"killed: CPU time limit ({limits.cpu_seconds} s a process; sandbox.limits.cpu_seconds)"
+    if signal == SIGXFSZ:
+        return f"killed: file size limit ({_size(limits.file_size)}; sandbox.limits.file_size)"
+    if refused_forks or FORK.search(output):
+        return f"process limit reached ({limits.processes}; sandbox.limits.processes): a fork was refused"
+    if MEMORY.search(output):
+        return f"memory limit reached ({_size(limits.memory)} a process; sandbox.limits.memory)"
+    if NO_SPACE.search(output):
+        return (f"no space left: /tmp is limited to {_size(limits.tmp_size)} (sandbox.limits.tmp_size), "
+                "or the disk is full")
+    return None
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("GiB", GIB), ("MiB", MIB)):
+        if n >= factor:
+            return f"{n / factor:.3g} {unit}"
+    return f"{n} bytes"
