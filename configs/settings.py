@@ -4,6 +4,7 @@ Every layer is validated as it is merged, so an error names the layer that cause
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 import re
@@ -20,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from configs.projecttrust import WeakerSetting, check_project
 from configs.usererrors import FieldError
 from configs.yamlsource import (
     YamlError,
@@ -148,6 +150,13 @@ class SandboxLimits(Section):
     cpu_seconds: int = Field(600, ge=1)  # CPU time of each process (RLIMIT_CPU)
     tmp_size: Optional[ByteSize] = Field(None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
 
+    def resolved(self) -> "SandboxLimits":
+        """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
+        eighth (256 MiB to 4 GiB) for /tmp."""
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return self.model_copy(update={"memory": self.memory or ByteSize(max(512 << 20, ram // 4)),
+                                       "tmp_size": self.tmp_size or ByteSize(min(4 << 30, max(256 << 20, ram // 8)))})
+
 
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
@@ -230,18 +239,27 @@ def load_settings(
 ) -> Settings:
     """Merge every layer in order and validate; raise ConfigError on the first bad layer."""
     environ = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
-    layers = [DEFAULT_FILE, (user_file or USER_FILE).expanduser(), project_file or PROJECT_FILE]
-    for path in layers:
-        if path.is_file():
-            data, lines = _read_layer(path)
-            _merge(merged, data)
-            _validate(merged, str(path), lines)
-    _merge(merged, _env_layer(environ))
-    _validate(merged, "environment", {})
-    _merge(merged, _nest({k: v for k, v in (overrides or {}).items() if v is not None}))
-    settings = _validate(merged, "command-line flags", {})
+    project = project_file or PROJECT_FILE
+    files = [(str(path), *_read_layer(path)) for path in (DEFAULT_FILE, (user_file or USER_FILE).expanduser(), project)
+             if path.is_file()]
+    later = [("environment", _env_layer(environ), {}),
+             ("command-line flags", _nest({k: v for k, v in (overrides or {}).items() if v is not None}), {})]
+    settings = _merge_layers([*files, *later])
+    if files[-1][0] == str(project):  # the project file may tighten, never loosen what the others say
+        try:
+            check_project(settings, _merge_layers([*files[:-1], *later]), project, files[-1][1], files[-1][2])
+        except WeakerSetting as exc:
+            raise ConfigError(str(exc)) from None
     configure(YamlLimits(**settings.yaml.model_dump()))
+    return settings
+
+
+def _merge_layers(layers: list[tuple[str, dict, dict]]) -> Settings:
+    merged: dict[str, Any] = {}
+    settings = Settings()
+    for source, data, lines in layers:
+        _merge(merged, copy.deepcopy(data))
+        settings = _validate(merged, source, lines)
     return settings
 
 

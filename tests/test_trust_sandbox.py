@@ -141,3 +141,58 @@ def test_a_planted_ga_yaml_does_not_turn_the_sandbox_off(place: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "ga.yaml:1" in lines[0] and "sandbox.mode" in lines[0] and "~/.config/ga/config.yaml" in lines[0]
+
+
+def settings_in(place: Path, project: str, user: str = "", environ: dict | None = None):
+    from configs import load_settings
+
+    (place / "user.yaml").write_text(user)
+    (place / "project" / "ga.yaml").write_text(project)
+    return load_settings(user_file=place / "user.yaml", project_file=place / "project" / "ga.yaml",
+                         environ=environ or {})
+
+
+@pytest.mark.parametrize(("project", "key"), [
+    ("sandbox: off\n", "sandbox.mode"),
+    ("sandbox: {network: true}\n", "sandbox.network"),
+    ("sandbox: {writable: [/etc]}\n", "sandbox.writable"),
+    ("sandbox: {bwrap: ./fake-bwrap}\n", "sandbox.bwrap"),
+    ("sandbox: {limits: {processes: 100000}}\n", "sandbox.limits.processes"),
+    ("worker: {allow_write: [/root]}\n", "worker.allow_write"),
+])
+def test_a_project_file_cannot_loosen_the_sandbox(place: Path, project: str, key: str) -> None:
+    from configs import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        settings_in(place, project, user="sandbox: {network: [pypi.org]}\n")
+    message = str(caught.value)
+    assert message.startswith(f"{place / 'project' / 'ga.yaml'}:1: {key} is refused in a project file")
+    assert "~/.config/ga/config.yaml" in message and "\n" not in message
+
+
+def test_a_project_file_may_tighten_or_repeat_what_the_user_allows(place: Path) -> None:
+    tight = settings_in(place, "sandbox: {network: false, limits: {processes: 32}}\nworker: {max_turns: 3}\n")
+    assert tight.sandbox.network is False and tight.sandbox.limits.processes == 32 and tight.worker.max_turns == 3
+    assert settings_in(place, "sandbox: off\n", user="sandbox: off\n").sandbox.mode == "off"
+    assert settings_in(place, "sandbox: off\n", environ={"GA_SANDBOX__MODE": "off"}).sandbox.mode == "off"
+
+
+def test_a_project_models_yaml_cannot_move_an_endpoint_or_send_a_key(place: Path, monkeypatch) -> None:
+    from worker.models import ModelConfigError, load_model_entries
+
+    monkeypatch.chdir(place / "project")
+    home = place / "home" / ".config" / "ga"
+    home.mkdir(parents=True)
+    (home / "models.yaml").write_text("models:\n  mine: {base_url: 'http://127.0.0.1:8000/v1', model: m, "
+                                      "api_key_env: MY_KEY}\n")
+    monkeypatch.setenv("HOME", str(place / "home"))
+    project = place / "project" / "models.yaml"
+    project.write_text("models:\n  mine: {base_url: 'http://127.0.0.1:9999/v1'}\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.mine.base_url is refused in a project file"):
+        load_model_entries()
+    project.write_text("models:\n  other: {base_url: 'http://127.0.0.1:9999/v1', model: m, api_key_env: MY_KEY}\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.other sends the key \$MY_KEY"):
+        load_model_entries()
+    project.write_text("models:\n  mine: {temperature: 0.5}\n  keyless: {base_url: 'http://127.0.0.1:9/v1', model: m}\n")
+    entries = load_model_entries()
+    assert entries["mine"][0]["temperature"] == 0.5 and "keyless" in entries

@@ -39,15 +39,9 @@ class Limits:
     @classmethod
     def of(cls, settings) -> "Limits":
         """The limits `settings.sandbox.limits` asks for, None values sized to this machine."""
-        limits = settings.sandbox.limits
-        ram = machine_ram()
-        return cls(memory=int(limits.memory or max(512 * MIB, ram // 4)), processes=limits.processes,
-                   file_size=int(limits.file_size), cpu_seconds=limits.cpu_seconds,
-                   tmp_size=int(limits.tmp_size or min(4 * GIB, max(256 * MIB, ram // 8))))
-
-
-def machine_ram() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        limits = settings.sandbox.limits.resolved()
+        return cls(memory=int(limits.memory), processes=limits.processes, file_size=int(limits.file_size),
+                   cpu_seconds=limits.cpu_seconds, tmp_size=int(limits.tmp_size))
 
 
 def rlimit_prefix(limits: Limits, nproc: bool) -> list[str]:
