@@ -6,9 +6,12 @@ happen) and the tool result names what stopped the script.
 """
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
+import socket
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -196,3 +199,71 @@ def test_a_project_models_yaml_cannot_move_an_endpoint_or_send_a_key(place: Path
     project.write_text("models:\n  mine: {temperature: 0.5}\n  keyless: {base_url: 'http://127.0.0.1:9/v1', model: m}\n")
     entries = load_model_entries()
     assert entries["mine"][0]["temperature"] == 0.5 and "keyless" in entries
+
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+        body = f"hello from {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def web():
+    """An HTTP server on 127.0.0.1 (the only place tests send traffic); yields its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def unix_request(socket_path: Path, head: str, then: bytes = b"") -> bytes:
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(socket_path))
+        conn.sendall(head.encode())
+        if then:  # a CONNECT tunnel: read the proxy's answer, then speak HTTP to the far end through it
+            answer = conn.recv(4096)
+            if b" 200 " not in answer.split(b"\r\n")[0]:
+                return answer
+            conn.sendall(then)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_the_egress_proxy_admits_listed_hosts_only(tmp_path: Path, web: int) -> None:
+    from worker.egress import EgressProxy
+
+    proxy = EgressProxy(["localhost"], tmp_path / "proxy.sock")
+    try:
+        plain = unix_request(proxy.socket_path, f"GET http://localhost:{web}/plain HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        tunnel = unix_request(proxy.socket_path, f"CONNECT localhost:{web} HTTP/1.1\r\n\r\n",
+                              b"GET /tunnel HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        refused = unix_request(proxy.socket_path, f"GET http://127.0.0.1:{web}/x HTTP/1.1\r\nHost: a\r\n\r\n")
+        refused_tunnel = unix_request(proxy.socket_path, f"CONNECT 127.0.0.1:{web} HTTP/1.1\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n")
+    finally:
+        proxy.close()
+    assert plain.startswith(b"HTTP/1.0 200") and plain.endswith(b"hello from /plain")
+    assert tunnel.startswith(b"HTTP/1.0 200") and tunnel.endswith(b"hello from /tunnel")
+    for answer in (refused, refused_tunnel):
+        assert answer.startswith(b"HTTP/1.1 403") and b"127.0.0.1 is not on the allow-list (sandbox.network)" in answer
+
+
+def test_a_script_reaches_listed_hosts_and_no_other(place: Path, web: int) -> None:
+    user_config(place, "sandbox:\n  network: [localhost]\n")
+    # Inside, loopback is the sandbox's own (NO_PROXY keeps it direct): name the proxy to reach the host's.
+    fetch = "curl -sS --noproxy '' --proxy \"$HTTP_PROXY\" -w ' status=%{http_code}' http://HOST:" + f"{web}/page"
+    direct = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {web}), timeout=3)\"; echo direct=$?"
+    listed, unlisted, around = attack(place, [("bash", fetch.replace("HOST", "localhost")),
+                                              ("bash", fetch.replace("HOST", "127.0.0.1")), ("bash", direct)])
+    assert "hello from /page status=200" in listed, listed
+    assert "127.0.0.1 is not on the allow-list (sandbox.network)" in unlisted and "status=403" in unlisted, unlisted
+    assert "direct=0" not in around, around

@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel, Field, field_validator
 
 from memory_shared.paths import POOL  # the folders the generations share (cow.py), immutable too
-from worker import sandbox, telemetry
+from worker import egress, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
@@ -61,7 +61,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         return ToolResult(str(exc), ok=False, evidence=False)
     policy = ctx.settings.sandbox
     wrap = policy.mode == "bwrap" and not sandbox.inside()
-    problem = sandbox.support_problem(policy.bwrap, policy.network) if wrap else None
+    problem = sandbox.support_problem(policy.bwrap, policy.network is True) if wrap else None
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
@@ -76,7 +76,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     placeholders: list[Path] = []
     if wrap:
         command = sandbox.wrap(command, task_policy(ctx, env, limits), policy.bwrap, cwd,
-                               proc=sandbox.mounts_proc(policy.bwrap, policy.network))
+                               proc=sandbox.mounts_proc(policy.bwrap, policy.network is True))
         placeholders = sandbox.placeholders(command)
     elif policy.mode == "off":
         _warn_unsandboxed(ctx)
@@ -142,7 +142,12 @@ def task_policy(ctx: ToolContext, env: dict[str, str], limits: Optional[Limits] 
         writable += sorted(stores)
         readonly = [p for p in readonly if p not in stores] + [root / part for root in sorted(stores)
                                                                for part in (GENERATIONS, POOL)]
-    return sandbox.Policy(network=settings.sandbox.network, writable=tuple(writable),
+    network = settings.sandbox.network
+    forwards: tuple[tuple[int, Path], ...] = ()
+    if isinstance(network, list):  # an allow-list: no network of its own, only ga's filtering proxy
+        forwards = ((egress.PORT, egress.proxy_for(network)),)
+        env.update(egress.sandbox_env())
+    return sandbox.Policy(network=network is True, forwards=forwards, writable=tuple(writable),
                           readonly=tuple(Path(p) for p in readonly if p is not None),
                           hidden=tuple(settings.home_dir / name for name in sandbox.GA_HIDDEN),
                           tmp_size=limits.tmp_size if limits else None, config_dirs=(Path.cwd(),))
