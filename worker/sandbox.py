@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scripts then run unsandboxed)"
+OPT_OUT = ("opt out with `sandbox: {mode: off}` in ~/.config/ga/config.yaml, GA_SANDBOX__MODE=off or the tasks file "
+           "(scripts then run unsandboxed)")
 # Under the home directory: credentials, browser profiles (cookies, saved logins) and our own config; a directory
 # gets an empty tmpfs, a file /dev/null. The one list of what a sandbox never sees there (GA_HOME's: GA_HIDDEN).
 SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",

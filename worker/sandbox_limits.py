@@ -13,9 +13,10 @@ import itertools
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import structlog
 
@@ -37,20 +38,26 @@ class Limits:
     tmp_size: int
 
     @classmethod
-    def of(cls, settings) -> "Limits":
-        """The limits `settings.sandbox.limits` asks for, None values sized to this machine."""
-        limits = settings.sandbox.limits.resolved()
+    def of(cls, settings: Any) -> "Limits":
+        """The limits settings' `sandbox.limits` (a SandboxLimits) ask for, None values sized to this machine."""
+        limits = settings.resolved()
         return cls(memory=int(limits.memory), processes=limits.processes, file_size=int(limits.file_size),
                    cpu_seconds=limits.cpu_seconds, tmp_size=int(limits.tmp_size))
 
 
-def rlimit_prefix(limits: Limits, nproc: bool) -> list[str]:
-    """argv that runs the rest of the command line under the limits' rlimits (util-linux `prlimit`).
-    `nproc`: also RLIMIT_NPROC, the process limit where no pids cgroup holds it (it counts all of the
-    user's processes, not just the sandbox's, so it is left out where the cgroup does the job)."""
+def confine(limits: Limits, sandboxed: bool) -> tuple[list[str], Optional["PidsCgroup"]]:
+    """(argv prefix that runs a command under `limits`, its pids cgroup or None). Sandboxed scripts get a pids
+    cgroup where ga may make one; RLIMIT_NPROC only where none holds the process limit (it counts all of the
+    user's processes, not just the script's). FileNotFoundError: no `prlimit` here (fail closed)."""
     prlimit = shutil.which("prlimit")
     if prlimit is None:
-        raise FileNotFoundError("code_run refused: `prlimit` (util-linux) not found; install util-linux")
+        raise FileNotFoundError("code_run refused: `prlimit` (util-linux) not found to set the sandbox's limits; "
+                                "install util-linux")
+    cgroup = new_pids_cgroup(limits.processes) if sandboxed else None
+    return [*(cgroup.prefix() if cgroup else []), *_rlimits(prlimit, limits, nproc=cgroup is None)], cgroup
+
+
+def _rlimits(prlimit: str, limits: Limits, nproc: bool) -> list[str]:
     cpu = f"{limits.cpu_seconds}:{limits.cpu_seconds + 5}"  # SIGXCPU at the limit, SIGKILL 5 s later
     return [prlimit, f"--data={limits.memory}", f"--fsize={limits.file_size}", f"--cpu={cpu}",
             *([f"--nproc={limits.processes}"] if nproc else []), "--"]
@@ -75,15 +82,17 @@ class PidsCgroup:
         match = re.search(r"^max (\d+)", text, re.MULTILINE)
         return int(match.group(1)) if match else 0
 
-    def remove(self) -> bool:
+    def remove(self, tries: int = 1) -> bool:
         """Remove the cgroup once it is empty (the kernel empties it a moment after the last process ends)."""
-        try:
-            self.path.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
+        for attempt in range(tries):
+            try:
+                self.path.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                time.sleep(0.02 * attempt)
+        return False
 
 
 def new_pids_cgroup(limit: int) -> Optional[PidsCgroup]:

@@ -22,7 +22,7 @@ from worker import egress, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
-from worker.sandbox_limits import Limits, PidsCgroup, new_pids_cgroup, rlimit_prefix, verdict
+from worker.sandbox_limits import Limits, PidsCgroup, confine, verdict
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -71,8 +71,11 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     script_path.write_text(args.script, encoding="utf-8")
     command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
     env = _child_env(ctx, cwd)
-    limits = Limits.of(ctx.settings)
-    cgroup = new_pids_cgroup(limits.processes) if wrap else None
+    limits = Limits.of(ctx.settings.sandbox.limits)
+    try:  # rlimits always (bubblewrap and all it starts inherit them); a pids cgroup where ga may make one
+        confinement, cgroup = confine(limits, sandboxed=wrap)
+    except FileNotFoundError as exc:
+        return ToolResult(str(exc), ok=False, evidence=False, stop="failed", data={"reason": str(exc)})
     placeholders: list[Path] = []
     if wrap:
         command = sandbox.wrap(command, task_policy(ctx, env, limits), policy.bwrap, cwd,
@@ -80,10 +83,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         placeholders = sandbox.placeholders(command)
     elif policy.mode == "off":
         _warn_unsandboxed(ctx)
-    try:  # rlimits always (bubblewrap and all it starts inherit them); the pids cgroup where ga may make one
-        command = [*(cgroup.prefix() if cgroup else []), *rlimit_prefix(limits, nproc=cgroup is None), *command]
-    except FileNotFoundError as exc:
-        return ToolResult(str(exc), ok=False, evidence=False, stop="failed", data={"reason": str(exc)})
+    command = [*confinement, *command]
     with open(out_path, "wb") as out:
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -121,7 +121,7 @@ def _forks_refused(ctx: ToolContext, cgroup: Optional[PidsCgroup]) -> int:
         return 0
     refused = cgroup.refused_forks()
     if not cgroup.remove():
-        ctx.cleanup.callback(cgroup.remove)
+        ctx.cleanup.callback(cgroup.remove, tries=10)
     return refused
 
 
