@@ -132,10 +132,12 @@ def test_credential_files_and_sessions_are_hidden(place: Path) -> None:
 
 def test_a_planted_ga_yaml_does_not_turn_the_sandbox_off(place: Path) -> None:
     project = place / "project"
-    plant = "printf 'sandbox: {mode: \"off\"}\\n' > ga.yaml; echo planted=$?; ls -la ga.yaml models.yaml"
+    plant = ("printf 'sandbox: {mode: \"off\"}\\n' > ga.yaml; echo planted=$?; echo 'models: {}' > models.yaml; "
+             "echo models=$?; echo x > .ga/evil; echo dotga=$?; ln -s /etc/passwd .ga/code_9.out; echo link=$?")
     (result,) = attack(place, [("bash", plant)])
-    assert "planted=0" not in result
+    assert "planted=1" in result and "models=1" in result and "dotga=1" in result and "link=1" in result, result
     assert not (project / "ga.yaml").exists() and not (project / "models.yaml").exists()  # no placeholder left
+    assert not (project / ".ga" / "evil").exists()
     # a ga.yaml there, whoever wrote it, cannot weaken the sandbox: the next run refuses it in one line
     (project / "ga.yaml").write_text('sandbox: {mode: "off"}\n')
     (project / "model.yaml").write_text("tasks: [{match: '.*', turns: [{content: hi}]}]\n")
@@ -162,6 +164,7 @@ def settings_in(place: Path, project: str, user: str = "", environ: dict | None 
     ("sandbox: {bwrap: ./fake-bwrap}\n", "sandbox.bwrap"),
     ("sandbox: {limits: {processes: 100000}}\n", "sandbox.limits.processes"),
     ("worker: {allow_write: [/root]}\n", "worker.allow_write"),
+    ("worker: {model: planted}\n", "worker.model"),
 ])
 def test_a_project_file_cannot_loosen_the_sandbox(place: Path, project: str, key: str) -> None:
     from configs import ConfigError
