@@ -84,9 +84,13 @@ class PidsCgroup:
 
     def remove(self, tries: int = 1) -> bool:
         """Remove the cgroup once it is empty (the kernel empties it a moment after the last process ends)."""
+        return self.remove_path(self.path, tries)
+
+    @staticmethod
+    def remove_path(path: Path, tries: int = 1) -> bool:
         for attempt in range(tries):
             try:
-                self.path.rmdir()
+                path.rmdir()
                 return True
             except FileNotFoundError:
                 return True
@@ -115,11 +119,20 @@ def pids_cgroup_base() -> Optional[Path]:
         except OSError:
             continue
         probe.remove()
+        _sweep(base)
         return base
     if os.getuid() == 0:  # RLIMIT_NPROC does not hold for root: say once that processes are unbounded
         log.warning("process_limit_unenforced", note="running as root without a writable pids cgroup: "
                     "sandbox.limits.processes cannot be enforced here")
     return None
+
+
+def _sweep(base: Path) -> None:
+    """Remove empty pids cgroups a ga process that is gone left behind (killed before its task's end)."""
+    for folder in base.glob("ga-*-*"):
+        pid = folder.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            PidsCgroup.remove_path(folder)
 
 
 def _candidates() -> list[Path]:

@@ -2,7 +2,9 @@
 
 With `sandbox.mode: bwrap` (the default) the script runs under bubblewrap (worker/sandbox.py): only the
 workdir, a private /tmp and the nested-run directory are writable; the memory tier and GA_HOME are read-only.
-Its processes live in their own PID namespace, so they end with the script (or with this process).
+Its processes live in their own PID namespace, so they end with the script (or with this process). It runs
+under `sandbox.limits` (worker/sandbox_limits.py); with `sandbox.network` a list of hosts it reaches only
+those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
