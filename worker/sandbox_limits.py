@@ -47,20 +47,29 @@ class Limits:
 
 def confine(limits: Limits, sandboxed: bool) -> tuple[list[str], Optional["PidsCgroup"]]:
     """(argv prefix that runs a command under `limits`, its pids cgroup or None). Sandboxed scripts get a pids
-    cgroup where ga may make one; RLIMIT_NPROC only where none holds the process limit (it counts all of the
-    user's processes, not just the script's). FileNotFoundError: no `prlimit` here (fail closed)."""
+    cgroup where ga may make one, else RLIMIT_NPROC. FileNotFoundError: no `prlimit` here (fail closed)."""
     prlimit = shutil.which("prlimit")
     if prlimit is None:
         raise FileNotFoundError("code_run refused: `prlimit` (util-linux) not found to set the sandbox's limits; "
                                 "install util-linux")
     cgroup = new_pids_cgroup(limits.processes) if sandboxed else None
-    return [*(cgroup.prefix() if cgroup else []), *_rlimits(prlimit, limits, nproc=cgroup is None)], cgroup
-
-
-def _rlimits(prlimit: str, limits: Limits, nproc: bool) -> list[str]:
+    nproc = [] if cgroup is not None or os.getuid() == 0 else [f"--nproc={limits.processes + _my_tasks()}"]
     cpu = f"{limits.cpu_seconds}:{limits.cpu_seconds + 5}"  # SIGXCPU at the limit, SIGKILL 5 s later
-    return [prlimit, f"--data={limits.memory}", f"--fsize={limits.file_size}", f"--cpu={cpu}",
-            *([f"--nproc={limits.processes}"] if nproc else []), "--"]
+    rlimits = [prlimit, f"--data={limits.memory}", f"--fsize={limits.file_size}", f"--cpu={cpu}", *nproc, "--"]
+    return [*(cgroup.prefix() if cgroup else []), *rlimits], cgroup
+
+
+def _my_tasks() -> int:
+    """Threads of all this user's processes: RLIMIT_NPROC counts them all, not just the sandbox's, so the
+    sandbox's share is what runs now plus the limit."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                count += int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[17])
+        except (OSError, ValueError, IndexError):
+            continue
+    return count
 
 
 class PidsCgroup:
@@ -69,7 +78,11 @@ class PidsCgroup:
     def __init__(self, base: Path, limit: int) -> None:
         self.path = base / f"ga-{os.getpid()}-{next(_names)}"
         self.path.mkdir()
-        (self.path / "pids.max").write_text(str(limit))
+        try:
+            (self.path / "pids.max").write_text(str(limit))
+        except OSError:
+            self.remove()
+            raise
 
     def prefix(self) -> list[str]:
         return ["/bin/sh", "-c", JOIN, "sh", str(self.path / "cgroup.procs")]
