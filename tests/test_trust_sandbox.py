@@ -265,8 +265,11 @@ def test_a_script_reaches_listed_hosts_and_no_other(place: Path, web: int) -> No
     # Inside, loopback is the sandbox's own (NO_PROXY keeps it direct): name the proxy to reach the host's.
     fetch = "curl -sS --noproxy '' --proxy \"$HTTP_PROXY\" -w ' status=%{http_code}' http://HOST:" + f"{web}/page"
     direct = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {web}), timeout=3)\"; echo direct=$?"
-    listed, unlisted, around = attack(place, [("bash", fetch.replace("HOST", "localhost")),
-                                              ("bash", fetch.replace("HOST", "127.0.0.1")), ("bash", direct)])
+    tunnel = fetch.replace("curl ", "curl --proxytunnel ")  # CONNECT, as HTTPS would go
+    listed, tunnelled, unlisted, around = attack(place, [
+        ("bash", fetch.replace("HOST", "localhost")), ("bash", tunnel.replace("HOST", "localhost")),
+        ("bash", fetch.replace("HOST", "127.0.0.1")), ("bash", direct)])
     assert "hello from /page status=200" in listed, listed
+    assert "hello from /page status=200" in tunnelled, tunnelled
     assert "127.0.0.1 is not on the allow-list (sandbox.network)" in unlisted and "status=403" in unlisted, unlisted
     assert "direct=0" not in around, around
