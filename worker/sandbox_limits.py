@@ -168,8 +168,7 @@ def _candidates() -> list[Path]:
 SIGXCPU, SIGXFSZ = 24, 25
 # What a script's output says when an allocation, a fork or a write in /tmp was refused.
 MEMORY = re.compile(r"MemoryError|Cannot allocate memory|out of memory", re.IGNORECASE)
-FORK = re.compile(r"fork: .*(Resource temporarily unavailable|retry)|BlockingIOError: \[Errno 11\]|"
-                  r"can't start new thread|Resource temporarily unavailable")
+FORK = re.compile(r"\bfork: |BlockingIOError: \[Errno 11\]|can't start new thread|Resource temporarily unavailable")
 NO_SPACE = re.compile(r"No space left on device|Errno 28")
 
 
