@@ -4,13 +4,16 @@ Every layer is validated as it is merged, so an error names the layer that cause
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     ValidationError,
@@ -18,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from configs.projecttrust import WeakerSetting, check_project
 from configs.usererrors import FieldError
 from configs.yamlsource import (
     YamlError,
@@ -31,6 +35,7 @@ from configs.yamlsource import (
 DEFAULT_FILE = Path(__file__).with_name("default.yaml")
 USER_FILE = Path("~/.config/ga/config.yaml")
 PROJECT_FILE = Path("ga.yaml")
+HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
 ENV_ALIASES = {"GA_HOME": ("home",), "GA_MODEL": ("worker", "model"), "GA_CHROMIUM": ("web", "chromium")}
 
 
@@ -137,13 +142,41 @@ class PlannerSettings(Section):
     weight_max: float = Field(0.5, gt=0.25, le=1)
 
 
+class SandboxLimits(Section):
+    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (README, Sandbox)."""
+
+    memory: Optional[ByteSize] = Field(None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
+    processes: int = Field(256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)
+    file_size: ByteSize = Field(ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
+    cpu_seconds: int = Field(600, ge=1)  # CPU time of each process (RLIMIT_CPU)
+    tmp_size: Optional[ByteSize] = Field(None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+
+    def resolved(self) -> "SandboxLimits":
+        """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
+        eighth (256 MiB to 4 GiB) for /tmp."""
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return self.model_copy(update={"memory": self.memory or ByteSize(max(512 << 20, ram // 4)),
+                                       "tmp_size": self.tmp_size or ByteSize(min(4 << 30, max(256 << 20, ram // 8)))})
+
+
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
-    network: bool = True
+    network: Union[bool, list[str]] = True  # a list: only these hosts, through ga's proxy (worker/egress.py)
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
+    limits: SandboxLimits = SandboxLimits()
+
+    @field_validator("network")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            bad = [h for h in value if not HOST_NAME.fullmatch(h)]
+            if bad:
+                raise ValueError(f"not a host name: {bad[0]!r} (write names like example.org, no scheme or port)")
+            return sorted({h.lower().rstrip(".") for h in value})
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -207,18 +240,27 @@ def load_settings(
 ) -> Settings:
     """Merge every layer in order and validate; raise ConfigError on the first bad layer."""
     environ = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
-    layers = [DEFAULT_FILE, (user_file or USER_FILE).expanduser(), project_file or PROJECT_FILE]
-    for path in layers:
-        if path.is_file():
-            data, lines = _read_layer(path)
-            _merge(merged, data)
-            _validate(merged, str(path), lines)
-    _merge(merged, _env_layer(environ))
-    _validate(merged, "environment", {})
-    _merge(merged, _nest({k: v for k, v in (overrides or {}).items() if v is not None}))
-    settings = _validate(merged, "command-line flags", {})
+    project = project_file or PROJECT_FILE
+    files = [(str(path), *_read_layer(path)) for path in (DEFAULT_FILE, (user_file or USER_FILE).expanduser(), project)
+             if path.is_file()]
+    later = [("environment", _env_layer(environ), {}),
+             ("command-line flags", _nest({k: v for k, v in (overrides or {}).items() if v is not None}), {})]
+    settings = _merge_layers([*files, *later])
+    if files[-1][0] == str(project):  # the project file may tighten, never loosen what the others say
+        try:
+            check_project(settings, _merge_layers([*files[:-1], *later]), project, files[-1][1], files[-1][2])
+        except WeakerSetting as exc:
+            raise ConfigError(str(exc)) from None
     configure(YamlLimits(**settings.yaml.model_dump()))
+    return settings
+
+
+def _merge_layers(layers: list[tuple[str, dict, dict]]) -> Settings:
+    merged: dict[str, Any] = {}
+    settings = Settings()
+    for source, data, lines in layers:
+        _merge(merged, copy.deepcopy(data))
+        settings = _validate(merged, source, lines)
     return settings
 
 

@@ -41,6 +41,7 @@ from configs.settings import SandboxSettings
 from configs.usererrors import validation_line
 from skilltree.reports import ExplorationReport, split_front_matter
 from worker import sandbox as bwrap
+from worker.sandbox_limits import Limits, confine
 
 REPORT_FILE = "report.md"
 REQUIRED = ("title", "category", "skill", "verified", "artifacts")
@@ -157,11 +158,18 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
         command = SCRIPT_RUNNERS[Path(script.rel).suffix] + [str(root / script.rel)]
+        limits = Limits.of(policy.limits)
         if policy.mode == "bwrap":
-            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), home=Path(tmp)),
+            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), home=Path(tmp),
+                                                       tmp_size=limits.tmp_size),
                                  policy.bwrap, root, proc=bwrap.mounts_proc(policy.bwrap, network=False))
         else:
             log.warning("sandbox_off", script=script.rel, note="exploration re-run unsandboxed (sandbox.mode: off)")
+        try:
+            confinement, cgroup = confine(limits, sandboxed=policy.mode == "bwrap")
+        except FileNotFoundError as exc:
+            return 126, str(exc)
+        command = [*confinement, *command]
         out_path = Path(tmp) / "output.txt"
         with open(out_path, "wb") as out:  # a file, not a pipe: a background child cannot block us
             proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -176,6 +184,8 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
+            if cgroup is not None:
+                cgroup.remove(tries=10)
         output = out_path.read_text(encoding="utf-8", errors="replace")
         if code == -9:
             output += f"\n[timeout after {timeout:g}s: killed]"

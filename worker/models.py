@@ -123,9 +123,12 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
     """name -> (merged fields, field -> "file:line" that set it) over shipped, user and project files."""
     files = files if files is not None else [SHIPPED_FILE, USER_FILE.expanduser(), PROJECT_FILE]
     entries: dict[str, tuple[dict, dict[str, str]]] = {}
+    trusted: dict[str, dict] = {}  # the entries before the project file
     for path in files:
         if not path.is_file():
             continue
+        if path == PROJECT_FILE:
+            trusted = {name: dict(fields) for name, (fields, _) in entries.items()}
         try:
             data, lines = load_yaml(path)
         except YamlError as exc:
@@ -139,9 +142,26 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
                 raise ModelConfigError(f"{where}: model '{name}' must be a mapping of fields; see {SHIPPED_FILE}")
             merged, places = entries.get(str(name), ({}, {}))
             merged = {**merged, **fields}
+            if path == PROJECT_FILE:
+                _check_project_entry(str(name), fields, merged, trusted, where)
             places = {**places, "": where, **{k: f"{path}:{line_of(lines, ('models', name, k))}" for k in fields}}
             entries[str(name)] = (merged, places)
     return entries
+
+
+def _check_project_entry(name: str, fields: dict, merged: dict, trusted: dict[str, dict], where: str) -> None:
+    """A project models.yaml (a task's code could have written it) may add models and tune them, but not move
+    a model the shipped or user files define, nor send a key anywhere those files do not already send it."""
+    def endpoint(entry: dict) -> str:
+        return _expand_env(str(entry.get("base_url", ""))).rstrip("/")
+    fix = f"put it in {USER_FILE} instead (a project file cannot move an endpoint: a task could have written it)"
+    if "base_url" in fields and name in trusted and endpoint(merged) != endpoint(trusted[name]):
+        raise ModelConfigError(f"{where}: models.{name}.base_url is refused in a project file: it moves the model "
+                               f"'{name}'; {fix}")
+    keyed = {(e.get("api_key_env"), endpoint(e)) for e in trusted.values() if e.get("api_key_env")}
+    if merged.get("api_key_env") and (merged["api_key_env"], endpoint(merged)) not in keyed:
+        raise ModelConfigError(f"{where}: models.{name} sends the key ${merged['api_key_env']} to an endpoint no "
+                               f"user or shipped model uses it for; {fix}")
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:

@@ -4,24 +4,42 @@ The view inside: the whole filesystem read-only, a private /tmp, the writable ro
 read-only paths read-only again even inside a writable root (the most specific path wins), secret
 files of the home directory hidden. A new PID namespace whose processes all die with the sandbox, the
 sandbox dying with the process that started it; the network shared unless the policy turns it off.
+
+Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
+(the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
+process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace and relays
+each connection to its socket, then runs the command.
 """
 from __future__ import annotations
 
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scripts then run unsandboxed)"
-# Under the home directory: credentials and our own config; a directory gets an empty tmpfs, a file /dev/null.
+OPT_OUT = ("opt out with `sandbox: {mode: off}` in ~/.config/ga/config.yaml, GA_SANDBOX__MODE=off or the tasks file "
+           "(scripts then run unsandboxed)")
+# Under the home directory: credentials, browser profiles (cookies, saved logins) and our own config; a directory
+# gets an empty tmpfs, a file /dev/null. The one list of what a sandbox never sees there (GA_HOME's: GA_HIDDEN).
 SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
-           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
+           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
+           ".config/gh", ".config/hub", ".cache/huggingface", ".huggingface",
+           ".config/chromium", ".cache/chromium", ".config/google-chrome", ".cache/google-chrome",
+           ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
+           "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
+GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
 PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
+# Project-local configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py,
+# the scripts' .ga/): read-only in every writable root, and a missing file cannot be created there either.
+PROJECT_CONFIG = ("ga.yaml", "models.yaml")
+PROJECT_DIRS = (".ga",)
 ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
+LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,10 @@ class Policy:
     writable: tuple[Path, ...] = ()  # besides a private /tmp
     readonly: tuple[Path, ...] = ()  # read-only even where a writable root contains them
     home: Optional[Path] = None  # whose SECRETS are hidden; default: the current home directory
+    hidden: tuple[Path, ...] = ()  # more paths to hide (GA_HOME's sessions)
+    tmp_size: Optional[int] = None  # bytes of the private /tmp; None: no limit of its own
+    config_dirs: tuple[Path, ...] = ()  # where ga reads project config besides the writable roots (its cwd)
+    forwards: tuple[tuple[int, Path], ...] = ()  # loopback port inside -> Unix socket outside (see the module doc)
 
 
 def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
@@ -39,6 +61,7 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     # cannot be mounted (some containers), scripts get an empty one.
     argv += ["--proc", "/proc"] if proc else ["--tmpfs", "/proc"]
     # --cap-drop ALL: run by root, bubblewrap would keep every capability (and remount / read-write).
+    argv += ["--size", str(policy.tmp_size)] if policy.tmp_size else []
     argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if not policy.network:
         argv.append("--unshare-net")
@@ -47,10 +70,15 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--bind", str(path), str(path)]
         elif kind == "ro":
             argv += ["--ro-bind", str(path), str(path)]
-        elif path.is_dir():
+        elif kind == "hide" and path.is_dir():
             argv += ["--tmpfs", str(path)]
-        else:
+        else:  # a hidden file, or a project config file that does not exist yet (made as an empty mount point)
             argv += ["--ro-bind", "/dev/null", str(path)]
+    for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
+        argv += ["--ro-bind", str(socket_path), str(socket_path)]
+    if policy.forwards:
+        relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
+        command = [sys.executable, "-I", "-S", str(LAUNCHER), *relays, "--", *command]
     return argv + ["--chdir", str(cwd), "--", *command]
 
 
@@ -61,11 +89,47 @@ def _mounts(policy: Policy) -> list[tuple[Path, str]]:
     protected = [root / name for root in writable for name in PROTECTED_NAMES]
     entries = {p: "rw" for p in writable}
     entries.update({p: "ro" for p in _existing([*policy.readonly, *protected])})
-    entries.update({p: "hide" for p in _existing(home / name for name in SECRETS)})
+    entries.update(_project_config(writable, policy.config_dirs))
+    entries.update({p: "hide" for p in _existing([*(home / name for name in SECRETS), *policy.hidden])})
     for path in _existing(_runtime_under_tmp()):
         entries.setdefault(path, "ro")
-    rank = {"rw": 0, "ro": 1, "hide": 2}
+    rank = {"rw": 0, "ro": 1, "absent": 1, "hide": 2}
     return sorted(entries.items(), key=lambda item: (len(item[0].parts), rank[item[1]], str(item[0])))
+
+
+def _project_config(writable: list[Path], config_dirs: Iterable[Path]) -> dict[Path, str]:
+    """The project config names in every writable directory: existing ones read-only, missing files as
+    "absent" (an empty read-only mount point, so the sandbox cannot create them; see placeholders())."""
+    folders = [*writable, *(d for d in _existing(config_dirs) if any(d.is_relative_to(w) for w in writable))]
+    entries: dict[Path, str] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for name in (*PROJECT_CONFIG, *PROJECT_DIRS):
+            path = folder / name
+            if path.exists() or path.is_symlink():
+                entries.update({p: "ro" for p in _existing([path])})
+            elif name in PROJECT_CONFIG:
+                entries[path] = "absent"
+    return entries
+
+
+def placeholders(argv: list[str]) -> list[Path]:
+    """The project config files `argv` will create as empty mount points (missing before it runs): code_run
+    removes them afterwards, when they are still the empty regular files bubblewrap made."""
+    return [Path(argv[i + 2]) for i in range(len(argv) - 2)
+            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and Path(argv[i + 2]).name in PROJECT_CONFIG
+            and not os.path.lexists(argv[i + 2])]
+
+
+def remove_placeholders(paths: Iterable[Path]) -> None:
+    for path in paths:
+        try:
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _runtime_under_tmp() -> list[Path]:

@@ -2,7 +2,9 @@
 
 With `sandbox.mode: bwrap` (the default) the script runs under bubblewrap (worker/sandbox.py): only the
 workdir, a private /tmp and the nested-run directory are writable; the memory tier and GA_HOME are read-only.
-Its processes live in their own PID namespace, so they end with the script (or with this process).
+Its processes live in their own PID namespace, so they end with the script (or with this process). It runs
+under `sandbox.limits` (worker/sandbox_limits.py); with `sandbox.network` a list of hosts it reaches only
+those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ import structlog
 from pydantic import BaseModel, Field, field_validator
 
 from memory_shared.paths import POOL  # the folders the generations share (cow.py), immutable too
-from worker import sandbox, telemetry
+from worker import egress, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
+from worker.sandbox_limits import Limits, PidsCgroup, confine, verdict
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -60,7 +63,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         return ToolResult(str(exc), ok=False, evidence=False)
     policy = ctx.settings.sandbox
     wrap = policy.mode == "bwrap" and not sandbox.inside()
-    problem = sandbox.support_problem(policy.bwrap, policy.network) if wrap else None
+    problem = sandbox.support_problem(policy.bwrap, policy.network is True) if wrap else None
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
@@ -70,11 +73,19 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     script_path.write_text(args.script, encoding="utf-8")
     command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
     env = _child_env(ctx, cwd)
+    limits = Limits.of(ctx.settings.sandbox.limits)
+    try:  # rlimits always (bubblewrap and all it starts inherit them); a pids cgroup where ga may make one
+        confinement, cgroup = confine(limits, sandboxed=wrap)
+    except FileNotFoundError as exc:
+        return ToolResult(str(exc), ok=False, evidence=False, stop="failed", data={"reason": str(exc)})
+    placeholders: list[Path] = []
     if wrap:
-        command = sandbox.wrap(command, task_policy(ctx, env), policy.bwrap, cwd,
-                               proc=sandbox.mounts_proc(policy.bwrap, policy.network))
+        command = sandbox.wrap(command, task_policy(ctx, env, limits), policy.bwrap, cwd,
+                               proc=sandbox.mounts_proc(policy.bwrap, policy.network is True))
+        placeholders = sandbox.placeholders(command)
     elif policy.mode == "off":
         _warn_unsandboxed(ctx)
+    command = [*confinement, *command]
     with open(out_path, "wb") as out:
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -93,18 +104,32 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         ctx.kill.remove(killer)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
         ctx.pgids.remove(proc.pid)
+    sandbox.remove_placeholders(placeholders)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
     cap = output_cap(ctx.settings, "code_run", ctx.calls_in_turn)
     output = _read_ends(out_path, cap)
+    if not status.startswith("timeout") and (hit := verdict(code, output, limits, _forks_refused(ctx, cgroup))):
+        status += f"; {hit}"
     if out_path.stat().st_size > cap:
         status += f"; full output in {out_path.relative_to(workdir).as_posix()}"
     return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 
 
-def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
-    """The task's sandbox: its workdir (and configured paths) writable, the memory tier and GA_HOME not."""
+def _forks_refused(ctx: ToolContext, cgroup: Optional[PidsCgroup]) -> int:
+    """Forks the script's pids cgroup refused; the cgroup is removed now, or at the task's end if still busy."""
+    if cgroup is None:
+        return 0
+    refused = cgroup.refused_forks()
+    if not cgroup.remove():
+        ctx.cleanup.callback(cgroup.remove, tries=10)
+    return refused
+
+
+def task_policy(ctx: ToolContext, env: dict[str, str], limits: Optional[Limits] = None) -> sandbox.Policy:
+    """The task's sandbox: its workdir (and configured paths) writable, the memory tier and GA_HOME not,
+    GA_HOME's sessions hidden, project config files read-only."""
     settings = ctx.settings
     writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write, *_nested_run_dirs(env)]
     store = getattr(getattr(ctx.memory, "store", None), "root", None)
@@ -119,8 +144,15 @@ def task_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
         writable += sorted(stores)
         readonly = [p for p in readonly if p not in stores] + [root / part for root in sorted(stores)
                                                                for part in (GENERATIONS, POOL)]
-    return sandbox.Policy(network=settings.sandbox.network, writable=tuple(writable),
-                          readonly=tuple(Path(p) for p in readonly if p is not None))
+    network = settings.sandbox.network
+    forwards: tuple[tuple[int, Path], ...] = ()
+    if isinstance(network, list):  # an allow-list: no network of its own, only ga's filtering proxy
+        forwards = ((egress.PORT, egress.proxy_for(network)),)
+        env.update(egress.sandbox_env())
+    return sandbox.Policy(network=network is True, forwards=forwards, writable=tuple(writable),
+                          readonly=tuple(Path(p) for p in readonly if p is not None),
+                          hidden=tuple(settings.home_dir / name for name in sandbox.GA_HIDDEN),
+                          tmp_size=limits.tmp_size if limits else None, config_dirs=(Path.cwd(),))
 
 
 def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
