@@ -56,10 +56,13 @@ def test_the_model_flag_an_error_suggests_runs_every_task_and_the_reduce(tmp_pat
 
 def test_ga_model_overrides_the_tasks_file_and_the_flag_overrides_ga_model(tmp_path: Path) -> None:
     tasks = _tasks_file(tmp_path)
-    (tmp_path / "ga.yaml").write_text("worker: {model: ollama}\n")  # the config: below the tasks file
+    user_config = tmp_path / "home" / ".config" / "ga" / "config.yaml"  # the user's config: below the tasks file
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("worker: {model: ollama}\n")
 
     def models(*flags: str, **env: str) -> set[str]:
-        done = run_ga("fanout", str(tasks), "--dry-run", "--json", *flags, cwd=tmp_path, env={**KEYLESS, **env})
+        done = run_ga("fanout", str(tasks), "--dry-run", "--json", *flags, cwd=tmp_path,
+                      env={**KEYLESS, "HOME": str(tmp_path / "home"), **env})
         assert done.returncode == 0, done.stderr
         return {row["model"] for row in json.loads(done.stdout)["tasks"]}  # the (reduce) row included
 
