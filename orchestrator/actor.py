@@ -316,9 +316,9 @@ def nested_usage(task_dir: Path) -> NestedUsage:
     if not runs.is_dir():
         return total
     for summary_path in runs.glob("*/summary.json"):
-        try:
-            usage = Usage.from_dict(json.loads(summary_path.read_text(encoding="utf-8")).get("usage"))
-        except (OSError, ValueError):  # a summary being written, or damaged: not counted
+        try:  # the task's code can write runs/: no summary there is followed, and only a cap is read
+            usage = Usage.from_dict(json.loads(fsutil.read_file(summary_path, RETURNED_FILE_CAP)).get("usage"))
+        except (OSError, ValueError, AttributeError):  # a summary being written, or damaged: not counted
             continue
         total = total + usage  # stays a NestedUsage
         total.runs += 1
