@@ -13,7 +13,7 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from memory_shared import fsutil
 from worker.types import Reply
@@ -23,13 +23,14 @@ READ_CAP = 1 << 30  # bytes of a history file read back (a session's follow-up)
 
 class History:
     """The history file of one task. Its directory may be writable by the task's own code (`ga run` keeps its run
-    directory in the working directory): the directory is held open from the start and the file from its first
-    line, so whatever the task later puts at those paths (a symlink, a FIFO) is never written through."""
+    directory in the working directory): the directory and the file are held open from the start, so whatever
+    the task later puts at those paths (a symlink, a FIFO) is never written through."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.folder = fsutil.Folder(self.path.parent, create=True)
-        self._file: Optional[int] = None
+        self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        weakref.finalize(self, os.close, self._file)
         self._previous: list[dict[str, Any]] = []
 
     def resume(self, previous_request: list[dict[str, Any]]) -> None:
@@ -53,9 +54,6 @@ class History:
         })
 
     def append(self, record: dict[str, Any]) -> None:
-        if self._file is None:
-            self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            weakref.finalize(self, os.close, self._file)
         fsutil.write_all(self._file, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
         os.fsync(self._file)
 

@@ -54,7 +54,11 @@ class MemorySession:
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
-        if result.history_path.exists() or result.history_path.is_symlink():
+        try:
+            recorded = result.history_path.lstat().st_size > 0  # created with the worker: empty if no turn ended
+        except FileNotFoundError:
+            recorded = False
+        if recorded:
             try:
                 Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id,
                                                                                              result.history_path)
