@@ -228,15 +228,16 @@ def open_dir(dir_fd: Optional[int], relpath: Path | str, create: bool = False) -
     return fd
 
 
-def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
+              linked_ok: bool = False) -> int:
     """An fd of the regular file `relpath` below `dir_fd`, no component followed if a symlink; O_NONBLOCK so a
-    FIFO cannot hang the open. Refuses (Unsafe) anything but a regular file, and a file to write with other
-    hard links (it could be someone else's file linked in)."""
+    FIFO cannot hang the open. Refuses (Unsafe) anything but a regular file, and (unless `linked_ok`) a file to
+    write with other hard links (it could be someone else's file linked in); O_TRUNC applies only after the checks."""
     path = Path(relpath)
     parent = open_dir(dir_fd, path.parent) if path.parent != Path(".") else os.dup(dir_fd)
     try:
         try:
-            fd = os.open(path.name, flags | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=parent)
+            fd = os.open(path.name, (flags & ~os.O_TRUNC) | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=parent)
         except OSError as exc:
             raise _refusal(str(relpath), exc) from None
     finally:
@@ -244,11 +245,12 @@ def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: 
     info = os.fstat(fd)
     writing = flags & (os.O_WRONLY | os.O_RDWR)
     problem = ("not a regular file" if not stat.S_ISREG(info.st_mode)
-               else "a hard link to another file" if writing and info.st_nlink > 1 else "")
+               else "a hard link to another file" if writing and info.st_nlink > 1 and not linked_ok else "")
     if problem:
         os.close(fd)
-        raise Unsafe(f"{relpath}: {problem}; ga only touches regular files in a task's directory "
-                                  "(remove it)")
+        raise Unsafe(f"{relpath}: {problem}; ga only touches regular files in a task's directory (remove it)")
+    if flags & os.O_TRUNC:
+        os.ftruncate(fd, 0)
     return fd
 
 
