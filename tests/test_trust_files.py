@@ -8,6 +8,7 @@ scripted model over HTTP and real bubblewrap. The planted symlinks point at file
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -179,3 +180,22 @@ def test_calls_past_the_per_reply_limit_are_refused_in_one_line(tmp_path):
     assert "\n" not in refusal and "at most 16 tool calls" in refusal and "23 after it were not run" in refusal
     assert all(answers[f"c{i}"] == "not run: over the per-reply limit" for i in range(17, 40))
 
+
+
+def test_file_tools_reopen_a_checked_path_without_following_a_swapped_directory(tmp_path):
+    """The file tools check a path, then open it; a script's background process can swap a directory for a
+    symlink in between (file_write after a long web_execute_js, say). The open walks again from the root without
+    following: the swapped directory is refused, the file outside stays as it was."""
+    from worker.paths import PathError, open_checked, resolve_write
+
+    (target,) = victims(tmp_path, "notes.md")
+    work = a_workdir(tmp_path)
+    (work / "sub").mkdir()
+    checked = resolve_write("sub/notes.md", work)
+    (work / "sub").rmdir()
+    (work / "sub").symlink_to(target.parent)  # what the background process does between the check and the open
+    with pytest.raises(OSError, match="sub: a symbolic link"):
+        open_checked(checked, work, [], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert unchanged(target)
+    with pytest.raises(PathError):
+        resolve_write("sub/notes.md", work)  # checked afresh, the path is refused outright
