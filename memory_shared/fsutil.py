@@ -191,8 +191,8 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _refusal(name: str, exc: OSError) -> OSError:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        return Unsafe(f"{name}: a symbolic link or not a directory; ga never follows links in a "
-                                 "task's directory (remove it)")
+        return Unsafe(f"{name}: a symbolic link or not a directory; ga never follows links in a task's directory "
+                      "(remove it)")
     if exc.errno == errno.ENXIO:  # a FIFO opened to write with no reader
         return Unsafe(f"{name}: not a regular file; ga only writes regular files in a task's directory")
     return exc
@@ -310,15 +310,6 @@ class Folder:
         fd = self.open(relpath)
         try:
             return _pread(fd, cap, 0)
-        finally:
-            os.close(fd)
-
-    def append(self, name: str, data: bytes, sync: bool = True) -> None:
-        fd = self.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            write_all(fd, data)
-            if sync:
-                os.fsync(fd)
         finally:
             os.close(fd)
 

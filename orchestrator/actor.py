@@ -30,7 +30,7 @@ WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running task
 LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
 STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
 WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
-RETURNED_FILE_CAP = 64 << 20  # bytes of history.jsonl or answer.md sent back to a driver on another node
+TASK_FILE_CAP = 64 << 20  # bytes read of a file in a task directory: history, answer, a nested run's summary
 log = structlog.get_logger("ga.actor")
 
 
@@ -317,7 +317,7 @@ def nested_usage(task_dir: Path) -> NestedUsage:
         return total
     for summary_path in runs.glob("*/summary.json"):
         try:  # the task's code can write runs/: no summary there is followed, and only a cap is read
-            usage = Usage.from_dict(json.loads(fsutil.read_file(summary_path, RETURNED_FILE_CAP)).get("usage"))
+            usage = Usage.from_dict(json.loads(fsutil.read_file(summary_path, TASK_FILE_CAP)).get("usage"))
         except (OSError, ValueError, AttributeError):  # a summary being written, or damaged: not counted
             continue
         total = total + usage  # stays a NestedUsage
@@ -330,7 +330,7 @@ def _read_files(folder: fsutil.Folder, names: list[str]) -> dict[str, str]:
     files = {}
     for name in names:
         try:
-            files[name] = folder.read(name, RETURNED_FILE_CAP).decode("utf-8", errors="replace")
+            files[name] = folder.read(name, TASK_FILE_CAP).decode("utf-8", errors="replace")
         except FileNotFoundError:
             continue
         except fsutil.Unsafe as exc:
