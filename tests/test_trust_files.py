@@ -199,3 +199,15 @@ def test_file_tools_reopen_a_checked_path_without_following_a_swapped_directory(
     assert unchanged(target)
     with pytest.raises(PathError):
         resolve_write("sub/notes.md", work)  # checked afresh, the path is refused outright
+
+
+def test_an_exploration_rerun_cannot_swap_its_output_file_for_a_link(tmp_path):
+    """The exploration verifier re-runs a report's script in a fresh folder the script can write; the script
+    points the output file at a secret outside. The output ga reports is what the script printed, not the secret."""
+    from skilltree.verify import Artifact, rerun
+
+    (secret,) = victims(tmp_path, "secret.txt")
+    script = Artifact("probe.sh", f'echo printed-by-the-script; rm "$TMPDIR/output.txt"; ln -s {secret} "$TMPDIR/output.txt"\n',
+                      True)
+    code, output = rerun(script, [script], timeout=30)
+    assert code == 0 and "printed-by-the-script" in output and ORIGINAL.strip() not in output
