@@ -151,7 +151,8 @@ def test_planted_symlinks_in_the_run_directory_change_nothing_outside(tmp_path):
 
 def test_a_reply_of_10000_code_runs_stops_at_the_task_timeout(tmp_path):
     """Row 9: one reply with 10,000 code_run calls, each a script that would sleep 10 minutes, under a 3 s task
-    timeout. The task fails by timeout and not one sandbox starts after the first is killed."""
+    timeout. The task fails by timeout, not one sandbox starts after the first is killed, and the worker's thread
+    ends (an actor whose thread outlives the grace is marked tainted)."""
     calls = [code_run("sleep 600", timeout=600, call_id=f"c{i}") for i in range(10_000)]
     with serve([{"tool_calls": calls}, {"content": "never reached"}]) as server:
         result, run_dir = ga_fanout(tmp_path, server, timeout=3)
@@ -161,6 +162,8 @@ def test_a_reply_of_10000_code_runs_stops_at_the_task_timeout(tmp_path):
     assert requests == 1
     started = sorted(p.name for p in (run_dir / "tasks" / "attack" / "workdir" / ".ga").glob("code_*.out"))
     assert started == ["code_1.out"]
+    (line,) = (run_dir / "results.jsonl").read_text().splitlines()
+    assert json.loads(line)["actor"]["tainted"] is False  # the worker's thread returned within the cancel grace
 
 
 def test_calls_past_the_per_reply_limit_are_refused_in_one_line(tmp_path):
