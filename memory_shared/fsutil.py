@@ -249,6 +249,7 @@ def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: 
     if problem:
         os.close(fd)
         raise Unsafe(f"{relpath}: {problem}; ga only touches regular files in a task's directory (remove it)")
+    os.set_blocking(fd, True)  # O_NONBLOCK was for the open only: a script given this fd as stdout gets a plain one
     if flags & os.O_TRUNC:
         os.ftruncate(fd, 0)
     return fd
