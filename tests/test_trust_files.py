@@ -214,3 +214,19 @@ def test_an_exploration_rerun_cannot_swap_its_output_file_for_a_link(tmp_path):
                       True)
     code, output = rerun(script, [script], timeout=30)
     assert code == 0 and "printed-by-the-script" in output and ORIGINAL.strip() not in output
+
+
+def test_a_session_whose_history_was_swapped_for_a_link_is_not_continued(tmp_path):
+    """`ga run` leaves its session's history where its scripts can write: one points it at a file outside.
+    `ga run --continue` then refuses in one line naming the link; the file outside stays as it was."""
+    (target,) = victims(tmp_path, "history-target")
+    work = a_workdir(tmp_path)
+    plant = f"d=$(ls -d runs/*/tasks/*) && rm -f $d/history.jsonl && ln -s {target} $d/history.jsonl && echo planted"
+    with serve([{"tool_calls": [code_run(plant)]}, {"content": "first done"}, {"content": "second done"}]) as server:
+        first, stderr = ga_run(work, server)
+        assert first["status"] == "succeeded", stderr
+        again = run_ga("run", "go on", "--continue", first["task_id"], "--model", f"scripted@{server.base_url}",
+                       "--json", cwd=work, timeout=180)
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert "history.jsonl: a symbolic link" in again.stderr
+    assert unchanged(target)

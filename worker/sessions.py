@@ -124,10 +124,13 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
 
         model = LLMClient(resolve_model(session.model, settings))
         model.on_text = on_text
-    worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
-                    history_path=session.history_path, model=model, model_name=session.model, store=store,
-                    interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
-                    env={"GA_SESSION": session.id})
+    try:
+        worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
+                        history_path=session.history_path, model=model, model_name=session.model, store=store,
+                        interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
+                        env={"GA_SESSION": session.id})
+    except Unsafe as exc:  # its history's place holds what the session's scripts put there
+        raise SessionError(f"session {session.id}: {exc}") from None
     if resume:
         worker.history.resume(previous)
     worker.env = {**nested_model_env(session.model or settings.worker.model, worker.model.config), **worker.env}
