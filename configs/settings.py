@@ -61,6 +61,7 @@ class WorkerSettings(Section):
     max_cost: Optional[float] = Field(None, gt=0)
     code_timeout: int = Field(60, ge=1)
     code_timeout_max: int = Field(600, ge=1)
+    max_tool_calls_per_reply: int = Field(16, ge=1)  # the rest of a reply's calls are refused back to the model
     allow_read: list[Path] = []
     allow_write: list[Path] = []
     second_chance: int = Field(1, ge=0)

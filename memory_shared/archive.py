@@ -15,16 +15,16 @@ import gzip
 import json
 import os
 import re
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ContextManager, Iterator, Optional
 from urllib.parse import quote, unquote
 
 from . import faults
-from .fsutil import atomic_replace, flocked, fsync_dir
+from .fsutil import Folder, Unsafe, atomic_replace, flocked, fsync_dir
 
 TEMP_MARK = ".tmp-"
+HISTORY_CAP = 1 << 30  # bytes: a longer history is refused (a sparse file a task grew must not fill the disk)
 ARG_CHARS = 40
 LINE_CHARS = 200
 USER_CHARS = 500
@@ -38,6 +38,19 @@ def _write_lines(path: Path, lines: list[str], *, gz: bool) -> None:
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     atomic_replace(path, gzip.compress(data, mtime=0) if gz else data,
                    before_rename=lambda: faults.point("archive.before_rename"))
+
+
+def _copy_history(source: Path, target: Path) -> None:
+    """Copy a history file that sits where the task's code could write (`ga run`): never through a symlink, only
+    a regular file, at most HISTORY_CAP bytes."""
+    with contextlib.closing(Folder(source.parent)) as folder, os.fdopen(folder.open(source.name), "rb") as src:
+        if os.fstat(src.fileno()).st_size > HISTORY_CAP:
+            raise Unsafe(f"{source}: larger than {HISTORY_CAP >> 20} MB; not archived")
+        with open(target, "wb") as out:
+            left = HISTORY_CAP  # a script still writing cannot make the copy longer than the cap
+            while left and (chunk := src.read(min(left, 1 << 20))):
+                out.write(chunk)
+                left -= len(chunk)
 
 
 def _encode_task(task_id: str) -> str:
@@ -60,7 +73,7 @@ class Archive:
     def store_session(self, task_id: str, history_path: Path | str, when: Optional[datetime] = None) -> Path:
         """Copy a finished session's history.jsonl into raw/; returns the archived path."""
         source = Path(history_path)
-        if not source.is_file():
+        if not source.is_file() and not source.is_symlink():
             raise FileNotFoundError(f"{source}: no such history file to archive")
         when = when or datetime.now().astimezone()
         day = when.strftime("%Y-%m-%d")
@@ -68,7 +81,7 @@ class Archive:
         with self._locked():
             month_dir.mkdir(parents=True, exist_ok=True)
             tmp = month_dir / f"{day}_{_encode_task(task_id)}{TEMP_MARK}{os.getpid()}"
-            shutil.copyfile(source, tmp)
+            _copy_history(source, tmp)
             with open(tmp, "rb") as done:
                 os.fsync(done.fileno())
             os.utime(tmp, (when.timestamp(), when.timestamp()))

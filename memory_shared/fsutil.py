@@ -1,10 +1,14 @@
-"""Small POSIX file-system helpers: fsync, new read-only files, atomic replace, flock, tree removal."""
+"""Small POSIX file-system helpers: fsync, new read-only files, atomic replace, flock, tree removal, and
+files inside a directory hostile code can write (no symlink followed, regular files only, reads capped)."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import secrets
-from contextlib import contextmanager
+import stat
+import weakref
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -32,17 +36,18 @@ def write_new(path: Path | str, data: bytes, mode: int = READ_ONLY, midway: Opti
         view = memoryview(data)
         if midway is not None:
             half = len(view) // 2
-            _write_all(fd, view[:half])
+            write_all(fd, view[:half])
             midway()
             view = view[half:]
-        _write_all(fd, view)
+        write_all(fd, view)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def _write_all(fd: int, view: memoryview) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
@@ -171,3 +176,155 @@ def remove_tree(path: Path | str) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- inside a directory hostile code can write (a task's workdir, a run directory under it) ----
+# Every name is opened relative to a directory fd, one component at a time, never following a symlink;
+# only regular files are read or written, reads never block on a FIFO, and a read takes at most a cap.
+
+class Unsafe(OSError):
+    """A path in a task's writable area that ga refuses to touch (a symlink, a FIFO, a device, a hard link)."""
+
+
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _refusal(name: str, exc: OSError) -> OSError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        return Unsafe(f"{name}: a symbolic link or not a directory; ga never follows links in a task's directory "
+                      "(remove it)")
+    if exc.errno == errno.ENXIO:  # a FIFO opened to write with no reader
+        return Unsafe(f"{name}: not a regular file; ga only writes regular files in a task's directory")
+    return exc
+
+
+def open_dir(dir_fd: Optional[int], relpath: Path | str, create: bool = False) -> int:
+    """An fd of the directory `relpath` (relative to `dir_fd`; absolute or cwd-relative when it is None: a path
+    ga chose itself, followed as given). Below `dir_fd` each component is opened with O_NOFOLLOW; `create`
+    makes the missing ones."""
+    if dir_fd is None:
+        if create:
+            Path(relpath).mkdir(parents=True, exist_ok=True)
+        return os.open(relpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.dup(dir_fd)
+    try:
+        for part in Path(relpath).parts:
+            if part in ("/", ".."):
+                raise Unsafe(f"{relpath}: must be a relative path below the task's directory")
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                raise _refusal(str(relpath), exc) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
+              linked_ok: bool = False) -> int:
+    """An fd of the regular file `relpath` below `dir_fd`, no component followed if a symlink; O_NONBLOCK so a
+    FIFO cannot hang the open. Refuses (Unsafe) anything but a regular file, and (unless `linked_ok`) a file to
+    write with other hard links (it could be someone else's file linked in); O_TRUNC applies only after the checks."""
+    path = Path(relpath)
+    parent = open_dir(dir_fd, path.parent) if path.parent != Path(".") else os.dup(dir_fd)
+    try:
+        try:
+            fd = os.open(path.name, (flags & ~os.O_TRUNC) | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=parent)
+        except OSError as exc:
+            raise _refusal(str(relpath), exc) from None
+    finally:
+        os.close(parent)
+    info = os.fstat(fd)
+    writing = flags & (os.O_WRONLY | os.O_RDWR)
+    problem = ("not a regular file" if not stat.S_ISREG(info.st_mode)
+               else "a hard link to another file" if writing and info.st_nlink > 1 and not linked_ok else "")
+    if problem:
+        os.close(fd)
+        raise Unsafe(f"{relpath}: {problem}; ga only touches regular files in a task's directory (remove it)")
+    os.set_blocking(fd, True)  # O_NONBLOCK was for the open only: a script given this fd as stdout gets a plain one
+    if flags & os.O_TRUNC:
+        os.ftruncate(fd, 0)
+    return fd
+
+
+def read_ends(fd: int, size: int, keep: int) -> tuple[bytes, bytes]:
+    """(head, tail) of the open file: whole as head when `size` <= `keep`, else keep//2 bytes from the start and
+    the rest from the end; never more than `keep` bytes, however the file grows meanwhile."""
+    if size <= keep:
+        return _pread(fd, keep, 0), b""
+    head = _pread(fd, keep // 2, 0)
+    return head, _pread(fd, keep - len(head), size - (keep - len(head)))
+
+
+def _pread(fd: int, count: int, offset: int) -> bytes:
+    chunks: list[bytes] = []
+    while count > 0:
+        chunk = os.pread(fd, count, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        count -= len(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def read_file(path: Path | str, cap: int) -> bytes:
+    """At most `cap` bytes of the regular file `path` whose name (not its directory) hostile code could have
+    replaced: a symlink or special file there is refused (Unsafe)."""
+    path = Path(path)
+    with closing(Folder(path.parent)) as folder:
+        return folder.read(path.name, cap)
+
+
+class Folder:
+    """A directory held open by its fd: its files are reached through the fd (so renaming or replacing the
+    directory's path later moves nothing ga writes), without following symlinks, regular files only."""
+
+    def __init__(self, path: Path | str, create: bool = False, *, fd: Optional[int] = None):
+        self.path = Path(path)
+        self.fd = fd if fd is not None else open_dir(None, path, create)
+        self._closer = weakref.finalize(self, os.close, self.fd)
+
+    def close(self) -> None:
+        self._closer()
+
+    def sub(self, relpath: Path | str, create: bool = False) -> "Folder":
+        return Folder(self.path / relpath, fd=open_dir(self.fd, relpath, create))
+
+    def open(self, relpath: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+        return open_file(self.fd, relpath, flags, mode)
+
+    def create(self, name: str, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+        """A new file's fd (O_EXCL: FileExistsError if anything, a symlink included, has the name)."""
+        return self.open(name, flags | os.O_CREAT | os.O_EXCL, mode)
+
+    def read(self, relpath: Path | str, cap: int) -> bytes:
+        """At most `cap` bytes from the start of the file."""
+        fd = self.open(relpath)
+        try:
+            return _pread(fd, cap, 0)
+        finally:
+            os.close(fd)
+
+    def replace(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        """Write a new temp file and rename it over `name` (a symlink there is replaced, never followed)."""
+        tmp = f".{name}.tmp-{unique()}"
+        fd = self.create(tmp, mode=mode)
+        try:
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=self.fd)
+            raise

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+import structlog
+
+from memory_shared import fsutil
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.types import Usage
 
@@ -27,6 +30,8 @@ WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running task
 LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
 STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
 WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
+TASK_FILE_CAP = 64 << 20  # bytes read of a file in a task directory: history, answer, a nested run's summary
+log = structlog.get_logger("ga.actor")
 
 
 class WorkerActor:
@@ -167,9 +172,9 @@ class WorkerActor:
             record.stop = "rate_limited"
         record.nested_usage = nested_usage(task_dir)
         record.history_path, record.task_dir = str(task_dir / "history.jsonl"), str(task_dir)
-        (task_dir / "answer.md").write_text(record.answer + "\n", encoding="utf-8")
+        worker.history.write_beside("answer.md", record.answer + "\n")
         if job.return_files:  # the driver cannot see this node's disk: send what it must keep
-            record.files = _read_files(task_dir, ["history.jsonl", "answer.md"])
+            record.files = _read_files(worker.history.folder, ["history.jsonl", "answer.md"])
         return record
 
     def _wait(self, worker: Any, state: dict[str, Any], job: Job) -> dict[str, Any]:
@@ -325,14 +330,23 @@ def nested_usage(task_dir: Path) -> NestedUsage:
     if not runs.is_dir():
         return total
     for summary_path in runs.glob("*/summary.json"):
-        try:
-            usage = Usage.from_dict(json.loads(summary_path.read_text(encoding="utf-8")).get("usage"))
-        except (OSError, ValueError):  # a summary being written, or damaged: not counted
+        try:  # the task's code can write runs/: no summary there is followed, and only a cap is read
+            usage = Usage.from_dict(json.loads(fsutil.read_file(summary_path, TASK_FILE_CAP)).get("usage"))
+        except (OSError, ValueError, AttributeError):  # a summary being written, or damaged: not counted
             continue
         total = total + usage  # stays a NestedUsage
         total.runs += 1
     return total
 
 
-def _read_files(task_dir: Path, names: list[str]) -> dict[str, str]:
-    return {n: (task_dir / n).read_text(encoding="utf-8", errors="replace") for n in names if (task_dir / n).is_file()}
+def _read_files(folder: fsutil.Folder, names: list[str]) -> dict[str, str]:
+    """The task directory's files the driver keeps, each up to a cap; one that is not a regular file is left out."""
+    files = {}
+    for name in names:
+        try:
+            files[name] = folder.read(name, TASK_FILE_CAP).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        except fsutil.Unsafe as exc:
+            log.warning("task_file_refused", problem=str(exc))
+    return files

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -39,6 +40,7 @@ from pydantic import ValidationError
 
 from configs.settings import SandboxSettings
 from configs.usererrors import validation_line
+from memory_shared import fsutil
 from skilltree.reports import ExplorationReport, split_front_matter
 from worker import sandbox as bwrap
 from worker.sandbox_limits import Limits, confine
@@ -47,6 +49,7 @@ REPORT_FILE = "report.md"
 REQUIRED = ("title", "category", "skill", "verified", "artifacts")
 SCRIPT_RUNNERS = {".py": [sys.executable], ".sh": ["bash"]}
 MAX_ARTIFACT_BYTES = 64_000
+MAX_REPORT_BYTES = 1_000_000  # report.md is read up to this (the task wrote it: not followed, never a FIFO)
 MAX_ARTIFACTS = 20
 RERUN_TIMEOUT = 60.0
 OUTPUT_TAIL = 1500
@@ -87,7 +90,7 @@ def read_task_report(workdir: Path) -> ExplorationReport:
     if not path.is_file() or path.is_symlink():
         raise ValueError(f"no {REPORT_FILE} in the task's directory")
     try:
-        data, body = split_front_matter(path.read_text(encoding="utf-8"))
+        data, body = split_front_matter(fsutil.read_file(path, MAX_REPORT_BYTES).decode("utf-8"))
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ValueError(f"{REPORT_FILE}: {' '.join(str(exc).split())[:200]}") from None
     missing = [key for key in REQUIRED if key not in data]
@@ -170,26 +173,41 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
         except FileNotFoundError as exc:
             return 126, str(exc)
         command = [*confinement, *command]
-        out_path = Path(tmp) / "output.txt"
-        with open(out_path, "wb") as out:  # a file, not a pipe: a background child cannot block us
-            proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = -9
-        finally:
+        # A file, not a pipe: a background child cannot block us. The script can write its folder: its output is
+        # read back through the file created here, never by its name.
+        with closing(fsutil.Folder(tmp)) as folder, os.fdopen(folder.create("output.txt", os.O_RDWR), "rb") as output:
+            with os.fdopen(os.dup(output.fileno()), "wb") as out:
+                proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the script, if any
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-            if cgroup is not None:
-                cgroup.remove(tries=10)
-        output = out_path.read_text(encoding="utf-8", errors="replace")
+                code = _wait_and_clean(proc, timeout)
+            finally:
+                if cgroup is not None:
+                    cgroup.remove(tries=10)
+            text = _tail(output.fileno(), OUTPUT_TAIL)
         if code == -9:
-            output += f"\n[timeout after {timeout:g}s: killed]"
-        return code, output[-OUTPUT_TAIL:]
+            text += f"\n[timeout after {timeout:g}s: killed]"
+        return code, text[-OUTPUT_TAIL:]
+
+
+def _wait_and_clean(proc: subprocess.Popen, timeout: float) -> int:
+    """The script's exit code (-9 past `timeout`); its leftovers killed either way."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -9
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the script, if any
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
+def _tail(fd: int, chars: int) -> str:
+    """About the last `chars` characters of the open file, reading no more than that many UTF-8 bytes could take."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, chars * 4, max(0, size - chars * 4)).decode("utf-8", errors="replace")
 
 
 def _settings_sandbox() -> SandboxSettings:

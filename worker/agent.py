@@ -82,7 +82,7 @@ class Worker:
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, env=dict(self.env), kill=self._kill)
+                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled)
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
@@ -131,6 +131,8 @@ class Worker:
                 continue
             done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
+            if self._cancelled.is_set():
+                return self._result("failed", "", turn, "cancelled")
             ended = self._ended_by(done[-1][1], malformed, turn)
             if ended is not None:
                 return ended
@@ -142,8 +144,12 @@ class Worker:
         """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
         too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
         done: list[tuple[ToolCall, ToolResult]] = []
+        most = self.settings.worker.max_tool_calls_per_reply
+        calls, refused = calls[:most], calls[most:]
         self._ctx.calls_in_turn = len(calls)  # the turn's calls share the output caps
         for call in calls:
+            if self._cancelled.is_set():  # a timeout or cancel: not one more call starts
+                break
             result, well_formed = self._dispatch(call, turn)
             malformed = 0 if well_formed else malformed + 1
             if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
@@ -154,7 +160,12 @@ class Worker:
             self._notify(turn, call, result)
             if result.stop or malformed >= MAX_MALFORMED_IN_A_ROW:
                 break
-        messages += _skipped(calls[len(done):])
+        messages += _skipped(calls[len(done):], "not run: the task stopped")
+        if refused:  # one line says why; the other refused calls point to it
+            messages += _skipped(refused[:1], f"not run: a reply may carry at most {most} tool calls; this and the "
+                                              f"{len(refused) - 1} after it were not run: send what is still needed "
+                                              "in the next reply")
+            messages += _skipped(refused[1:], "not run: over the per-reply limit")
         return done, malformed
 
     def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[WorkerResult]:
@@ -289,9 +300,10 @@ class Worker:
                             check=check)
 
 
-def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:
-    """Results for calls not run after a stop, so no assistant tool_call is left without its result."""
-    return [{"role": "tool", "tool_call_id": c.id, "content": "not run: the task stopped"} for c in calls]
+def _skipped(calls: list[ToolCall], why: str) -> list[dict[str, Any]]:
+    """Results for calls not run (after a stop, or past the per-reply limit), so no assistant tool_call is left
+    without its result."""
+    return [{"role": "tool", "tool_call_id": c.id, "content": why} for c in calls]
 
 
 def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:

@@ -11,16 +11,26 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
+from memory_shared import fsutil
 from worker.types import Reply
+
+READ_CAP = 1 << 30  # bytes of a history file read back (a session's follow-up)
 
 
 class History:
+    """The history file of one task. Its directory may be writable by the task's own code (`ga run` keeps its run
+    directory in the working directory): the directory and the file are held open from the start, so whatever
+    the task later puts at those paths (a symlink, a FIFO) is never written through."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.folder = fsutil.Folder(self.path.parent, create=True)
+        self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        weakref.finalize(self, os.close, self._file)
         self._previous: list[dict[str, Any]] = []
 
     def resume(self, previous_request: list[dict[str, Any]]) -> None:
@@ -44,10 +54,12 @@ class History:
         })
 
     def append(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        fsutil.write_all(self._file, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
+        os.fsync(self._file)
+
+    def write_beside(self, name: str, text: str) -> None:
+        """Replace the file `name` next to the history (answer.md), never through a symlink."""
+        self.folder.replace(name, text.encode("utf-8"))
 
 
 def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
@@ -59,11 +71,16 @@ def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]
     return count
 
 
+def read_text(path: Path) -> str:
+    """A history file as text, never through a symlink, at most READ_CAP bytes."""
+    return fsutil.read_file(path, READ_CAP).decode("utf-8", errors="replace")
+
+
 def replay(path: Path) -> list[list[dict[str, Any]]]:
     """Rebuild every request the worker sent, in order, from a history file."""
     requests: list[list[dict[str, Any]]] = []
     previous: list[dict[str, Any]] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         record = json.loads(line)
         if "sent" not in record:
             continue

@@ -46,7 +46,7 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
         raise
     result = worker.run()
     sessions.record(settings, session, result)
-    (session.history_path.parent / "answer.md").write_text(result.answer + "\n", encoding="utf-8")
+    worker.history.write_beside("answer.md", result.answer + "\n")
     return result
 
 

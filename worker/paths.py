@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Optional
+
+from memory_shared import fsutil
 
 MEMORY_PREFIX = "memory"
 
@@ -58,3 +61,19 @@ def _resolve(path: str, workdir: Path, allowed: list[Path], verb: str, setting: 
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def open_checked(real: Path, workdir: Path, allowed: Iterable[Path], flags: int = os.O_RDONLY,
+                 make_parents: bool = False) -> int:
+    """An fd of `real` (a path resolve_read or resolve_write returned), opened again from the root it lies in one
+    component at a time without following a symlink: the task's background processes cannot swap a directory
+    for a symlink between the check and the open. Regular files only (a FIFO cannot hang the tool)."""
+    roots = [workdir.resolve(), *(Path(os.path.expanduser(p)).resolve() for p in allowed)]
+    root = next((r for r in roots if _inside(real, r)), None)
+    if root is None or real == root:
+        raise PathError(f"{real}: not a file inside the worker's directory")
+    rel = real.relative_to(root)
+    with closing(fsutil.Folder(root)) as top:
+        if make_parents and rel.parent != Path("."):
+            os.close(fsutil.open_dir(top.fd, rel.parent, create=True))
+        return fsutil.open_file(top.fd, rel, flags, linked_ok=True)

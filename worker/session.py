@@ -6,6 +6,7 @@ from typing import Any, Optional
 import structlog
 
 from memory_shared import AccessLog, Archive, consolidate
+from memory_shared.fsutil import Unsafe
 from memory_shared.layers import render_l1
 from worker.memview import MemoryView
 from worker.types import WorkerResult
@@ -53,8 +54,16 @@ class MemorySession:
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
-        if result.history_path.exists():
-            Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id, result.history_path)
+        try:
+            recorded = result.history_path.lstat().st_size > 0  # created with the worker: empty if no turn ended
+        except FileNotFoundError:
+            recorded = False
+        if recorded:
+            try:
+                Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id,
+                                                                                             result.history_path)
+            except Unsafe as exc:  # the task's code put something else at the history's path
+                log.warning("history_not_archived", task=self.task_id, problem=str(exc))
         return generation
 
     def _earlier_commit(self, author: str) -> Optional[int]:

@@ -15,9 +15,9 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from configs import Settings
-from memory_shared.fsutil import atomic_replace
+from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
-from worker.history import replay
+from worker.history import read_text, replay
 from worker.models import nested_model_env
 from worker.types import Usage, WorkerResult
 
@@ -95,8 +95,11 @@ def continuation(session: Session, follow_up: str) -> tuple[list[dict[str, Any]]
     path = session.history_path
     if not path.is_file():
         raise SessionError(f"session {session.id}: its history {path} is gone; start a new session")
-    requests = replay(path)
-    last = _last_record(path)
+    try:
+        requests = replay(path)
+        last = _last_record(path)
+    except Unsafe as exc:  # the session's directory is writable by its own scripts
+        raise SessionError(f"session {session.id}: {exc}") from None
     if not requests or last is None or not last.get("received"):
         raise SessionError(f"session {session.id} has no finished turn to continue; start a new session")
     reply = last["received"]
@@ -121,10 +124,13 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
 
         model = LLMClient(resolve_model(session.model, settings))
         model.on_text = on_text
-    worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
-                    history_path=session.history_path, model=model, model_name=session.model, store=store,
-                    interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
-                    env={"GA_SESSION": session.id})
+    try:
+        worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
+                        history_path=session.history_path, model=model, model_name=session.model, store=store,
+                        interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
+                        env={"GA_SESSION": session.id})
+    except Unsafe as exc:  # its history's place holds what the session's scripts put there
+        raise SessionError(f"session {session.id}: {exc}") from None
     if resume:
         worker.history.resume(previous)
     worker.env = {**nested_model_env(session.model or settings.worker.model, worker.model.config), **worker.env}
@@ -143,7 +149,7 @@ def record(settings: Settings, session: Session, result: WorkerResult) -> Sessio
 
 def _last_record(path: Path) -> Optional[dict[str, Any]]:
     last = None
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         try:
             record = json.loads(line)
         except ValueError:

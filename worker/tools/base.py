@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ class ToolContext:
     key_info: str = ""
     env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
     kill: list[Callable[[], None]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
+    cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
     cleanup: ExitStack = field(default_factory=ExitStack)
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
     seq: int = 0

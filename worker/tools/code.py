@@ -12,13 +12,15 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import closing
 from functools import partial
 from pathlib import Path
-from typing import Literal, Optional
+from typing import BinaryIO, Literal, Optional
 
 import structlog
 from pydantic import BaseModel, Field, field_validator
 
+from memory_shared import fsutil
 from memory_shared.paths import POOL  # the folders the generations share (cow.py), immutable too
 from worker import egress, sandbox, telemetry
 from worker.context import output_cap
@@ -69,8 +71,10 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
     limit = max(1, ctx.settings.worker.code_timeout_max)
     timeout = min(max(1, args.timeout), limit)
-    script_path, out_path = _script_files(workdir, args.type, ctx)
-    script_path.write_text(args.script, encoding="utf-8")
+    try:
+        script_path, output = _script_files(workdir, args.type, args.script, ctx)
+    except OSError as exc:  # the task made its .ga unusable (a symlink there): say so, run nothing
+        return ToolResult(f"error: {SCRIPT_DIR}/{exc}", ok=False, evidence=False)
     command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
     env = _child_env(ctx, cwd)
     limits = Limits.of(ctx.settings.sandbox.limits)
@@ -86,13 +90,15 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     elif policy.mode == "off":
         _warn_unsandboxed(ctx)
     command = [*confinement, *command]
-    with open(out_path, "wb") as out:
+    with os.fdopen(os.dup(output.fileno()), "wb") as out:  # read back through `output`, never by its path
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _track(ctx, proc.pid)
     killer = partial(_kill_group, proc.pid)
     ctx.kill.append(killer)
+    if ctx.cancelled.is_set():  # cancelled while it started: cancel() may have run before the killer was listed
+        killer()
     try:
         code = proc.wait(timeout=timeout)
         status = f"exit code {code}"
@@ -108,12 +114,13 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
     cap = output_cap(ctx.settings, "code_run", ctx.calls_in_turn)
-    output = _read_ends(out_path, cap)
-    if not status.startswith("timeout") and (hit := verdict(code, output, limits, _forks_refused(ctx, cgroup))):
+    with output:
+        text, size = _read_ends(output.fileno(), cap)
+    if not status.startswith("timeout") and (hit := verdict(code, text, limits, _forks_refused(ctx, cgroup))):
         status += f"; {hit}"
-    if out_path.stat().st_size > cap:
-        status += f"; full output in {out_path.relative_to(workdir).as_posix()}"
-    return ToolResult(f"{status}\n{output}", ok=code == 0, evidence=code == 0,
+    if size > cap:
+        status += f"; full output in {script_path.with_suffix('.out').relative_to(workdir).as_posix()}"
+    return ToolResult(f"{status}\n{text}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 
 
@@ -211,15 +218,25 @@ def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
     return path
 
 
-def _script_files(workdir: Path, kind: str, ctx: ToolContext) -> tuple[Path, Path]:
-    folder = workdir / SCRIPT_DIR
-    folder.mkdir(exist_ok=True)
-    n = ctx.code_runs + 1
-    while (folder / f"code_{n}.out").exists():  # a resumed task keeps its earlier scripts
-        n += 1
-    ctx.code_runs = n
-    suffix = ".py" if kind == "python" else ".sh"
-    return folder / f"code_{n}{suffix}", folder / f"code_{n}.out"
+def _script_files(workdir: Path, kind: str, script: str, ctx: ToolContext) -> tuple[Path, BinaryIO]:
+    """Write the next .ga/code_N script and create its output file; returns the script's path and the output
+    file, open. The task can write .ga: nothing there is followed, and a name already taken is never reused."""
+    with closing(fsutil.Folder(workdir)) as top, closing(top.sub(SCRIPT_DIR, create=True)) as folder:
+        n = ctx.code_runs + 1
+        while True:
+            try:
+                out = folder.create(f"code_{n}.out", os.O_RDWR)
+                break
+            except FileExistsError:  # a resumed task keeps its earlier scripts
+                n += 1
+        ctx.code_runs = n
+        name = f"code_{n}{'.py' if kind == 'python' else '.sh'}"
+        try:
+            folder.replace(name, script.encode("utf-8"))
+        except BaseException:
+            os.close(out)
+            raise
+    return workdir / SCRIPT_DIR / name, os.fdopen(out, "rb")
 
 
 def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
@@ -252,15 +269,13 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def _read_ends(path: Path, limit: int) -> str:
-    """The output cut head+tail to `limit` chars, reading only its ends (a runaway print stays cheap)."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        if size <= limit:
-            return handle.read().decode("utf-8", errors="replace")
-        keep = max(0, limit - len(cut_marker(size)))
-        head = handle.read(keep // 2)
-        handle.seek(size - (keep - keep // 2))
-        tail = handle.read()
-    return (head.decode("utf-8", errors="replace") + cut_marker(size - len(head) - len(tail))
-            + tail.decode("utf-8", errors="replace"))
+def _read_ends(fd: int, limit: int) -> tuple[str, int]:
+    """The output cut head+tail to `limit` chars, reading only its ends (a runaway print stays cheap), and its
+    size in bytes."""
+    size = os.fstat(fd).st_size
+    keep = limit if size <= limit else max(0, limit - len(cut_marker(size)))
+    head, tail = fsutil.read_ends(fd, size, keep)
+    text = head.decode("utf-8", errors="replace")
+    if size <= limit:
+        return text, size
+    return text + cut_marker(size - len(head) - len(tail)) + tail.decode("utf-8", errors="replace"), size

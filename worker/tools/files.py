@@ -6,12 +6,12 @@ import io
 import os
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Literal, Optional
+from typing import BinaryIO, Iterable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, memory_rel, resolve_read, resolve_write
+from worker.paths import PathError, memory_rel, open_checked, resolve_read, resolve_write
 from worker.textpatch import patch_exact
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
@@ -82,11 +82,12 @@ def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
             return ToolResult(_listing(args.path, names))
         if not path.is_file():
             return _error(_missing(args.path, _nearby_files(ctx.workdir.resolve(), path)))
-        with open(path, "rb") as handle:
-            if b"\0" in handle.read(8192):
-                return _error(f"{args.path}: binary file ({path.stat().st_size} bytes); inspect it with code_run")
-        with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
-            return ToolResult(_render(args, handle, ctx))
+        with os.fdopen(open_checked(path, ctx.workdir, [*w.allow_read, *w.allow_write]), "rb") as raw:
+            if b"\0" in raw.read(8192):
+                return _error(f"{args.path}: binary file ({os.fstat(raw.fileno()).st_size} bytes); inspect it with code_run")
+            raw.seek(0)
+            with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n") as handle:
+                return ToolResult(_render(args, handle, ctx))
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
 
@@ -213,10 +214,12 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
         if not path.is_file():
             return _error(f"{args.path}: no such file; create it with file_write")
-        text = _read_text_strict(path)
+        allowed = ctx.settings.worker.allow_write
+        with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as handle:
+            text = _read_text_strict(handle)
         updated, old_s, new_s = patch_exact(text, args.old_content, args.new_content)
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            handle.write(updated)
+        with os.fdopen(open_checked(path, ctx.workdir, allowed, os.O_WRONLY | os.O_TRUNC), "wb") as handle:
+            handle.write(updated.encode("utf-8"))
     except (ValueError, OSError) as exc:  # PathError and PatchError are ValueErrors
         return _failure(args.path, exc)
     line = text[:text.find(old_s)].count("\n") + 1
@@ -233,10 +236,9 @@ def _staging(ctx: ToolContext) -> dict:
     return {"seq": ctx.seq, "call_id": ctx.call_id}
 
 
-def _read_text_strict(path: Path) -> str:
+def _read_text_strict(handle: BinaryIO) -> str:
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return handle.read()
+        return handle.read().decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text; edit it with code_run") from None
 
@@ -256,11 +258,13 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
         if path.is_dir():
             return _error(f"{args.path}: is a directory; give a file name")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        allowed = ctx.settings.worker.allow_write
         data = args.content.encode("utf-8")
         if args.mode == "prepend" and path.is_file():
-            data += path.read_bytes()
-        with open(path, "ab" if args.mode == "append" else "wb") as handle:
+            with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as old:
+                data += old.read()
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.mode == "append" else os.O_TRUNC)
+        with os.fdopen(open_checked(path, ctx.workdir, allowed, flags, make_parents=True), "wb") as handle:
             handle.write(data)
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)

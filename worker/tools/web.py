@@ -6,12 +6,13 @@ browse, and the import costs ~60 ms in every worker process.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Callable, Optional
 
 from pydantic import BaseModel, Field
 
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, resolve_read, resolve_write
+from worker.paths import PathError, open_checked, resolve_read, resolve_write
 from worker.tools.base import ToolContext, tool
 from worker.types import ToolResult
 
@@ -122,15 +123,20 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
         try:
             source = _script_source(ctx, args.script)
             target = resolve_write(args.save_to_file, ctx.workdir, ctx.settings.worker.allow_write) if args.save_to_file else None
-        except PathError as exc:
+        except (PathError, OSError) as exc:
             return _failure(f"error: {exc}")
         timeout = ctx.settings.worker.code_timeout + 60.0
         notice, outcome = _in_browser(ctx, execute, source, args.switch_tab_id, args.no_monitor, timeout=timeout)
         value = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False)
         if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
             text = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False, indent=2)
-            target.write_text(text, encoding="utf-8")
+            try:  # checked before the browser ran: opened again without following what a script may have swapped since
+                fd = open_checked(target, ctx.workdir, ctx.settings.worker.allow_write,
+                                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+            except OSError as exc:
+                return _failure(f"error: {args.save_to_file}: {exc}")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text.encode("utf-8"))
             value = f"saved {len(text)} chars to {args.save_to_file}; preview: {text[:PREVIEW_CHARS]}"
         report = ("changes: " + "; ".join(outcome.changes)) if outcome.changes else ("" if args.no_monitor else "changes: none seen")
         cap = output_cap(ctx.settings, "web_execute_js", ctx.calls_in_turn)
@@ -153,7 +159,8 @@ def _script_source(ctx: ToolContext, script: str) -> str:
             raise
         return script
     if path.is_file():
-        return path.read_text(encoding="utf-8")
+        with os.fdopen(open_checked(path, ctx.workdir, [*settings.allow_read, *settings.allow_write]), "rb") as handle:
+            return handle.read().decode("utf-8")
     if text.endswith(".js") and " " not in text and "(" not in text:
         raise PathError(f"{text}: no such file in the worker's directory; write it first, or pass the JavaScript itself")
     return script
