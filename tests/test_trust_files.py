@@ -44,9 +44,14 @@ def serve(turns: list[dict]) -> ScriptedServer:
     return ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]})
 
 
-def ga_run(work: Path, server: ScriptedServer) -> tuple[dict, str]:
+# The sandbox keeps `.ga` read-only, so a sandboxed script cannot plant there at all (tests/test_trust_sandbox.py).
+# The driver's own defence is tested where no sandbox stands before it: the user's explicit opt-out.
+UNSANDBOXED = {"GA_SANDBOX__MODE": "off"}
+
+
+def ga_run(work: Path, server: ScriptedServer, env: dict | None = None) -> tuple[dict, str]:
     """`ga run` in `work` (its run directory goes to work/runs, where the task's scripts can write)."""
-    done = run_ga("run", "attack", "--model", f"scripted@{server.base_url}", "--json", cwd=work, timeout=180)
+    done = run_ga("run", "attack", "--model", f"scripted@{server.base_url}", "--json", cwd=work, timeout=180, env=env)
     assert done.stdout.strip(), done.stderr
     return json.loads(done.stdout), done.stderr
 
@@ -77,7 +82,7 @@ def test_symlinked_script_and_output_names_are_never_written_through(tmp_path):
                 {"tool_calls": [code_run("echo second-ran")]},
                 {"tool_calls": [code_run("echo third-ran")]},
                 {"echo_last_tool_result": True}]) as server:
-        result, stderr = ga_run(work, server)
+        result, stderr = ga_run(work, server, UNSANDBOXED)
     assert unchanged(script_target, output_target)
     assert result["status"] == "succeeded", stderr
     assert "third-ran" in result["answer"]
@@ -96,7 +101,7 @@ def test_a_symlinked_script_folder_is_refused_in_one_line(tmp_path):
     with serve([{"tool_calls": [code_run(f"mv .ga .ga-old && ln -s {elsewhere} .ga")]},
                 {"tool_calls": [code_run("echo should-not-run")]},
                 {"echo_last_tool_result": True}]) as server:
-        result, stderr = ga_run(work, server)
+        result, stderr = ga_run(work, server, UNSANDBOXED)
     assert list(elsewhere.iterdir()) == []
     lines = result["answer"].strip().splitlines()
     assert len(lines) == 1 and ".ga: a symbolic link" in lines[0], result["answer"]
@@ -110,7 +115,7 @@ def test_output_file_swapped_for_a_device_or_fifo_neither_hangs_nor_exhausts_mem
     work = a_workdir(tmp_path)
     with serve([{"tool_calls": [code_run(f"echo before-the-swap; rm .ga/code_1.out; {plant}")]},
                 {"echo_last_tool_result": True}]) as server:
-        result, stderr = ga_run(work, server)
+        result, stderr = ga_run(work, server, UNSANDBOXED)
     assert result["status"] == "succeeded", stderr
     assert "exit code 0" in result["answer"] and "before-the-swap" in result["answer"]
     assert "MemoryError" not in stderr
