@@ -241,3 +241,38 @@ def test_scripts_run_when_the_interpreter_lives_under_tmp(tmp_path: Path) -> Non
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exit code 0" in done.stdout and str(venv) in done.stdout, done.stdout
+
+
+def test_a_forward_is_the_only_way_out_of_a_sandbox_without_network(tmp_path: Path) -> None:
+    """Policy.forwards: a loopback port inside the sandbox leads to one Unix socket outside; nothing else is reachable."""
+    import threading
+
+    from worker import sandbox
+
+    folder = Path(tempfile.mkdtemp(prefix="ga-forward-"))
+    path = folder / "upstream.sock"
+    upstream = socket.socket(socket.AF_UNIX)
+    upstream.bind(str(path))
+    upstream.listen()
+    outside = socket.create_server(("127.0.0.1", 0))  # on the host's loopback: must stay out of reach
+
+    def answer() -> None:
+        conn, _ = upstream.accept()
+        conn.sendall(b"upstream says " + conn.recv(64))
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    script = ("import socket\ns = socket.create_connection(('127.0.0.1', 8400), timeout=5)\ns.sendall(b'hello')\n"
+              "s.shutdown(socket.SHUT_WR)\nprint(s.recv(64).decode())\ntry:\n"
+              f"    socket.create_connection(('127.0.0.1', {outside.getsockname()[1]}), timeout=5)\n    print('host=0')\n"
+              "except OSError:\n    print('host=1')\nraise SystemExit(3)\n")
+    argv = sandbox.wrap([sys.executable, "-c", script], sandbox.Policy(network=False, forwards=((8400, path),)),
+                        "bwrap", tmp_path)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        outside.close()
+        upstream.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.returncode == 3, done.stderr  # the script's own exit status comes through the launcher
+    assert done.stdout.splitlines() == ["upstream says hello", "host=1"], done.stdout

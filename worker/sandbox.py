@@ -4,6 +4,11 @@ The view inside: the whole filesystem read-only, a private /tmp, the writable ro
 read-only paths read-only again even inside a writable root (the most specific path wins), secret
 files of the home directory hidden. A new PID namespace whose processes all die with the sandbox, the
 sandbox dying with the process that started it; the network shared unless the policy turns it off.
+
+Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
+(the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
+process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace and relays
+each connection to its socket, then runs the command.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", "
            ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
 PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
 ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
+LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ class Policy:
     writable: tuple[Path, ...] = ()  # besides a private /tmp
     readonly: tuple[Path, ...] = ()  # read-only even where a writable root contains them
     home: Optional[Path] = None  # whose SECRETS are hidden; default: the current home directory
+    forwards: tuple[tuple[int, Path], ...] = ()  # loopback port inside -> Unix socket outside (see the module doc)
 
 
 def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
@@ -51,6 +58,11 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--tmpfs", str(path)]
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
+    for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
+        argv += ["--ro-bind", str(socket_path), str(socket_path)]
+    if policy.forwards:
+        relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
+        command = [sys.executable, "-I", "-S", str(LAUNCHER), *relays, "--", *command]
     return argv + ["--chdir", str(cwd), "--", *command]
 
 
