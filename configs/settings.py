@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -136,11 +137,28 @@ class PlannerSettings(Section):
     weight_max: float = Field(0.5, gt=0.25, le=1)
 
 
+NetworkMode = Union[Literal["gateway", "open", "off"], list[str]]
+HOST_NAME = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
+
+
+def network_mode(value: Any) -> Any:
+    """`sandbox.network` (settings and tasks files): gateway, open, off, or a list of host names. The booleans of
+    older configs still read: true is open, false is off (YAML reads on/off as booleans too)."""
+    if isinstance(value, bool):
+        return "open" if value else "off"
+    if isinstance(value, list):
+        bad = [host for host in value if not isinstance(host, str) or not HOST_NAME.match(host)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a host name; list host names like api.github.com (no scheme, "
+                             "port or path), or use gateway, open or off")
+    return value
+
+
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
-    network: bool = True
+    network: NetworkMode = "gateway"  # worker/gateway.py: only the model gateway is reachable
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
 
@@ -153,6 +171,8 @@ class SandboxSettings(Section):
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         return {False: "off", True: "bwrap"}.get(value, value) if isinstance(value, bool) else value
+
+    _network = field_validator("network", mode="before")(network_mode)
 
 
 class LogSettings(Section):

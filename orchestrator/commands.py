@@ -6,7 +6,6 @@ so that `ga --help` does not pay for them; Ray is imported by the fan-out itself
 """
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -22,6 +21,7 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
+from orchestrator.fanout import nested_here
 from orchestrator.runview import runs_of_session
 from orchestrator.triggers.activity import user_job
 from worker.commands import ask_person, text_stream, turn_printer
@@ -116,7 +116,7 @@ def fanout(
             emit_json(plan) if as_json else print_plan(plan)
             return
         # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
-        nested = bool(int(os.environ.get("GA_DEPTH") or 0))
+        nested = nested_here()
         with nullcontext() if nested else user_job(current.home_dir, "fanout"):  # explore --when-idle waits
             result = run_fanout(file, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
                                 out=out, settings=current, display="quiet" if as_json else None,

@@ -14,6 +14,7 @@ from configs import Settings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
+from worker.gateway import Account
 from worker.history import History
 from worker.replyguard import repetition
 from worker.session import MemorySession
@@ -44,7 +45,9 @@ class Worker:
                  interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
                  tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
-                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None):
+                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None,
+                 budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None):
+        """budget_tokens/budget_cost: what the run's budget leaves this task (its gateway refuses past it)."""
         self.task, self.task_id, self.settings = task, task_id, settings
         self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its memory commit is made once
         self.workdir = Path(workdir)
@@ -53,7 +56,8 @@ class Worker:
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
-        self.usage = Usage()
+        limits = settings.worker
+        self.account = Account(_lowest(limits.max_tokens, budget_tokens), _lowest(limits.max_cost, budget_cost))
         self._cancelled = threading.Event()
         self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
         self._notes_lock = threading.Lock()
@@ -61,6 +65,11 @@ class Worker:
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self.check = TaskCheck.model_validate(check) if check else None
+
+    @property
+    def usage(self) -> Usage:
+        """The task's own model calls and its scripts' calls through the gateway (not its nested runs)."""
+        return self.account.usage
 
     def tell(self, text: str) -> None:
         """A note from the person, added to the next request (safe from any thread)."""
@@ -79,7 +88,8 @@ class Worker:
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, env=dict(self.env), kill=self._kill)
+                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
+                                    account=self.account, model_config=_model_config(self.model))
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
@@ -105,7 +115,7 @@ class Worker:
                                     f"set (or lower) context_window for {_model_name(self.model)} in models.yaml")
             except ModelError as exc:
                 return self._result("failed", "", turn, f"model error: {exc}")
-            self.usage += reply.usage
+            self.account.add(reply.usage)
             messages = request + [reply.message]
             problem = _reply_problem(reply)
             if problem:
@@ -257,12 +267,16 @@ class Worker:
     def _notify(self, turn: int, call: ToolCall, result: ToolResult) -> None:
         if self.on_turn:
             self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
-                          "ok": result.ok, "result_chars": len(result.output), "tokens": self.usage.total})
+                          "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
     def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
                 check: Optional[dict[str, Any]] = None) -> WorkerResult:
         return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
                             check=check)
+
+
+def _lowest(limit: Optional[float], budget: Optional[float]) -> Any:
+    return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 
 def _skipped(calls: list[ToolCall]) -> list[dict[str, Any]]:

@@ -25,6 +25,11 @@ OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scr
 # Under the home directory: credentials and our own config; a directory gets an empty tmpfs, a file /dev/null.
 SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
            ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
+# Environment variables a sandbox never sees (besides every api_key_env of models.yaml).
+SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
+SECRET_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION_", "GH_", "GITHUB_")
+SECRET_ENV_WORDS = ("SECRET", "TOKEN")
+SECRET_ENV_NAMES = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC")
 PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
 ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
 LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"
@@ -100,16 +105,22 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def inside() -> bool:
-    """Whether this process already runs in a code_run sandbox (a nested fan-out's workers started Ray in it):
-    its PID 1 is bubblewrap's init and code_run marked the environment. Bubblewrap cannot nest there (no
-    capabilities, no user namespace), and needs not: everything started here is confined by the outer one."""
-    if os.environ.get(ENV_MARK) != "bwrap":
-        return False
-    try:
-        return Path(Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")).name == "bwrap"
-    except OSError:
-        return False
+def without_secrets(env: dict[str, str], key_names: Iterable[str] = ()) -> dict[str, str]:
+    """`env` less what may hold a secret: the named key variables, and by name API keys, tokens, passwords,
+    secrets, cloud credentials and agent sockets."""
+    names = set(key_names)
+    return {k: v for k, v in env.items() if k not in names and not _secret_name(k.upper())}
+
+
+def _secret_name(name: str) -> bool:
+    return (name.endswith(SECRET_ENV_SUFFIXES) or name.startswith(SECRET_ENV_PREFIXES)
+            or any(word in name for word in SECRET_ENV_WORDS) or name in SECRET_ENV_NAMES)
+
+
+def hidden(path: Path, home: Optional[Path] = None) -> bool:
+    """Whether `path` is (or is inside) what every sandbox hides: ga reads nothing there on a sandbox's behalf."""
+    real = Path(os.path.realpath(os.path.expanduser(str(path))))
+    return any(real == p or real.is_relative_to(p) for p, kind in _mounts(Policy(home=home)) if kind == "hide")
 
 
 def support_problem(bwrap: str, network: bool = True) -> Optional[str]:
