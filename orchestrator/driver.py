@@ -66,7 +66,7 @@ class Driver:
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
                    workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
                    depth=self.nest.depth,
-                   parent_task=self.nest.parent_task, session=os.environ.get("GA_SESSION"))
+                   parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
         for task in todo:
             run.ledger("queued", task.id)
         self._start_governors()

@@ -254,13 +254,14 @@ class Nesting:
     parent_run_dir: Optional[Path] = None
     parent_task: Optional[str] = None
     max_depth: Optional[int] = None
+    session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> "Nesting":
         """Where a run asked for by a task stands, from that task's environment (Driver.job sets it)."""
         depth = int(env.get("GA_DEPTH") or 0)
         if not depth:
-            return cls()
+            return cls(session=env.get("GA_SESSION") or None)
         return cls(depth, env.get("GA_RAY_ADDRESS") or None,
                    Path(env["GA_RUN_DIR"]) if env.get("GA_RUN_DIR") else None, env.get("GA_PARENT_TASK") or None,
                    int(env["GA_MAX_DEPTH"]) if env.get("GA_MAX_DEPTH") else None)

@@ -190,3 +190,28 @@ def test_fanout_scripts_cannot_write_the_memory_store_or_the_run_directory(tmp_p
     assert found["head"] != [0] and found["log"] != [0] and found["events"] != [0], answer
     assert found["run"] and 0 not in found["run"], answer
     _untouched(ga_home, tmp_path / "runs")
+
+
+def test_a_nested_run_stops_when_the_code_run_that_asked_for_it_times_out(tmp_path: Path) -> None:
+    """The parent's process runs the nested run; the parent script's timeout (its sandbox killed) cancels it."""
+    from tests.fanout_support import beating_task
+
+    parent = ("from orchestrator import fanout\n"
+              "fanout([{'id': 'sleeper', 'prompt': 'sleep long'}], display='quiet')\nprint('nested run returned')\n")
+    script = {"tasks": [beating_task("sleep long", 120),
+                        {"match": "parent", "turns": [
+                            {"content": "fan out", "tool_calls": [{"name": "code_run", "arguments": {
+                                "type": "python", "script": parent, "timeout": 8}}]},
+                            {"content": "Output:", "echo_last_tool_result": True}]}]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        run = ga_fanout(tmp_path, {"tasks": [{"id": "parent", "prompt": "parent"}],
+                                   "defaults": {"model": f"scripted@{server.base_url}"}})
+    answer = run["results"][0]["answer"]
+    assert "timeout after 8s" in answer and "nested run returned" not in answer, answer
+    (nested,) = (tmp_path / "runs").glob("*/tasks/parent/runs/*")
+    summary = json.loads((nested / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["depth"] == 1, summary
+    events = [json.loads(line) for line in (nested / "ledger.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "interrupted" and "code_run" in e.get("note", "") for e in events), events
+    assert summary["tasks"]["unfinished"] == 1  # the sleeper was stopped, left for --resume
+    assert any(e["event"] == "interrupted" and e.get("task_id") == "sleeper" for e in events), events

@@ -88,8 +88,8 @@ class Worker:
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
-                                    account=self.account, model_config=_model_config(self.model))
+                                    self.ask, env=dict(self.env), kill=self._kill, account=self.account,
+                                    model_config=_model_config(self.model))
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)

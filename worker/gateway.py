@@ -23,7 +23,7 @@ import socket
 import socketserver
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -37,6 +37,7 @@ PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gatewa
 ENV_SOCKET = "GA_GATEWAY"  # the socket's path inside the sandbox: orchestrator.fanout posts nested runs there
 FANOUT_ROUTE = "/ga/fanout"
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
+NESTED_GRACE = 60.0  # seconds a cancelled nested run gets to stop its tasks and write its records
 log = structlog.get_logger("worker.gateway")
 
 _fanout: Optional[Callable[[dict[str, Any], "Parent"], dict[str, Any]]] = None
@@ -94,7 +95,7 @@ class Parent:
     settings: Any
     env: dict[str, str]  # the task's GA_RUN_DIR, GA_PARENT_TASK, GA_DEPTH, GA_MAX_DEPTH, GA_RAY_ADDRESS, GA_MODEL
     account: Account
-    cancelled: threading.Event
+    cancelled: threading.Event = field(default_factory=threading.Event)  # set: the nested run must stop
 
 
 class Gateway:
@@ -106,18 +107,22 @@ class Gateway:
         self.socket_path = self.folder / "gateway.sock"
         self._configs: dict[str, Any] = {}
         self._entries: Optional[set[str]] = None
-        self._nested: set[threading.Event] = set()
+        self._nested: dict[threading.Event, threading.Thread] = {}  # nested runs in flight: stop event, thread
         self.server = _Server(str(self.socket_path), _Handler)
         self.server.gateway = self
         threading.Thread(target=self.server.serve_forever, daemon=True, name="ga-gateway").start()
 
-    def cancel_nested(self) -> None:
-        """Stop the nested runs in flight (the code_run that asked for them ended)."""
-        for event in list(self._nested):
+    def cancel_nested(self, wait: float = 0.0) -> None:
+        """Stop the nested runs in flight (the code_run that asked for them ended, or the task is cancelled);
+        `wait` seconds at most for them to write their records and return."""
+        running = list(self._nested.items())
+        for event, _ in running:
             event.set()
+        for _, thread in running:
+            thread.join(wait)
 
     def close(self) -> None:
-        self.cancel_nested()
+        self.cancel_nested(NESTED_GRACE)
         self.server.shutdown()
         self.server.server_close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -188,30 +193,18 @@ class Gateway:
         except ValueError:
             return handler.reply_error(400, "the nested fan-out request is not JSON")
         cancelled = threading.Event()
-        self._nested.add(cancelled)
+        self._nested[cancelled] = threading.current_thread()
         try:
-            result = _fanout(request if isinstance(request, dict) else {}, _with_event(self.parent, cancelled))
+            result = _fanout(request if isinstance(request, dict) else {}, replace(self.parent, cancelled=cancelled))
         except ValueError as exc:  # FanoutError and SpecError: bad input, one line per problem
             return handler.reply_error(400, str(exc))
         except Exception as exc:  # noqa: BLE001
             log.exception("nested_fanout_crashed", task=self.parent.task_id)
             return handler.reply_error(500, f"nested fan-out failed: {type(exc).__name__}: {exc}")
         finally:
-            self._nested.discard(cancelled)
+            self._nested.pop(cancelled, None)
         self.parent.account.add_run(Usage.from_dict(result.get("summary", {}).get("usage")))
         handler.reply(200, json.dumps(result).encode())
-
-
-def _with_event(parent: Parent, cancelled: threading.Event) -> Parent:
-    both = threading.Event()  # set by this code_run's end or by the task's cancel
-
-    def watch() -> None:
-        while not both.is_set():
-            if cancelled.wait(0.2) or parent.cancelled.is_set():
-                both.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    return Parent(parent.task_id, parent.workdir, parent.settings, parent.env, parent.account, both)
 
 
 def reply_usage(body: bytes, payload: bytes, config: Any) -> Usage:
@@ -291,11 +284,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.reply_error(404, f"no route {self.path}; the gateway serves /v1/chat/completions and /v1/models")
 
     def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the script is gone (killed, timed out): nobody to answer
+            self.close_connection = True
 
     def reply_error(self, status: int, message: str) -> None:
         self.reply(status, json.dumps({"error": {"message": f"ga gateway: {message}", "type": "ga_gateway"}}).encode())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ class ToolContext:
     key_info: str = ""
     env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
     kill: list[Callable[[], None]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
-    cancelled: Optional[threading.Event] = None  # set by the loop's cancel()
     account: Any = None  # worker.gateway.Account: what the task spent and may spend
     model_config: Any = None  # the task's worker.models.ModelConfig: where its gateway forwards model calls
     cleanup: ExitStack = field(default_factory=ExitStack)

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from functools import partial
 from pathlib import Path
 from typing import Literal, Optional
@@ -79,8 +78,9 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     if wrap:
         env = sandbox.without_secrets(env, _key_names(ctx))
         confined = task_policy(ctx, env, gate)
-        if any(gate.folder.is_relative_to(root) for root in confined.writable) if gate else False:
-            problem = f"code_run refused: the model gateway's socket {gate.folder} is inside a writable path; set TMPDIR elsewhere"
+        if gate is not None and any(gate.folder.is_relative_to(root) for root in confined.writable):
+            problem = (f"code_run refused: the model gateway's socket {gate.folder} would be writable from the sandbox; "
+                       "point TMPDIR outside the task's writable paths")
             return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
         if confined.forwards:
             env.update(OPENAI_BASE_URL=f"http://127.0.0.1:{gateway.PORT}/v1", OPENAI_API_KEY=gateway.PLACEHOLDER_KEY)
@@ -105,8 +105,8 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
     finally:
         ctx.kill.remove(killer)
-        if gate is not None:
-            gate.cancel_nested()  # a nested run lives only as long as the code_run that asked for it
+        if gate is not None:  # a nested run lives only as long as the code_run that asked for it
+            gate.cancel_nested(wait=gateway.NESTED_GRACE)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
         ctx.pgids.remove(proc.pid)
     if args.timeout > limit:
@@ -144,10 +144,10 @@ def _gateway(ctx: ToolContext) -> gateway.Gateway:
     if ctx.gateway is None:
         account = ctx.account if ctx.account is not None else gateway.Account()
         parent = gateway.Parent(ctx.task_id, ctx.workdir, ctx.settings, {k: str(v) for k, v in ctx.env.items()},
-                                account, ctx.cancelled or threading.Event())
+                                account)
         ctx.gateway = gateway.Gateway(ctx.settings, ctx.model_config, parent)
         ctx.cleanup.callback(ctx.gateway.close)
-        ctx.kill.append(ctx.gateway.cancel_nested)
+        ctx.kill.append(ctx.gateway.cancel_nested)  # the task's cancel (timeout, stop) stops its nested runs
     return ctx.gateway
 
 
