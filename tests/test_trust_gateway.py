@@ -120,6 +120,30 @@ def test_the_endpoint_is_unreachable_but_through_the_gateway_whose_tokens_count(
     assert result["usage"]["total"] >= inner["total_tokens"] + 1  # the task's usage includes the gateway's count
 
 
+def test_a_streamed_reply_passes_through_the_gateway_and_its_tokens_count(tmp_path: Path) -> None:
+    stream = f"""
+import http.client, json, os, urllib.parse
+url = urllib.parse.urlsplit(os.environ["OPENAI_BASE_URL"])
+body = json.dumps({{"model": "any", "stream": True, "messages": [{{"role": "user", "content": "inner " + "x" * {BIG_PROMPT_CHARS}}}]}})
+connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+connection.request("POST", url.path + "/chat/completions", body, {{"Content-Type": "application/json"}})
+reply = connection.getresponse()
+events = [line for line in reply.read().decode().splitlines() if line.startswith("data: ")]
+print("TYPE", reply.getheader("Content-Type"))
+print("TEXT", "".join(json.loads(e[6:])["choices"][0]["delta"].get("content") or "" for e in events[:-1]
+                      if json.loads(e[6:])["choices"]))
+print("LAST", events[-1])
+"""
+    script = {"tasks": [{"match": "inner", "turns": [{"content": "streamed inner answer"}]},
+                        code_run_then_echo(stream, "python")]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        result = ga_run(tmp_path, server)
+    answer = result["answer"]
+    assert "TYPE text/event-stream" in answer and "TEXT streamed inner answer" in answer, answer
+    assert "LAST data: [DONE]" in answer
+    assert result["usage"]["total"] > 100_000  # the streamed call's prompt (~100,000 tokens) is the task's
+
+
 def test_the_gateway_refuses_once_the_tasks_budget_is_spent(tmp_path: Path) -> None:
     script = {"tasks": [{"match": "inner", "turns": [{"content": "inner answer"}]},
                         code_run_then_echo(GATEWAY_CALL, "python")]}
