@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 
 import structlog
 
+from worker import telemetry
 from worker.types import Usage
 
 PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
@@ -108,6 +109,7 @@ class Gateway:
         self._configs: dict[str, Any] = {}
         self._entries: Optional[set[str]] = None
         self._nested: dict[threading.Event, threading.Thread] = {}  # nested runs in flight: stop event, thread
+        self.traceparent: Optional[str] = None  # the running code_run's span: a nested run's trace joins it
         self.server = _Server(str(self.socket_path), _Handler)
         self.server.gateway = self
         threading.Thread(target=self.server.serve_forever, daemon=True, name="ga-gateway").start()
@@ -195,7 +197,8 @@ class Gateway:
         cancelled = threading.Event()
         self._nested[cancelled] = threading.current_thread()
         try:
-            result = _fanout(request if isinstance(request, dict) else {}, replace(self.parent, cancelled=cancelled))
+            with telemetry.joined(self.traceparent):
+                result = _fanout(request if isinstance(request, dict) else {}, replace(self.parent, cancelled=cancelled))
         except ValueError as exc:  # FanoutError and SpecError: bad input, one line per problem
             return handler.reply_error(400, str(exc))
         except Exception as exc:  # noqa: BLE001

@@ -75,6 +75,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     gate = None if policy.network == "off" else _gateway(ctx)
     if gate is not None:
         env[gateway.ENV_SOCKET] = str(gate.socket_path)
+        gate.traceparent = env.get("TRACEPARENT")
     if wrap:
         env = sandbox.without_secrets(env, _key_names(ctx))
         confined = task_policy(ctx, env, gate)
