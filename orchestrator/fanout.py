@@ -376,12 +376,13 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
     plan = _nested_plan(request, parent)
-    left = parent.account.tokens_left()
-    if left is not None:
+    account = parent.account  # not spent yet: the gateway refuses a nested run once it is
+    if account.max_tokens is not None:  # never 0: a budget of 0 would mean none
+        left = max(1, account.max_tokens - account.spent().total)
         plan.budget_tokens = min(plan.budget_tokens or left, left)
-    cost_cap = parent.account.max_cost
-    if cost_cap is not None:
-        plan.budget_cost = min(plan.budget_cost or cost_cap, max(0.0, cost_cap - parent.account.spent().cost))
+    if account.max_cost is not None:
+        left_cost = max(1e-9, account.max_cost - account.spent().cost)
+        plan.budget_cost = min(plan.budget_cost or left_cost, left_cost)
     workers = request.get("workers")
     resume = request.get("resume")
     run = fanout(plan, workers=workers if isinstance(workers, int) and workers > 0 else None,

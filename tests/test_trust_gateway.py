@@ -239,3 +239,23 @@ def test_a_nested_run_stops_when_the_code_run_that_asked_for_it_times_out(tmp_pa
     assert any(e["event"] == "interrupted" and "code_run" in e.get("note", "") for e in events), events
     assert summary["tasks"]["unfinished"] == 1  # the sleeper was stopped, left for --resume
     assert any(e["event"] == "interrupted" and e.get("task_id") == "sleeper" for e in events), events
+
+
+def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_inputs(tmp_path: Path) -> None:
+    """The parent runs a nested spec outside the sandbox, so it refuses what would reach past the sandbox."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_ed25519"
+    key.write_text("PRIVATE-KEY-do-not-leak\n")
+    probe = ("from orchestrator import fanout\n"
+             f"specs = [{{'tasks': [{{'id': 'unboxed', 'prompt': 'x', 'sandbox': 'off'}}]}},\n"
+             f"         {{'tasks': [{{'id': 'thief', 'prompt': 'x', 'inputs': ['{key}']}}], 'allow_paths': ['{key.parent}']}}]\n"
+             "for spec in specs:\n    try:\n        fanout(spec)\n        print('ran')\n"
+             "    except Exception as exc:\n        print('refused:', exc)\n")
+    with ScriptedServer({"tasks": [code_run_then_echo(probe, "python")]}, log_path=tmp_path / "r.jsonl") as server:
+        result = ga_run(tmp_path, server, {"HOME": str(home)})
+    answer = result["answer"]
+    assert "refused: nested fan-out refused: task unboxed sets sandbox options" in answer, answer
+    assert f"refused: nested fan-out refused: task thief's input {key} is hidden from sandboxes" in answer, answer
+    assert "ran" not in answer.split() and "PRIVATE-KEY" not in answer
+    assert not list((tmp_path / "proj" / "runs").glob("*/tasks/*/workdir/id_ed25519"))

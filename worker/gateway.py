@@ -74,9 +74,6 @@ class Account:
         with self.lock:
             return self.usage + self.nested
 
-    def tokens_left(self) -> Optional[int]:
-        return None if self.max_tokens is None else max(0, self.max_tokens - self.spent().total)
-
     def refusal(self) -> str:
         """Why no more model calls or nested runs may start ("" while they may)."""
         spent = self.spent()
@@ -155,7 +152,10 @@ class Gateway:
         refusal = self.parent.account.refusal()
         if refusal:
             return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
-        config = self.endpoint(request.get("model"))
+        try:
+            config = self.endpoint(request.get("model"))
+        except ValueError as exc:  # ModelConfigError: a models.yaml entry that does not resolve
+            return handler.reply_error(400, str(exc))
         if config is None:
             return handler.reply_error(503, "this task has no configured model endpoint to forward to")
         request["model"] = config.model
