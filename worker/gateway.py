@@ -130,15 +130,20 @@ class Gateway:
 
     def endpoint(self, name: Any) -> Any:
         """The configured model a request goes to: the models.yaml entry it names, else the task's model."""
-        from worker.models import load_model_entries, resolve_model
+        from worker.models import resolve_model
 
-        if self._entries is None:
-            self._entries = set(load_model_entries())
-        if isinstance(name, str) and name in self._entries and name != getattr(self.model, "name", None):
+        if isinstance(name, str) and name in self._entry_names() and name != getattr(self.model, "name", None):
             if name not in self._configs:
                 self._configs[name] = resolve_model(name, self.settings)
             return self._configs[name]
         return self.model
+
+    def _entry_names(self) -> set[str]:
+        from worker.models import load_model_entries
+
+        if self._entries is None:
+            self._entries = set(load_model_entries())
+        return self._entries
 
     def chat(self, handler: "_Handler", body: bytes) -> None:
         from worker.llm_http import ReplyTooLarge, post
@@ -160,7 +165,8 @@ class Gateway:
             return handler.reply_error(503, "this task has no configured model endpoint to forward to")
         request["model"] = config.model
         if request.get("stream"):  # usage comes in the stream's last chunk only when asked for
-            request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+            options = request.get("stream_options")
+            request["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "Authorization": f"Bearer {key or 'no-key'}"}
@@ -179,7 +185,10 @@ class Gateway:
             handler.reply(reply.status, reply.body, reply.headers.get("content-type", "application/json"))
 
     def models(self, handler: "_Handler") -> None:
-        names = sorted({getattr(self.model, "name", None) or "", *(self._entries or ())} - {""})
+        try:
+            names = sorted({getattr(self.model, "name", None) or "", *self._entry_names()} - {""})
+        except ValueError as exc:  # ModelConfigError: a models.yaml that does not load
+            return handler.reply_error(500, str(exc))
         handler.reply(200, json.dumps({"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode())
 
     # ---- nested fan-out ----
