@@ -275,6 +275,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a script's client reuses its connection
+    wbufsize = -1  # buffered: a reply's head and body leave in one write (flushed per reply or streamed chunk)
     server: _Server
 
     def do_GET(self) -> None:  # noqa: N802
@@ -302,6 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            self.wfile.flush()
         except OSError:  # the script is gone (killed, timed out): nobody to answer
             self.close_connection = True
 

@@ -46,7 +46,10 @@ def _relay_forever(forwards: list) -> None:
 def _accept(listener: _socket.socket, path: str) -> None:
     while True:
         fd, _ = listener._accept()  # the C socket's accept: a file descriptor (socket.py is not imported)
-        _thread.start_new_thread(_connect, (_socket.socket(fileno=fd), path))
+        client = _socket.socket(fileno=fd)
+        # a reply relayed in two writes (head, body) must not wait for the client's delayed ACK (Nagle: ~40 ms)
+        client.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        _thread.start_new_thread(_connect, (client, path))
 
 
 def _connect(client: _socket.socket, path: str) -> None:
