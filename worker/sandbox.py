@@ -7,8 +7,8 @@ sandbox dying with the process that started it; the network shared unless the po
 
 Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
 (the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
-process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace and relays
-each connection to its socket, then runs the command.
+process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace, relays
+each connection to its socket, and becomes the command.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ OPT_OUT = "opt out with `sandbox: {mode: off}` in ga.yaml or the tasks file (scr
 SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
            ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
 # Environment variables a sandbox never sees (besides every api_key_env of models.yaml).
-SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
+SECRET_ENV_SUFFIXES = ("_KEY", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
 SECRET_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION_", "GH_", "GITHUB_")
 SECRET_ENV_WORDS = ("SECRET", "TOKEN")
 SECRET_ENV_NAMES = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC")
@@ -120,7 +120,7 @@ def _secret_name(name: str) -> bool:
 def hidden(path: Path, home: Optional[Path] = None) -> bool:
     """Whether `path` is (or is inside) what every sandbox hides: ga reads nothing there on a sandbox's behalf."""
     real = Path(os.path.realpath(os.path.expanduser(str(path))))
-    return any(real == p or real.is_relative_to(p) for p, kind in _mounts(Policy(home=home)) if kind == "hide")
+    return any(real.is_relative_to(p) for p, kind in _mounts(Policy(home=home)) if kind == "hide")
 
 
 def support_problem(bwrap: str, network: bool = True) -> Optional[str]:
