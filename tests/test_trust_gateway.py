@@ -259,3 +259,22 @@ def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_input
     assert f"refused: nested fan-out refused: task thief's input {key} is hidden from sandboxes" in answer, answer
     assert "ran" not in answer.split() and "PRIVATE-KEY" not in answer
     assert not list((tmp_path / "proj" / "runs").glob("*/tasks/*/workdir/id_ed25519"))
+
+
+def test_the_network_setting_reads_old_booleans_and_names_a_bad_host_in_one_line(tmp_path: Path) -> None:
+    from configs import load_settings
+    from orchestrator.spec import from_data
+
+    read = {str(v): load_settings({"sandbox.network": v}).sandbox.network
+            for v in (True, False, "gateway", "open", "off", ["api.github.com", "*.pypi.org"])}
+    assert read == {"True": "open", "False": "off", "gateway": "gateway", "open": "open", "off": "off",
+                    "['api.github.com', '*.pypi.org']": ["api.github.com", "*.pypi.org"]}
+    assert load_settings().sandbox.network == "gateway"
+    assert from_data({"tasks": [{"prompt": "x", "sandbox": {"network": False}}]}).tasks[0].sandbox == {"network": "off"}
+    (tmp_path / "ga.yaml").write_text("sandbox:\n  network: [https://api.github.com]\n")
+    done = run_ga("run", "x", "--model", "scripted:configs/examples/scripts/hello.yaml", cwd=tmp_path)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: ga.yaml:2: 'sandbox.network': 'https://api.github.com' is not a host name; list host names like "
+        "api.github.com (no scheme, port or path), or use gateway, open or off; see configs/default.yaml for the "
+        "allowed values")
