@@ -23,6 +23,7 @@ import socket
 import socketserver
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -102,6 +103,7 @@ class Gateway:
     def __init__(self, settings: Any, model: Any, parent: Parent):
         self.settings, self.model, self.parent = settings, model, parent
         self.folder = Path(tempfile.mkdtemp(prefix="ga-gateway-"))  # mode 0700: only ga reaches the socket itself
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, str(self.folder), True)  # at close, or exit
         self.socket_path = self.folder / "gateway.sock"
         self._configs: dict[str, Any] = {}
         self._entries: Optional[set[str]] = None
@@ -124,7 +126,7 @@ class Gateway:
         self.cancel_nested(NESTED_GRACE)
         self.server.shutdown()
         self.server.server_close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._remove_folder()
 
     # ---- model calls ----
 
