@@ -1,15 +1,22 @@
-"""Benchmark: code_run start-up inside the bubblewrap sandbox against without, side by side in one run.
+"""Benchmark: code_run start-up and a script's model request, today's sandbox against the gateway's, in one run.
 
-    python bench/sandbox.py [-n 40]
+    python bench/sandbox.py [-n 40] [-r 200]
 
-Each round runs the same trivial script through the real code_run tool (script file written, process
-started, waited for, output read) once with `sandbox.mode: bwrap` and once with `off`, alternating so
-both see the same machine load. Reported: median and p90 wall time per call, the difference (goal: at
-most 30 ms added), the one-time support probe, and the load average before and after.
+Start-up: each round runs the same trivial script through the real code_run tool (script file written,
+process started, waited for, output read) unsandboxed (`sandbox.mode: off`), sandboxed as before the gateway
+(`network: open`: the host's network, no relay) and sandboxed with the gateway (`network: gateway`: own
+network namespace, the launcher relaying 127.0.0.1:8411 to the gateway's socket), alternating so all see
+the same machine load. Goal: the gateway adds at most 30 ms to today's sandbox.
+
+Model request: one sandboxed script sends `-r` chat completions over one keep-alive connection through the
+gateway (launcher relay, Unix socket, gateway, endpoint), another the same requests straight to the scripted
+server (network open); both time each request inside the sandbox. Goal: at most 2 ms added at p50.
+Also printed: the gateway's one-time start per task, the support probe, and the load average.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -21,59 +28,100 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from configs import load_settings  # noqa: E402
 from worker import sandbox  # noqa: E402
+from worker.models import resolve_model  # noqa: E402
+from worker.scripted import ScriptedServer  # noqa: E402
 from worker.tools import REGISTRY, ToolContext  # noqa: E402
 
 SCRIPTS = {"bash": "true", "python": "pass"}
+MODES = {"off": {"sandbox.mode": "off", "sandbox.network": "off"}, "open": {"sandbox.network": "open"},
+         "gateway": {"sandbox.network": "gateway"}}
+REQUESTS = """
+import http.client, json, os, sys, time, urllib.parse
+url = urllib.parse.urlsplit(os.environ.get("BENCH_URL") or os.environ["OPENAI_BASE_URL"])
+body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "ping"}]})
+connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+times = []
+for _ in range(%d):
+    started = time.perf_counter()
+    connection.request("POST", url.path + "/chat/completions", body, {"Content-Type": "application/json"})
+    reply = connection.getresponse()
+    assert reply.status == 200, reply.read()
+    reply.read()
+    times.append(time.perf_counter() - started)
+print(json.dumps(times))
+"""
 
 
-def timed_call(ctx: ToolContext, kind: str) -> float:
+def run(ctx: ToolContext, script: str, kind: str) -> tuple[float, str]:
     spec = REGISTRY["code_run"]
     started = time.perf_counter()
-    result = spec.run(ctx, spec.args.model_validate({"type": kind, "script": SCRIPTS[kind]}))
+    result = spec.run(ctx, spec.args.model_validate({"type": kind, "script": script, "timeout": 300}))
     elapsed = time.perf_counter() - started
     if not result.ok:
-        raise SystemExit(f"code_run failed ({ctx.settings.sandbox.mode}): {result.output.splitlines()[0]}")
-    return elapsed
+        raise SystemExit(f"code_run failed ({ctx.task_id}): {result.output[:400]}")
+    return elapsed, result.output.split("\n", 1)[1]
 
 
-def p90(values: list[float]) -> float:
-    return sorted(values)[max(0, int(len(values) * 0.9) - 1)]
+def p(values: list[float], share: float) -> float:
+    return sorted(values)[max(0, int(len(values) * share + 0.5) - 1)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=40, help="rounds per script type")
+    parser.add_argument("-n", type=int, default=40, help="start-up rounds per script type")
+    parser.add_argument("-r", type=int, default=200, help="model requests per path")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="ga-bench-sandbox-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ga-bench-sandbox-") as tmp, \
+            ScriptedServer({"tasks": [{"match": ".*", "turns": [{"content": "pong"}] * (args.r + 5)}]}) as server:
+        model = resolve_model(f"scripted@{server.base_url}", load_settings())
         contexts = {}
-        for mode in ("bwrap", "off"):
+        for mode, overrides in MODES.items():
             work = Path(tmp) / mode
             work.mkdir()
-            settings = load_settings({"sandbox.mode": mode})
-            contexts[mode] = ToolContext(task_id=f"bench-{mode}", workdir=work, settings=settings, memory=None)
-        policy = contexts["bwrap"].settings.sandbox
+            contexts[mode] = ToolContext(task_id=f"bench-{mode}", workdir=work, settings=load_settings(overrides),
+                                         memory=None, model_config=model)
         started = time.perf_counter()
-        problem = sandbox.support_problem(policy.bwrap, policy.network)
+        for network in (True, False):
+            problem = sandbox.support_problem("bwrap", network)
+            if problem:
+                raise SystemExit(problem)
         probe_ms = (time.perf_counter() - started) * 1000
-        if problem:
-            raise SystemExit(problem)
+        first = {mode: run(contexts[mode], "true", "bash")[0] * 1000 for mode in MODES}  # the gateway starts here
         times: dict[tuple[str, str], list[float]] = {}
-        for kind in SCRIPTS:
-            for mode in ("bwrap", "off"):
-                timed_call(contexts[mode], kind)  # warm caches (interpreter pages, the first script file)
+        for kind, script in SCRIPTS.items():
+            for mode in MODES:
+                run(contexts[mode], script, kind)  # warm caches (interpreter pages, the first script file)
             for _ in range(args.n):
-                for mode in ("bwrap", "off"):
-                    times.setdefault((kind, mode), []).append(timed_call(contexts[mode], kind))
+                for mode in MODES:
+                    times.setdefault((kind, mode), []).append(run(contexts[mode], script, kind)[0] * 1000)
+        through = json.loads(run(contexts["gateway"], REQUESTS % args.r, "python")[1])
+        os.environ["BENCH_URL"] = server.base_url  # code_run passes the environment on (it is no secret)
+        try:
+            direct = json.loads(run(contexts["open"], REQUESTS % args.r, "python")[1])
+        finally:
+            del os.environ["BENCH_URL"]
+        for ctx in contexts.values():
+            ctx.close()
     load_after = os.getloadavg()
-    print(f"code_run start-up, {args.n} calls each, alternating (ms)")
-    print(f"{'script':<8} {'sandbox':>14} {'without':>14} {'added':>8}  goal <= 30 ms added")
+    print(f"code_run start-up, {args.n} calls each, alternating (ms; median, p90)")
+    print(f"{'script':<8} {'unsandboxed':>16} {'sandbox, open':>16} {'sandbox, gateway':>18} {'gateway added':>14}"
+          "  goal <= 30 ms added")
     for kind in SCRIPTS:
-        inside, outside = times[(kind, "bwrap")], times[(kind, "off")]
-        med_in, med_out = statistics.median(inside) * 1000, statistics.median(outside) * 1000
-        print(f"{kind:<8} {med_in:7.1f} p90 {p90(inside) * 1000:4.0f} {med_out:7.1f} p90 {p90(outside) * 1000:4.0f}"
-              f" {med_in - med_out:+7.1f}  ({med_in / med_out:.2f}x)")
-    print(f"one-time support probe: {probe_ms:.1f} ms")
+        cells = {mode: (statistics.median(times[(kind, mode)]), p(times[(kind, mode)], 0.9)) for mode in MODES}
+        print(f"{kind:<8}" + "".join(f" {cells[m][0]:8.1f} p90 {cells[m][1]:4.0f}" for m in ("off", "open"))
+              + f"   {cells['gateway'][0]:8.1f} p90 {cells['gateway'][1]:4.0f}"
+              + f" {cells['gateway'][0] - cells['open'][0]:+10.1f}")
+    print(f"first code_run of a task (gateway started there): open {first['open']:.1f} ms, "
+          f"gateway {first['gateway']:.1f} ms")
+    print(f"\nmodel request from a sandboxed script, {args.r} each over one keep-alive connection (ms)")
+    print(f"{'path':<28} {'p50':>7} {'p90':>7} {'p99':>7}")
+    for name, values in (("direct (network open)", direct), ("through the gateway", through)):
+        ms = [v * 1000 for v in values]
+        print(f"{name:<28} {p(ms, 0.5):7.2f} {p(ms, 0.9):7.2f} {p(ms, 0.99):7.2f}")
+    added = (p(through, 0.5) - p(direct, 0.5)) * 1000
+    print(f"gateway added at p50: {added:+.2f} ms  (goal <= 2 ms)")
+    print(f"\none-time support probes: {probe_ms:.1f} ms")
     print(f"load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; cpus {os.cpu_count()}")
 

@@ -26,8 +26,8 @@ def _network(s: Any) -> Any:
 
 
 def _network_wider(project: Any, baseline: Any) -> bool:
-    def rank(value: Any) -> int:
-        return 0 if value is False else 1 if isinstance(value, list) else 2
+    def rank(value: Any) -> int:  # off < gateway < gateway and listed hosts < open
+        return 2 if isinstance(value, list) else {"off": 0, "gateway": 1}.get(value, 3)
     if isinstance(project, list) and isinstance(baseline, list):
         return not set(project) <= set(baseline)
     return rank(project) > rank(baseline)

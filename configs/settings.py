@@ -160,24 +160,31 @@ class SandboxLimits(Section):
                                        "tmp_size": self.tmp_size or ByteSize(min(4 << 30, max(256 << 20, ram // 8)))})
 
 
+NetworkMode = Union[Literal["gateway", "open", "off"], list[str]]
+
+
+def network_mode(value: Any) -> Any:
+    """`sandbox.network` (settings and tasks files): gateway, open, off, or a list of host names. The booleans of
+    older configs still read: true is open, false is off (YAML reads on/off as booleans too)."""
+    if isinstance(value, bool):
+        return "open" if value else "off"
+    if isinstance(value, list):
+        bad = [host for host in value if not isinstance(host, str) or not HOST_NAME.fullmatch(host)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a host name; list host names like api.github.com (no scheme, "
+                             "port or path), or use gateway, open or off")
+        return sorted({host.lower().rstrip(".") for host in value})
+    return value
+
+
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
-    network: Union[bool, list[str]] = True  # a list: only these hosts, through ga's proxy (worker/egress.py)
+    network: NetworkMode = "gateway"  # worker/gateway.py: only the model gateway; a list: worker/egress.py
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
     limits: SandboxLimits = SandboxLimits()
-
-    @field_validator("network")
-    @classmethod
-    def _host_names(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            bad = [h for h in value if not HOST_NAME.fullmatch(h)]
-            if bad:
-                raise ValueError(f"not a host name: {bad[0]!r} (write names like example.org, no scheme or port)")
-            return sorted({h.lower().rstrip(".") for h in value})
-        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -188,6 +195,8 @@ class SandboxSettings(Section):
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         return {False: "off", True: "bwrap"}.get(value, value) if isinstance(value, bool) else value
+
+    _network = field_validator("network", mode="before")(network_mode)
 
 
 class LogSettings(Section):

@@ -8,8 +8,11 @@ import os
 # Read by Ray when it is imported: without it a local Ray binds the machine's address, not 127.0.0.1.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-from orchestrator.fanout import FanoutError, Run, dry_run, fanout  # noqa: E402
+from orchestrator.fanout import FanoutError, Run, dry_run, fanout, serve_nested  # noqa: E402
 from orchestrator.spec import Plan, SpecError  # noqa: E402
 from orchestrator.steer import SteerError, stop, tell  # noqa: E402
+from worker.gateway import serve_fanouts_with  # noqa: E402
+
+serve_fanouts_with(serve_nested)  # a task's code_run asks its gateway; this process runs the run
 
 __all__ = ["FanoutError", "Plan", "Run", "SpecError", "SteerError", "dry_run", "fanout", "stop", "tell"]

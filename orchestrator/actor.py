@@ -9,7 +9,6 @@ keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -153,8 +152,8 @@ class WorkerActor:
         worker = Worker(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
                         history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
                         env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,
-                        check=job.check, commit_key=job.commit_key,
-                        on_tool_start=lambda event: self._on_tool_start(task_id, event))
+                        check=job.check, commit_key=job.commit_key, budget_tokens=job.budget_tokens,
+                        budget_cost=job.budget_cost, on_tool_start=lambda event: self._on_tool_start(task_id, event))
         with self._lock:
             state = self.tasks[task_id]
             state["worker"] = worker
@@ -170,7 +169,8 @@ class WorkerActor:
             record.stop = "paused"
         elif record.status == "failed" and "HTTP 429" in record.reason:
             record.stop = "rate_limited"
-        record.nested_usage = nested_usage(task_dir)
+        account = worker.account  # nested runs were run by this process (the gateway): its own count
+        record.nested_usage = NestedUsage.model_validate({**account.nested.model_dump(), "runs": account.runs})
         record.history_path, record.task_dir = str(task_dir / "history.jsonl"), str(task_dir)
         worker.history.write_beside("answer.md", record.answer + "\n")
         if job.return_files:  # the driver cannot see this node's disk: send what it must keep
@@ -321,22 +321,6 @@ def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
             shutil.rmtree(aside, ignore_errors=True)
         task_dir.rename(aside)
     task_dir.mkdir(parents=True, exist_ok=True)
-
-
-def nested_usage(task_dir: Path) -> NestedUsage:
-    """Usage of the fan-outs this task started from its code_run (their summaries include their own nested runs)."""
-    total = NestedUsage()
-    runs = task_dir / "runs"
-    if not runs.is_dir():
-        return total
-    for summary_path in runs.glob("*/summary.json"):
-        try:  # the task's code can write runs/: no summary there is followed, and only a cap is read
-            usage = Usage.from_dict(json.loads(fsutil.read_file(summary_path, TASK_FILE_CAP)).get("usage"))
-        except (OSError, ValueError, AttributeError):  # a summary being written, or damaged: not counted
-            continue
-        total = total + usage  # stays a NestedUsage
-        total.runs += 1
-    return total
 
 
 def _read_files(folder: fsutil.Folder, names: list[str]) -> dict[str, str]:

@@ -6,7 +6,6 @@ so that `ga --help` does not pay for them; Ray is imported by the fan-out itself
 """
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -22,7 +21,7 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
-from orchestrator.fanout import Nesting
+from orchestrator.fanout import nested_here
 from orchestrator.runplan import plan_for
 from orchestrator.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.tables import tasks_table
@@ -127,7 +126,7 @@ def fanout(
     if from_last_good and not (resume and retry_failed):
         fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
     try:
-        runs_dir = out or Nesting.from_env().runs_dir() or Path(current.fanout.runs_dir)
+        runs_dir = out or Path(current.fanout.runs_dir)
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
             from orchestrator.replay_commands import fork_failed_tasks
 
@@ -139,9 +138,10 @@ def fanout(
             emit_json(expanded) if as_json else print_plan(expanded)
             return
         # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
-        nested = bool(int(os.environ.get("GA_DEPTH") or 0))
+        nested = nested_here()
         with nullcontext() if nested else user_job(current.home_dir, "fanout"):  # explore --when-idle waits
-            result = run_fanout(plan, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
+            # nested: the parent runs it from the tasks file as the task wrote it (orchestrator.fanout)
+            result = run_fanout(file if nested and file else plan, workers=workers, resume=resume, retry_failed=retry_failed, address=address,
                                 out=out, settings=current, display="quiet" if as_json else None,
                                 preflight=not no_preflight)
     except FanoutError as exc:

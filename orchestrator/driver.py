@@ -45,10 +45,11 @@ def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
 
 class Driver:
     def __init__(self, plan: Plan, run: RunDir, settings: Settings, models: dict[Optional[str], Any], nest: Any,
-                 max_depth: int, executor: Any, *, workers: int, display: Optional[str]):
+                 max_depth: int, executor: Any, *, workers: int, display: Optional[str], cancel: Any = None):
         self.plan, self.run, self.settings, self.models, self.nest = plan, run, settings, models, nest
         self.max_depth, self.executor, self.workers = max_depth, executor, max(1, workers)
         self.cluster = executor.info
+        self.cancel = cancel  # a threading.Event: set when a nested run must stop (its code_run ended)
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
         self.governors: dict[str, Any] = {}  # model name -> the endpoint's governor (governor.py)
@@ -65,7 +66,7 @@ class Driver:
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
                    workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
                    depth=self.nest.depth,
-                   parent_task=self.nest.parent_task, session=os.environ.get("GA_SESSION"))
+                   parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
         for task in todo:
             run.ledger("queued", task.id)
         self._start_governors()
@@ -78,6 +79,7 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
+                cancel=self.cancel,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:

@@ -5,13 +5,17 @@
     run = fanout(["summarize a.md", "summarize b.md"], reduce={"prompt": "merge them"})
     run.status, run.run_dir, run.results, run.reduce, run.exit_code
 
-Inside a task's code_run (GA_DEPTH, GA_RAY_ADDRESS, GA_RUN_DIR, GA_PARENT_TASK set by the parent
-run) it attaches to the parent's cluster, runs as a nested run under the parent task's directory
-(its usage is counted in the parent task's) and refuses to go deeper than max_depth.
+Inside a task's code_run it starts nothing itself: it sends the spec to the task's model gateway
+(worker/gateway.py, GA_GATEWAY names its socket), and the parent's own process, outside the sandbox, runs
+it (`serve_nested`): a nested run under the parent task's directory, its usage counted in the parent task's
+and held to what the parent may still spend, never deeper than max_depth. The script gets the run's public
+result back, the same `Run` as a top-level call.
 """
 from __future__ import annotations
 
+import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -23,6 +27,7 @@ from orchestrator import spec as specs
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.records import ReduceResult, RunSummary, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask, SpecError
+from worker import gateway, sandbox
 from worker.context.cut import cut_head_tail
 
 log = structlog.get_logger("ga.fanout")
@@ -66,19 +71,40 @@ class Run:
                               "path": self.reduce.path}
         return data
 
+    def public(self) -> dict[str, Any]:
+        """Everything a nested run's caller gets back through the gateway (`from_public` rebuilds it)."""
+        return {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
+                "results": [r.model_dump(mode="json") for r in self.results],
+                "summary": self.summary.model_dump(mode="json"),
+                "reduce": self.reduce.model_dump(mode="json") if self.reduce else None, "unfinished": self.unfinished}
+
+    @classmethod
+    def from_public(cls, data: dict[str, Any]) -> "Run":
+        return cls(data["run_id"], Path(data["run_dir"]), data["status"], data["exit_code"],
+                   [TaskRecord.model_validate(r) for r in data["results"]], RunSummary.model_validate(data["summary"]),
+                   ReduceResult.model_validate(data["reduce"]) if data.get("reduce") else None, data["unfinished"])
+
 
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
-           display: Optional[str] = None, preflight: bool = True, **top: Any) -> Run:
+           display: Optional[str] = None, preflight: bool = True, nest: Optional["Nesting"] = None,
+           cancel: Optional[threading.Event] = None, **top: Any) -> Run:
     """Run every task of `spec` on the worker pool (in this process, or on Ray: orchestrator/executor.py), then
     the reduce step; see the module doc.
 
     `top` sets top-level spec keys when `spec` is a list of prompts (reduce=..., defaults=..., budget=...).
     display: "live", "log" or "quiet" (default: quiet when nested, else live on a terminal, log otherwise).
     preflight: False skips the endpoint probe (the local checks always run; orchestrator/preflight.py).
+    nest, cancel: set by `serve_nested` (where the run stands; set when it must stop).
     """
+    if nest is None and os.environ.get(gateway.ENV_SOCKET):
+        return _through_gateway(spec, top, workers=workers, resume=resume, retry_failed=retry_failed,
+                                preflight=preflight, fixed={"address": address, "out": out})
+    if nest is None and os.environ.get(sandbox.ENV_MARK) == "bwrap":
+        raise FanoutError("nested fan-out refused: this code_run has no model gateway (sandbox.network: off); "
+                          "do the work in the current task, or let the parent's sandbox reach its gateway")
     settings = settings or load_settings()
-    nest = Nesting.from_env()
+    nest = nest or Nesting()
     plan = build_plan(spec, **top)
     max_depth = nest.limit(plan.max_depth if plan.max_depth is not None else settings.fanout.max_depth)
     if nest.depth > max_depth:
@@ -109,7 +135,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
             write_request_settings(run.path, settings, models)  # what `ga replay` needs to build the same requests
         driver = Driver(plan, run, settings, models, nest, max_depth, executor,
                         workers=workers or plan.concurrency or settings.fanout.concurrency,
-                        display=display or ("quiet" if nest.depth else None))
+                        display=display or ("quiet" if nest.depth else None), cancel=cancel)
     except BaseException:
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
@@ -232,13 +258,14 @@ class Nesting:
     parent_run_dir: Optional[Path] = None
     parent_task: Optional[str] = None
     max_depth: Optional[int] = None
+    session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
 
     @classmethod
-    def from_env(cls) -> "Nesting":
-        env = os.environ
+    def from_env(cls, env: dict[str, str]) -> "Nesting":
+        """Where a run asked for by a task stands, from that task's environment (Driver.job sets it)."""
         depth = int(env.get("GA_DEPTH") or 0)
         if not depth:
-            return cls()
+            return cls(session=env.get("GA_SESSION") or None)
         return cls(depth, env.get("GA_RAY_ADDRESS") or None,
                    Path(env["GA_RUN_DIR"]) if env.get("GA_RUN_DIR") else None, env.get("GA_PARENT_TASK") or None,
                    int(env["GA_MAX_DEPTH"]) if env.get("GA_MAX_DEPTH") else None)
@@ -253,7 +280,7 @@ class Nesting:
 
     def child_env(self, address: Optional[str], run_dir: Path, task_id: str, max_depth: int,
                   home: Path) -> dict[str, str]:
-        """A nested run attaches to the parent's cluster (Ray); under the in-process executor it runs its own."""
+        """What a task's worker keeps for the nested runs it may ask for (never given to its scripts' sandbox)."""
         cluster = {"GA_RAY_ADDRESS": address, "RAY_ADDRESS": address} if address else {}
         return {"GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id, "GA_DEPTH": str(self.depth + 1),
                 "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home), **cluster}
@@ -304,3 +331,113 @@ def load_run(runs_dir: Path, run_id: str) -> dict[str, Any]:
     return {"run_id": run.run_id, "path": str(run.path), "summary": summary.model_dump(mode="json") if summary else None,
             "results": [r.line() for r in run.results().values()],
             "ledger_tail": list(read_jsonl(run.path / "ledger.jsonl"))[-20:]}
+
+
+# ---- nested runs: the sandbox's side and the parent's side ----
+
+
+def nested_here() -> bool:
+    """Whether this process is a task's script (a fan-out from here is a nested run)."""
+    return bool(int(os.environ.get("GA_DEPTH") or 0) or os.environ.get(gateway.ENV_SOCKET))
+
+
+def _through_gateway(spec: SpecInput, top: dict[str, Any], *, workers: Optional[int], resume: Optional[str],
+                     retry_failed: bool, preflight: bool, fixed: dict[str, Any]) -> Run:
+    """Inside a task's sandbox: the parent runs the fan-out (serve_nested); this waits for its result."""
+    named = [name for name, value in fixed.items() if value is not None]
+    if named:
+        raise FanoutError(f"nested fan-out: {', '.join(named)} cannot be chosen from inside a task (the parent run "
+                          "places its nested runs); drop the option")
+    request: dict[str, Any] = {"cwd": os.getcwd(), "top": top, "workers": workers, "resume": resume,
+                               "retry_failed": retry_failed, "preflight": preflight}
+    if isinstance(spec, (str, Path)):
+        path = Path(spec).absolute()
+        try:  # read here: the parent reads nothing on the sandbox's behalf
+            request.update(file=str(path), text=path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FanoutError(f"{path}: cannot read the tasks file ({exc}); give the path of a tasks YAML file") from None
+    elif isinstance(spec, dict):
+        request["data"] = spec
+    elif isinstance(spec, list):
+        request["prompts"] = spec
+    else:
+        raise FanoutError("inside a task, fanout() takes a tasks file path, a spec dict or a list of prompts "
+                          f"(got {type(spec).__name__})")
+    try:
+        status, reply = gateway.post_to_gateway(gateway.FANOUT_ROUTE, json.loads(json.dumps(request, default=str)))
+    except OSError as exc:
+        raise FanoutError(f"nested fan-out: the task's gateway cannot be reached ({exc}); the task may be ending") from None
+    if status != 200:
+        message = str((reply.get("error") or {}).get("message") or f"HTTP {status}")
+        raise FanoutError(message.removeprefix("ga gateway: "))
+    return Run.from_public(reply)
+
+
+def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, Any]:
+    """A nested fan-out a task's code_run asked for, run in the parent's process (outside the sandbox): the
+    request is untrusted input; the nested run is held to what the parent may still spend."""
+    settings = parent.settings.model_copy(deep=True)
+    if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
+        settings.worker.model = parent.env["GA_MODEL"]
+    plan = _nested_plan(request, parent)
+    account = parent.account  # not spent yet: the gateway refuses a nested run once it is
+    if account.max_tokens is not None:  # never 0: a budget of 0 would mean none
+        left = max(1, account.max_tokens - account.spent().total)
+        plan.budget_tokens = min(plan.budget_tokens or left, left)
+    if account.max_cost is not None:
+        left_cost = max(1e-9, account.max_cost - account.spent().cost)
+        plan.budget_cost = min(plan.budget_cost or left_cost, left_cost)
+    workers = request.get("workers")
+    resume = request.get("resume")
+    run = fanout(plan, workers=workers if isinstance(workers, int) and workers > 0 else None,
+                 resume=resume if isinstance(resume, str) else None, retry_failed=request.get("retry_failed") is True,
+                 settings=settings, display="quiet", preflight=request.get("preflight") is not False,
+                 nest=Nesting.from_env(parent.env), cancel=parent.cancelled)
+    return run.public()
+
+
+def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
+    """The plan of a nested request; refused when it would set sandbox options or read what sandboxes hide."""
+    from configs.yamlsource import YamlError, load_text
+
+    cwd = Path(str(request.get("cwd") or parent.workdir))
+    base = cwd if cwd.is_absolute() else parent.workdir
+    top = request.get("top") if isinstance(request.get("top"), dict) else {}
+    source, lines = None, None
+    try:
+        if "file" in request:
+            source = base / str(request["file"])
+            _refuse_hidden(source, "the tasks file")
+            data, lines = load_text(str(request.get("text") or ""), str(source))
+            if not isinstance(data, dict):
+                raise FanoutError(f"{source}:1: a tasks file is a mapping with 'tasks:' and/or 'matrix:'")
+            base = source.parent
+        elif isinstance(request.get("data"), dict):
+            data = {**request["data"], **top}
+        elif isinstance(request.get("prompts"), list):
+            data = {**top, "tasks": [{"prompt": p} if isinstance(p, str) else p for p in request["prompts"]]}
+        else:
+            raise FanoutError("nested fan-out: the request names no tasks")
+        matrices = data.get("matrix") if isinstance(data.get("matrix"), list) else [data.get("matrix")]
+        for matrix in matrices:
+            if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
+                _refuse_hidden(base / matrix["from"], "a matrix's items file")
+        plan = specs.from_data(data, source=source, lines=lines, base_dir=base)
+    except (SpecError, YamlError) as exc:
+        raise FanoutError(str(exc)) from None
+    for task in plan.tasks:
+        if task.sandbox:
+            raise FanoutError(f"nested fan-out refused: task {task.id} sets sandbox options; only the top-level "
+                              "tasks file or the user's config may set them")
+        for path in task.inputs:
+            _refuse_hidden(Path(path), f"task {task.id}'s input")
+    models = [t.model for t in plan.tasks] + [plan.reduce.model if plan.reduce else None]
+    for name in models:
+        if name and name.startswith("scripted:"):
+            _refuse_hidden(Path(name[len("scripted:"):]), "a scripted model file")
+    return plan
+
+
+def _refuse_hidden(path: Path, what: str) -> None:
+    if sandbox.hidden(path):
+        raise FanoutError(f"nested fan-out refused: {what} {path} is hidden from sandboxes; use a file the task can read")

@@ -57,7 +57,7 @@ class MapLoop:
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[Usage] = None, display: Any = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0):
+                 failed_before: int = 0, cancel: Any = None):
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
@@ -72,6 +72,7 @@ class MapLoop:
         self.live_tokens: dict[str, int] = {}
         self.progress: dict[int, dict[str, Any]] = {}
         self.interrupts = 0
+        self.cancel = cancel  # a threading.Event that stops the run like Ctrl-C (a nested run's code_run ended)
 
     # ---- the loop ----
 
@@ -88,6 +89,8 @@ class MapLoop:
                         self._start_free(pending, inflight)
                     if not inflight:
                         break
+                    if self.cancel is not None and self.cancel.is_set() and interrupt_deadline is None:
+                        interrupt_deadline = self._interrupt(inflight, "the code_run that started this run ended")
                     if interrupt_deadline and time.monotonic() > interrupt_deadline:
                         self._abandon(inflight)
                         break
@@ -102,10 +105,7 @@ class MapLoop:
                     if self.interrupts > 1:
                         self._abandon(inflight)
                         break
-                    self._stop("interrupted", interrupt_note(self.run.path))
-                    interrupt_deadline = time.monotonic() + INTERRUPT_WAIT
-                    for item in inflight.values():
-                        _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")
+                    interrupt_deadline = self._interrupt(inflight, interrupt_note(self.run.path))
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -118,6 +118,13 @@ class MapLoop:
         self.progress.clear()
         self._show()
         return self.outcome
+
+    def _interrupt(self, inflight: dict[Any, Inflight], note: str) -> float:
+        """Stop the run: no new task starts, running ones are cancelled; the deadline to wait for them."""
+        self._stop("interrupted", note)
+        for item in inflight.values():
+            _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")
+        return time.monotonic() + INTERRUPT_WAIT
 
     def _start_free(self, pending: deque, inflight: dict[Any, Inflight]) -> None:
         for slot in self.pool.slots:
@@ -134,6 +141,7 @@ class MapLoop:
             timeout = self.timeout_of(task)
             job = self.make_job(task, attempt)
             job.lease = self.pool.lease_for_job()
+            job.budget_tokens, job.budget_cost = self._budget_left()
             ref = self.pool.submit(slot, job)
             slot.busy = task.id
             now = time.monotonic()
@@ -146,6 +154,13 @@ class MapLoop:
         if self.budget_tokens and tokens >= self.budget_tokens:
             return True
         return bool(self.budget_cost and usage.cost >= self.budget_cost)
+
+    def _budget_left(self) -> tuple[Optional[int], Optional[float]]:
+        """What the run's budget leaves a task starting now (its gateway refuses past it); None: no budget."""
+        usage = self.outcome.usage
+        tokens = usage.total + sum(self.live_tokens.values())
+        return (max(0, self.budget_tokens - tokens) if self.budget_tokens else None,
+                max(0.0, self.budget_cost - usage.cost) if self.budget_cost else None)
 
     def _stop(self, reason: str, note: str) -> None:
         if self.outcome.stop is None:

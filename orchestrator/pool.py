@@ -86,7 +86,6 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> di
             existing = None  # a stale `ray start` address file: start our own below
         if existing:
             _token_auth_if_available()
-            _raylet_from_env()
             try:
                 ray.init(address=existing, **options)
                 return cluster_info(started=False, address=existing)
@@ -111,17 +110,6 @@ def _token_auth_if_available() -> None:
     from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
 
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-
-
-def _raylet_from_env() -> None:
-    """Inside code_run's sandbox (own PID namespace) Ray cannot find the local raylet by listing processes;
-    the parent worker names its node in GA_RAY_NODE_ID (worker/tools/code.py)."""
-    node_id = os.environ.get("GA_RAY_NODE_ID")
-    if node_id:
-        # private: ray.init has no public way to name the local node, and listing processes fails in a pid namespace
-        from ray._private import services
-
-        services.find_node_ids = lambda: {node_id}
 
 
 def _reachable(address: str, timeout: float = 3.0) -> bool:

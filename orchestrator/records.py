@@ -185,6 +185,8 @@ class Job(Fallback):
     input_files: dict[str, bytes] = Field(default_factory=dict, repr=False)
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     lease: Optional[dict[str, Any]] = None  # the driver's lease (Pool.lease_for_job), added as it is sent
+    budget_tokens: Optional[int] = None  # what the run's budget leaves this task as it starts (None: no budget)
+    budget_cost: Optional[float] = None
 
 
 # ---- the shipped schemas ----

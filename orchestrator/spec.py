@@ -45,6 +45,7 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from configs.settings import NetworkMode, network_mode
 from configs.usererrors import FieldError
 from configs.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
@@ -82,13 +83,15 @@ class SandboxOption(_Strict):
     """code_run's sandbox for these tasks, over the config's `sandbox:` (writable paths are added to it)."""
 
     mode: Optional[Literal["bwrap", "off"]] = None
-    network: Optional[bool] = None
+    network: Optional[NetworkMode] = None
     writable: Optional[list[str]] = None
 
     @field_validator("mode", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:  # YAML reads `off` as false
         return ("bwrap" if value else "off") if isinstance(value, bool) else value
+
+    _network = field_validator("network", mode="before")(network_mode)
 
 
 class Options(_Strict):

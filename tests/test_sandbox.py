@@ -109,8 +109,7 @@ def test_probes_from_a_fanout_task_all_fail_and_the_store_is_unchanged(tmp_path,
 
 
 def test_probes_from_a_cluster_less_task_fail_and_published_generations_are_unchanged(tmp_path, ga_home, fake_home):
-    """ga run / chat / reflect / schedule: the store's bookkeeping is writable (a fan-out from the script starts
-    its Ray inside the sandbox and its workers open the store), the published generations are not."""
+    """ga run / chat / reflect / schedule: the whole store is read-only to the script, as on a fan-out."""
     settings = settings_for(tmp_path)
     assert settings.sandbox.mode == "bwrap" and settings.home_dir == ga_home
     store = MemoryStore(settings.memory_root, create=True)
@@ -123,9 +122,8 @@ def test_probes_from_a_cluster_less_task_fail_and_published_generations_are_unch
     assert codes["workdir"] == 0 and codes["tmp"] == 0, result.answer  # what it may write still works
     assert SECRET not in result.answer
     assert SECRET not in (tmp_path / "t1" / "history.jsonl").read_text()
-    after = store_state(settings.memory_root)
-    assert {k: v for k, v in after.items() if k.startswith("generations/")} == \
-        {k: v for k, v in before.items() if k.startswith("generations/")}
+    assert codes["head"] != 0, result.answer
+    assert store_state(settings.memory_root) == before
     assert not (ga_home / "planted.txt").exists()
     assert (tmp_path / "work" / "in_workdir.txt").read_text() == "done\n"
     assert not Path("/tmp/ga-sandbox-probe.txt").exists()
@@ -243,7 +241,7 @@ def test_scripts_run_when_the_interpreter_lives_under_tmp(tmp_path: Path) -> Non
     assert "exit code 0" in done.stdout and str(venv) in done.stdout, done.stdout
 
 
-def test_a_forward_is_the_only_way_out_of_a_sandbox_without_network(tmp_path: Path) -> None:
+def test_a_forward_is_the_only_way_out_of_a_sandbox_without_network() -> None:
     """Policy.forwards: a loopback port inside the sandbox leads to one Unix socket outside; nothing else is reachable."""
     import threading
 
@@ -267,7 +265,7 @@ def test_a_forward_is_the_only_way_out_of_a_sandbox_without_network(tmp_path: Pa
               f"    socket.create_connection(('127.0.0.1', {outside.getsockname()[1]}), timeout=5)\n    print('host=0')\n"
               "except OSError:\n    print('host=1')\nraise SystemExit(3)\n")
     argv = sandbox.wrap([sys.executable, "-c", script], sandbox.Policy(network=False, forwards=((8400, path),)),
-                        "bwrap", tmp_path)
+                        "bwrap", Path("/"))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     finally:

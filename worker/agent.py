@@ -14,6 +14,7 @@ from configs import Settings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
+from worker.gateway import Account
 from worker.history import History
 from worker.replyguard import repetition
 from worker.session import MemorySession
@@ -45,7 +46,9 @@ class Worker:
                  env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
                  tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
                  check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None,
-                 on_tool_start: Optional[Callable[[dict], None]] = None):
+                 on_tool_start: Optional[Callable[[dict], None]] = None,
+                 budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None):
+        """budget_tokens/budget_cost: what the run's budget leaves this task (its gateway refuses past it)."""
         self.task, self.task_id, self.settings = task, task_id, settings
         self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its memory commit is made once
         self.workdir = Path(workdir)
@@ -55,7 +58,8 @@ class Worker:
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
         self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
-        self.usage = Usage()
+        limits = settings.worker
+        self.account = Account(_lowest(limits.max_tokens, budget_tokens), _lowest(limits.max_cost, budget_cost))
         self._cancelled = threading.Event()
         self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
         self._notes_lock = threading.Lock()
@@ -64,6 +68,11 @@ class Worker:
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)
         self.check = TaskCheck.model_validate(check) if check else None
+
+    @property
+    def usage(self) -> Usage:
+        """The task's own model calls and its scripts' calls through the gateway (not its nested runs)."""
+        return self.account.usage
 
     def tell(self, text: str) -> None:
         """A note from the person, added to the next request (safe from any thread)."""
@@ -82,7 +91,8 @@ class Worker:
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled)
+                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
+                                    account=self.account, model_config=_model_config(self.model))
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
@@ -108,7 +118,7 @@ class Worker:
                                     f"set (or lower) context_window for {_model_name(self.model)} in models.yaml")
             except ModelError as exc:
                 return self._result("failed", "", turn, f"model error: {exc}")
-            self.usage += reply.usage
+            self.account.add(reply.usage)
             messages = request + [reply.message]
             problem = _reply_problem(reply)
             if problem:
@@ -290,7 +300,7 @@ class Worker:
     def _notify(self, turn: int, call: ToolCall, result: ToolResult) -> None:
         if self.on_turn:
             self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
-                          "ok": result.ok, "result_chars": len(result.output), "tokens": self.usage.total})
+                          "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
     def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
                 check: Optional[dict[str, Any]] = None) -> WorkerResult:
@@ -298,6 +308,10 @@ class Worker:
             reason = f"{reason}; after a second chance" if reason else "after a second chance"
         return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
                             check=check)
+
+
+def _lowest(limit: Optional[float], budget: Optional[float]) -> Any:
+    return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 
 def _skipped(calls: list[ToolCall], why: str) -> list[dict[str, Any]]:

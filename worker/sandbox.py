@@ -7,8 +7,8 @@ sandbox dying with the process that started it; the network shared unless the po
 
 Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
 (the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
-process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace and relays
-each connection to its socket, then runs the command.
+process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace, relays
+each connection to its socket, and becomes the command.
 """
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", "
            ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
            "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
 GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
+# Environment variables a sandbox never sees (besides every api_key_env of models.yaml).
+SECRET_ENV_SUFFIXES = ("_KEY", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
+SECRET_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION_", "GH_", "GITHUB_")
+SECRET_ENV_WORDS = ("SECRET", "TOKEN")
+SECRET_ENV_NAMES = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC")
 PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
 # Project-local configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py,
 # the scripts' .ga/): read-only in every writable root, and a missing file cannot be created there either.
@@ -152,16 +157,22 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def inside() -> bool:
-    """Whether this process already runs in a code_run sandbox (a nested fan-out's workers started Ray in it):
-    its PID 1 is bubblewrap's init and code_run marked the environment. Bubblewrap cannot nest there (no
-    capabilities, no user namespace), and needs not: everything started here is confined by the outer one."""
-    if os.environ.get(ENV_MARK) != "bwrap":
-        return False
-    try:
-        return Path(Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")).name == "bwrap"
-    except OSError:
-        return False
+def without_secrets(env: dict[str, str], key_names: Iterable[str] = ()) -> dict[str, str]:
+    """`env` less what may hold a secret: the named key variables, and by name API keys, tokens, passwords,
+    secrets, cloud credentials and agent sockets."""
+    names = set(key_names)
+    return {k: v for k, v in env.items() if k not in names and not _secret_name(k.upper())}
+
+
+def _secret_name(name: str) -> bool:
+    return (name.endswith(SECRET_ENV_SUFFIXES) or name.startswith(SECRET_ENV_PREFIXES)
+            or any(word in name for word in SECRET_ENV_WORDS) or name in SECRET_ENV_NAMES)
+
+
+def hidden(path: Path, home: Optional[Path] = None) -> bool:
+    """Whether `path` is (or is inside) what every sandbox hides: ga reads nothing there on a sandbox's behalf."""
+    real = Path(os.path.realpath(os.path.expanduser(str(path))))
+    return any(real.is_relative_to(p) for p, kind in _mounts(Policy(home=home)) if kind == "hide")
 
 
 def support_problem(bwrap: str, network: bool = True) -> Optional[str]:

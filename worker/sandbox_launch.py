@@ -1,69 +1,90 @@
 """The first process inside a sandbox with forwards: listen on loopback ports, relay each connection to a Unix
-socket outside, then run the command and exit with its status.
+socket outside, and become the command.
 
     python -I -S sandbox_launch.py PORT=SOCKET [PORT=SOCKET ...] -- COMMAND...
 
 Under `--unshare-net` the sandbox has its own loopback and nothing else: a port listened on here is the only
-way out, and it leads to one socket ga serves (the model gateway, an egress proxy). Standard library only,
-started with -I -S, so it costs one bare interpreter start-up.
+way out, and it leads to one socket ga serves (the model gateway, an egress proxy). The listeners are bound
+before the command starts; a forked child relays, and this process execs the command, so the command's exit
+status and signals are the sandbox's as without forwards; the relay ends with the sandbox's PID namespace.
+Only built-in modules, started with -I -S: one bare interpreter start-up is its whole cost.
 """
-from __future__ import annotations
-
-import signal
-import socket
-import subprocess
+import _socket
+import _thread
+import os
 import sys
-import threading
 
 CHUNK = 65536
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list) -> None:
     split = argv.index("--")
+    forwards = []
     for spec in argv[:split]:
         port, _, path = spec.partition("=")
-        listener = socket.create_server(("127.0.0.1", int(port)), backlog=64)
-        threading.Thread(target=_accept, args=(listener, path), daemon=True).start()
-    child = subprocess.Popen(argv[split + 1:])  # listening already: the script can connect at once
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda number, _frame: child.send_signal(number))
-    code = child.wait()
-    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says it
+        listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(port)))
+        listener.listen(64)
+        forwards.append((listener, path))
+    if os.fork() == 0:
+        _relay_forever(forwards)
+    for listener, _ in forwards:
+        listener.close()
+    os.execvp(argv[split + 1], argv[split + 1:])
 
 
-def _accept(listener: socket.socket, path: str) -> None:
+def _relay_forever(forwards: list) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the script's output file stays the script's
+        os.dup2(null, fd)
+    for listener, path in forwards[1:]:
+        _thread.start_new_thread(_accept, (listener, path))
+    _accept(*forwards[0])
+
+
+def _accept(listener: _socket.socket, path: str) -> None:
     while True:
-        client, _ = listener.accept()
-        threading.Thread(target=_relay, args=(client, path), daemon=True).start()
+        fd, _ = listener._accept()  # the C socket's accept: a file descriptor (socket.py is not imported)
+        client = _socket.socket(fileno=fd)
+        # a reply relayed in two writes (head, body) must not wait for the client's delayed ACK (Nagle: ~40 ms)
+        client.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        _thread.start_new_thread(_connect, (client, path))
 
 
-def _relay(client: socket.socket, path: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(client: _socket.socket, path: str) -> None:
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
         client.close()
         upstream.close()
         return
-    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-    back.start()
-    _pipe(client, upstream)
-    back.join()
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(_pipe, (upstream, client, done))
+    _pipe(client, upstream, None)
+    done.acquire()
     client.close()
     upstream.close()
 
 
-def _pipe(source: socket.socket, target: socket.socket) -> None:
+def _pipe(source: _socket.socket, target: _socket.socket, done) -> None:
     try:
-        while data := source.recv(CHUNK):
+        while True:
+            data = source.recv(CHUNK)
+            if not data:
+                break
             target.sendall(data)
     except OSError:
         pass
     try:
-        target.shutdown(socket.SHUT_WR)
+        target.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
+    if done is not None:
+        done.release()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

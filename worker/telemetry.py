@@ -81,6 +81,22 @@ def span(settings: Any, name: str, *, client: bool = False, parent: Optional[str
         yield current
 
 
+@contextmanager
+def joined(traceparent: Optional[str]) -> Iterator[None]:
+    """Spans started inside are children of `traceparent` (a span of another thread, handed over as text)."""
+    if not traceparent or _state["tracer"] is None:
+        yield
+        return
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    token = context.attach(TraceContextTextMapPropagator().extract({"traceparent": traceparent}))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
 def annotate(current: Any, attributes: dict[str, Any], error: str = "") -> None:
     """Set attributes (and an error status) on a span from `span()`; nothing when it is None."""
     if current is None:

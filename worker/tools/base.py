@@ -29,6 +29,8 @@ class ToolContext:
     env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
     kill: list[Callable[[], None]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
+    account: Any = None  # worker.gateway.Account: what the task spent and may spend
+    model_config: Any = None  # the task's worker.models.ModelConfig: where its gateway forwards model calls
     cleanup: ExitStack = field(default_factory=ExitStack)
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
     seq: int = 0
@@ -39,6 +41,7 @@ class ToolContext:
     pgids: Optional[list[int]] = None  # process groups code_run started that may still be alive
     code_runs: int = 0  # the last .ga/code_N number
     warned_unsandboxed: bool = False
+    gateway: Any = None  # worker.gateway.Gateway, started by the first code_run
 
     def close(self) -> None:
         """Run what the tools registered on `cleanup` (each one, even if another fails)."""

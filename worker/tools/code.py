@@ -1,13 +1,15 @@
 """code_run: a python or bash script in its own process group inside the worker's directory, sandboxed.
 
 With `sandbox.mode: bwrap` (the default) the script runs under bubblewrap (worker/sandbox.py): only the
-workdir, a private /tmp and the nested-run directory are writable; the memory tier and GA_HOME are read-only.
-Its processes live in their own PID namespace, so they end with the script (or with this process). It runs
-under `sandbox.limits` (worker/sandbox_limits.py); with `sandbox.network` a list of hosts it reaches only
+workdir and a private /tmp are writable; the memory store, GA_HOME and the run directories are read-only.
+Its processes live in their own PID namespace, so they end with the script (or with this process). No secret
+enters its environment: model calls and nested fan-outs go through the task's gateway (worker/gateway.py). It
+runs under `sandbox.limits` (worker/sandbox_limits.py); with `sandbox.network` a list of hosts it reaches only
 those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -21,8 +23,7 @@ import structlog
 from pydantic import BaseModel, Field, field_validator
 
 from memory_shared import fsutil
-from memory_shared.paths import POOL  # the folders the generations share (cow.py), immutable too
-from worker import egress, sandbox, telemetry
+from worker import egress, gateway, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
@@ -32,7 +33,7 @@ from worker.types import ToolResult
 
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
-GENERATIONS = "generations"  # memory_shared/store.py: the published trees, immutable
+PARENT_ONLY = ("GA_RAY_ADDRESS", "RAY_ADDRESS")  # the gateway runs nested fan-outs: scripts never join the cluster
 log = structlog.get_logger("worker.code")
 
 
@@ -64,8 +65,9 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     except PathError as exc:
         return ToolResult(str(exc), ok=False, evidence=False)
     policy = ctx.settings.sandbox
-    wrap = policy.mode == "bwrap" and not sandbox.inside()
-    problem = sandbox.support_problem(policy.bwrap, policy.network is True) if wrap else None
+    wrap = policy.mode == "bwrap"
+    shared = policy.network == "open"
+    problem = sandbox.support_problem(policy.bwrap, shared) if wrap else None
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
@@ -82,11 +84,24 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         confinement, cgroup = confine(limits, sandboxed=wrap)
     except FileNotFoundError as exc:
         return ToolResult(str(exc), ok=False, evidence=False, stop="failed", data={"reason": str(exc)})
+    gate = None if policy.network == "off" else _gateway(ctx)
+    if gate is not None:
+        env[gateway.ENV_SOCKET] = str(gate.socket_path)
+        gate.traceparent = env.get("TRACEPARENT")
     placeholders: list[Path] = []
     if wrap:
-        command = sandbox.wrap(command, task_policy(ctx, env, limits), policy.bwrap, cwd,
-                               proc=sandbox.mounts_proc(policy.bwrap, policy.network is True))
+        env = sandbox.without_secrets(env, _key_names(ctx))
+        confined = task_policy(ctx, env, gate, limits)
+        if gate is not None and any(gate.folder.is_relative_to(root) for root in confined.writable):
+            problem = (f"code_run refused: the model gateway's socket {gate.folder} would be writable from the sandbox; "
+                       "point TMPDIR outside the task's writable paths")
+            return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
+        if gate is not None and not shared:
+            env.update(OPENAI_BASE_URL=f"http://127.0.0.1:{gateway.PORT}/v1", OPENAI_API_KEY=gateway.PLACEHOLDER_KEY)
+        command = sandbox.wrap(command, confined, policy.bwrap, cwd, proc=sandbox.mounts_proc(policy.bwrap, shared))
         placeholders = sandbox.placeholders(command)
+        if shared:
+            _warn_open_network(ctx)
     elif policy.mode == "off":
         _warn_unsandboxed(ctx)
     command = [*confinement, *command]
@@ -108,6 +123,8 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
     finally:
         ctx.kill.remove(killer)
+        if gate is not None:  # a nested run lives only as long as the code_run that asked for it
+            gate.cancel_nested(wait=gateway.NESTED_GRACE)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
         ctx.pgids.remove(proc.pid)
     sandbox.remove_placeholders(placeholders)
@@ -134,58 +151,68 @@ def _forks_refused(ctx: ToolContext, cgroup: Optional[PidsCgroup]) -> int:
     return refused
 
 
-def task_policy(ctx: ToolContext, env: dict[str, str], limits: Optional[Limits] = None) -> sandbox.Policy:
-    """The task's sandbox: its workdir (and configured paths) writable, the memory tier and GA_HOME not,
-    GA_HOME's sessions hidden, project config files read-only."""
+def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Gateway] = None,
+                limits: Optional[Limits] = None) -> sandbox.Policy:
+    """The task's sandbox: its workdir (and configured paths) writable; the memory store (all of it), GA_HOME and
+    the run directories read-only, GA_HOME's sessions hidden, project config files read-only; the network as
+    `sandbox.network` says, the gateway reachable unless it is off."""
     settings = ctx.settings
-    writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write, *_nested_run_dirs(env)]
+    writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write]
     store = getattr(getattr(ctx.memory, "store", None), "root", None)
-    stores = {Path(p).resolve() for p in (settings.memory_root, store) if p is not None}
-    readonly = [settings.home_dir, *stores, getattr(ctx.memory, "root", None)]
-    if env.get("GA_RUN_DIR"):  # the task's own run (a reduce reads the map's answers); visible under a private /tmp too
-        readonly.append(Path(env["GA_RUN_DIR"]))
-    if not env.get("GA_RAY_ADDRESS"):
-        # No parent cluster (ga run, chat, reflect, schedule): a fan-out from this script starts Ray inside the
-        # sandbox, and its workers open the store (recovery, pins, commits). The store's bookkeeping opens up;
-        # the generations (everything ever published) stay read-only, and HEAD and the log are checked by it.
-        writable += sorted(stores)
-        readonly = [p for p in readonly if p not in stores] + [root / part for root in sorted(stores)
-                                                               for part in (GENERATIONS, POOL)]
+    readonly = [settings.home_dir, settings.memory_root, store, getattr(ctx.memory, "root", None),
+                Path(settings.fanout.runs_dir).resolve(), env.get("GA_RUN_DIR")]
     network = settings.sandbox.network
     forwards: tuple[tuple[int, Path], ...] = ()
-    if isinstance(network, list):  # an allow-list: no network of its own, only ga's filtering proxy
-        forwards = ((egress.PORT, egress.proxy_for(network)),)
+    if gate is not None and network == "open":  # the host's network: the socket itself, no relay port
+        readonly.append(gate.folder)
+    elif gate is not None:
+        forwards = ((gateway.PORT, gate.socket_path),)
+    if isinstance(network, list):  # an allow-list: besides the gateway, only ga's filtering proxy
+        forwards += ((egress.PORT, egress.proxy_for(network)),)
         env.update(egress.sandbox_env())
-    return sandbox.Policy(network=network is True, forwards=forwards, writable=tuple(writable),
-                          readonly=tuple(Path(p) for p in readonly if p is not None),
+    return sandbox.Policy(network=network == "open", writable=tuple(writable), forwards=forwards,
+                          readonly=tuple(Path(p) for p in readonly if p),
                           hidden=tuple(settings.home_dir / name for name in sandbox.GA_HIDDEN),
                           tmp_size=limits.tmp_size if limits else None, config_dirs=(Path.cwd(),))
 
 
-def _nested_run_dirs(env: dict[str, str]) -> list[Path]:
-    """What a nested fan-out from this script writes: its runs under the parent task (the layout of
-    orchestrator.fanout.Nesting.runs_dir) and the Ray session directory it attaches through. Inside the
-    sandbox's PID namespace Ray cannot find its local raylet by listing processes: GA_RAY_NODE_ID names it."""
-    dirs = []
-    if env.get("GA_RUN_DIR") and env.get("GA_PARENT_TASK"):
-        runs = Path(env["GA_RUN_DIR"]) / "tasks" / env["GA_PARENT_TASK"] / "runs"
-        runs.mkdir(parents=True, exist_ok=True)
-        dirs.append(runs)
-    node = _ray_node() if env.get("GA_RAY_ADDRESS") else None
-    if node is not None:
-        dirs.append(node[0])
-        env["GA_RAY_NODE_ID"] = node[1]
-    return dirs
+def _gateway(ctx: ToolContext) -> gateway.Gateway:
+    """The task's model gateway, started at its first code_run and closed at its end."""
+    if ctx.gateway is None:
+        account = ctx.account if ctx.account is not None else gateway.Account()
+        parent = gateway.Parent(ctx.task_id, ctx.workdir, ctx.settings, {k: str(v) for k, v in ctx.env.items()},
+                                account)
+        ctx.gateway = gateway.Gateway(ctx.settings, ctx.model_config, parent)
+        ctx.cleanup.callback(ctx.gateway.close)
+        ctx.kill.append(ctx.gateway.cancel_nested)  # the task's cancel (timeout, stop) stops its nested runs
+    return ctx.gateway
 
 
-def _ray_node() -> Optional[tuple[Path, str]]:
-    """(session directory, node id) of the Ray node this process belongs to, if it is a Ray worker or driver."""
-    ray = sys.modules.get("ray")
-    try:  # private: no public call names the session directory (a node's --temp-dir may place it anywhere)
-        node = ray._private.worker.global_worker.node if ray is not None else None  # type: ignore[attr-defined]
-        return (Path(node.get_session_dir_path()), node.node_id) if node is not None else None
-    except AttributeError:
-        return None
+@functools.lru_cache(maxsize=1)
+def _configured_key_names() -> frozenset[str]:
+    from worker.models import ModelConfigError, load_model_entries
+
+    try:
+        return frozenset(str(f["api_key_env"]) for f, _ in load_model_entries().values() if f.get("api_key_env"))
+    except ModelConfigError:
+        return frozenset()
+
+
+def _key_names(ctx: ToolContext) -> set[str]:
+    """Every api_key_env of models.yaml and of the task's model: never in a sandbox's environment."""
+    own = getattr(ctx.model_config, "api_key_env", None)
+    return {*_configured_key_names(), *([own] if own else [])}
+
+
+def _warn_open_network(ctx: ToolContext) -> None:
+    run = ctx.env.get("GA_RUN_DIR") or ctx.task_id
+    if run not in _WARNED_OPEN:  # once per run (a fan-out's tasks share it)
+        _WARNED_OPEN.add(run)
+        log.warning("sandbox_network_open", task=ctx.task_id,
+                    note="code_run shares the host's network (sandbox.network: open): scripts can reach anything")
+
+
+_WARNED_OPEN: set[str] = set()
 
 
 def _warn_unsandboxed(ctx: ToolContext) -> None:
@@ -248,7 +275,7 @@ def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
     env[sandbox.ENV_MARK] = ctx.settings.sandbox.mode
-    env.update({k: str(v) for k, v in ctx.env.items()})
+    env.update({k: str(v) for k, v in ctx.env.items() if k not in PARENT_ONLY})
     env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
     return env
 

@@ -1,0 +1,349 @@
+"""The model gateway: what a task's code_run reaches instead of the model endpoints, the key and ga's own state.
+
+ga runs one per task, outside the sandbox, for the task's lifetime: an HTTP server on a Unix socket in a
+directory only ga can write. In the default `sandbox.network: gateway` the sandbox has no network; its first
+process relays 127.0.0.1:PORT to this socket (sandbox.Policy.forwards), and scripts see
+OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
+
+- POST /v1/chat/completions (streamed or not): forwarded to a configured endpoint only (an entry of
+  models.yaml named by the request's `model`, else the task's own model), with the real key added here;
+  every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
+  limits or the run's budget are spent the request is refused with 402.
+- GET /v1/models: the models a script may name.
+- POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
+  the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import socketserver
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import structlog
+
+from worker import telemetry
+from worker.types import Usage
+
+PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
+PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gateway adds the real one
+ENV_SOCKET = "GA_GATEWAY"  # the socket's path inside the sandbox: orchestrator.fanout posts nested runs there
+FANOUT_ROUTE = "/ga/fanout"
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+NESTED_GRACE = 60.0  # seconds a cancelled nested run gets to stop its tasks and write its records
+log = structlog.get_logger("worker.gateway")
+
+_fanout: Optional[Callable[[dict[str, Any], "Parent"], dict[str, Any]]] = None
+
+
+def serve_fanouts_with(run_nested: Callable[[dict[str, Any], "Parent"], dict[str, Any]]) -> None:
+    """The orchestrator hands over how a nested fan-out is run: (request, parent) -> the run's public result."""
+    global _fanout
+    _fanout = run_nested
+
+
+@dataclass
+class Account:
+    """What a task spends: its own model calls and the gateway's direct ones (`usage`), and its nested runs
+    (`nested`, `runs`), against the task's limit and what the run's budget left it (the lower of the two)."""
+
+    max_tokens: Optional[int] = None
+    max_cost: Optional[float] = None
+    usage: Usage = field(default_factory=Usage)
+    nested: Usage = field(default_factory=Usage)
+    runs: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, usage: Usage) -> None:
+        with self.lock:
+            self.usage = self.usage + usage
+
+    def add_run(self, usage: Usage) -> None:
+        with self.lock:
+            self.nested, self.runs = self.nested + usage, self.runs + 1
+
+    def spent(self) -> Usage:
+        with self.lock:
+            return self.usage + self.nested
+
+    def refusal(self) -> str:
+        """Why no more model calls or nested runs may start ("" while they may)."""
+        spent = self.spent()
+        if self.max_tokens is not None and spent.total >= self.max_tokens:
+            return f"the task's token budget is spent ({spent.total:,} of {self.max_tokens:,} tokens)"
+        if self.max_cost is not None and spent.cost >= self.max_cost:
+            return f"the task's cost budget is spent (${spent.cost:.4f} of ${self.max_cost:.4f})"
+        return ""
+
+
+@dataclass
+class Parent:
+    """What a nested fan-out needs from the task asking for it."""
+
+    task_id: str
+    workdir: Path
+    settings: Any
+    env: dict[str, str]  # the task's GA_RUN_DIR, GA_PARENT_TASK, GA_DEPTH, GA_MAX_DEPTH, GA_RAY_ADDRESS, GA_MODEL
+    account: Account
+    cancelled: threading.Event = field(default_factory=threading.Event)  # set: the nested run must stop
+
+
+class Gateway:
+    """One task's gateway; `close()` at task end (code_run registers it on the task's cleanup)."""
+
+    def __init__(self, settings: Any, model: Any, parent: Parent):
+        self.settings, self.model, self.parent = settings, model, parent
+        self.folder = Path(tempfile.mkdtemp(prefix="ga-gateway-"))  # mode 0700: only ga reaches the socket itself
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, str(self.folder), True)  # at close, or exit
+        self.socket_path = self.folder / "gateway.sock"
+        self._configs: dict[str, Any] = {}
+        self._entries: Optional[set[str]] = None
+        self._nested: dict[threading.Event, threading.Thread] = {}  # nested runs in flight: stop event, thread
+        self.traceparent: Optional[str] = None  # the running code_run's span: a nested run's trace joins it
+        self.server = _Server(str(self.socket_path), _Handler)
+        self.server.gateway = self
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="ga-gateway").start()
+
+    def cancel_nested(self, wait: float = 0.0) -> None:
+        """Stop the nested runs in flight (the code_run that asked for them ended, or the task is cancelled);
+        `wait` seconds at most for them to write their records and return."""
+        running = list(self._nested.items())
+        for event, _ in running:
+            event.set()
+        for _, thread in running:
+            thread.join(wait)
+
+    def close(self) -> None:
+        self.cancel_nested(NESTED_GRACE)
+        self.server.shutdown()
+        self.server.server_close()
+        self._remove_folder()
+
+    # ---- model calls ----
+
+    def endpoint(self, name: Any) -> Any:
+        """The configured model a request goes to: the models.yaml entry it names, else the task's model."""
+        from worker.models import resolve_model
+
+        if isinstance(name, str) and name in self._entry_names() and name != getattr(self.model, "name", None):
+            if name not in self._configs:
+                self._configs[name] = resolve_model(name, self.settings)
+            return self._configs[name]
+        return self.model
+
+    def _entry_names(self) -> set[str]:
+        from worker.models import load_model_entries
+
+        if self._entries is None:
+            self._entries = set(load_model_entries())
+        return self._entries
+
+    def chat(self, handler: "_Handler", body: bytes) -> None:
+        from worker.llm_http import ReplyTooLarge, post
+
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            return handler.reply_error(400, f"the request body is not a chat completion request ({exc})")
+        refusal = self.parent.account.refusal()
+        if refusal:
+            return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
+        try:
+            config = self.endpoint(request.get("model"))
+        except ValueError as exc:  # ModelConfigError: a models.yaml entry that does not resolve
+            return handler.reply_error(400, str(exc))
+        if config is None:
+            return handler.reply_error(503, "this task has no configured model endpoint to forward to")
+        request["model"] = config.model
+        if request.get("stream"):  # usage comes in the stream's last chunk only when asked for
+            options = request.get("stream_options")
+            request["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {key or 'no-key'}"}
+        payload = json.dumps(request).encode()
+        relay = _Relay(handler)
+        try:
+            reply = post(config.base_url.rstrip("/") + "/chat/completions", payload, headers, config.request_timeout,
+                         config.max_reply_bytes, on_events=relay.chunk)
+        except ReplyTooLarge as exc:
+            return relay.fail(502, f"the model's reply was refused: {exc}")
+        except Exception as exc:  # noqa: BLE001  (the endpoint failed: the script gets one line, never the key)
+            return relay.fail(502, f"the model endpoint failed: {type(exc).__name__}: {str(exc)[:200]}")
+        if reply.status == 200:
+            self.parent.account.add(reply_usage(reply.body, payload, config))
+        if not relay.started:
+            handler.reply(reply.status, reply.body, reply.headers.get("content-type", "application/json"))
+
+    def models(self, handler: "_Handler") -> None:
+        try:
+            names = sorted({getattr(self.model, "name", None) or "", *self._entry_names()} - {""})
+        except ValueError as exc:  # ModelConfigError: a models.yaml that does not load
+            return handler.reply_error(500, str(exc))
+        handler.reply(200, json.dumps({"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode())
+
+    # ---- nested fan-out ----
+
+    def fanout(self, handler: "_Handler", body: bytes) -> None:
+        if _fanout is None:
+            return handler.reply_error(501, "nested fan-out is not available in this command")
+        refusal = self.parent.account.refusal()
+        if refusal:
+            return handler.reply_error(402, f"nested fan-out refused: {refusal}")
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return handler.reply_error(400, "the nested fan-out request is not JSON")
+        cancelled = threading.Event()
+        self._nested[cancelled] = threading.current_thread()
+        try:
+            with telemetry.joined(self.traceparent):
+                result = _fanout(request if isinstance(request, dict) else {}, replace(self.parent, cancelled=cancelled))
+        except ValueError as exc:  # FanoutError and SpecError: bad input, one line per problem
+            return handler.reply_error(400, str(exc))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("nested_fanout_crashed", task=self.parent.task_id)
+            return handler.reply_error(500, f"nested fan-out failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._nested.pop(cancelled, None)
+        self.parent.account.add_run(Usage.from_dict(result.get("summary", {}).get("usage")))
+        handler.reply(200, json.dumps(result).encode())
+
+
+def reply_usage(body: bytes, payload: bytes, config: Any) -> Usage:
+    """The usage a reply reports (JSON, or the last server-sent event that has one); ~4 chars a token if none."""
+    found = None
+    if body.lstrip().startswith(b"{"):
+        try:
+            found = json.loads(body).get("usage")
+        except (ValueError, AttributeError):
+            found = None
+    else:
+        for line in body.splitlines():
+            if line.startswith(b"data:") and b'"usage"' in line:
+                try:
+                    found = json.loads(line[5:]).get("usage") or found
+                except (ValueError, AttributeError):
+                    continue
+    if not isinstance(found, dict):
+        found = {"prompt_tokens": len(payload) // 4, "completion_tokens": len(body) // 4}
+    prompt, completion = _count(found.get("prompt_tokens")), _count(found.get("completion_tokens"))
+    details = found.get("prompt_tokens_details")
+    cached = min(prompt, _count(details.get("cached_tokens") if isinstance(details, dict) else 0))
+    return Usage(prompt=prompt, completion=completion, cached=cached, cost=config.cost(prompt, completion, cached))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class _Relay:
+    """Streams an event-stream reply to the script as it arrives (the head goes with the first chunk)."""
+
+    def __init__(self, handler: "_Handler"):
+        self.handler, self.started = handler, False
+
+    def chunk(self, data: bytes) -> None:
+        if not self.started:
+            self.started = True
+            self.handler.close_connection = True  # no length known: the end of the stream is the end of the body
+            self.handler.send_response(200)
+            self.handler.send_header("Content-Type", "text/event-stream")
+            self.handler.send_header("Connection", "close")
+            self.handler.end_headers()
+        self.handler.wfile.write(data)
+        self.handler.wfile.flush()
+
+    def fail(self, status: int, message: str) -> None:
+        if not self.started:
+            self.handler.reply_error(status, message)
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    gateway: Gateway
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: a script's client reuses its connection
+    wbufsize = -1  # buffered: a reply's head and body leave in one write (flushed per reply or streamed chunk)
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            return self.server.gateway.models(self)
+        self.reply_error(404, f"no route {self.path}; the gateway serves /v1/chat/completions and /v1/models")
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > MAX_REQUEST_BYTES:
+            self.close_connection = True
+            return self.reply_error(411 if not length.isdigit() else 413, "a request needs a Content-Length up to 16 MB")
+        body = self.rfile.read(int(length))
+        path = self.path.split("?")[0].rstrip("/")
+        if path in ("/v1/chat/completions", "/chat/completions"):
+            return self.server.gateway.chat(self, body)
+        if path == FANOUT_ROUTE:
+            return self.server.gateway.fanout(self, body)
+        self.reply_error(404, f"no route {self.path}; the gateway serves /v1/chat/completions and /v1/models")
+
+    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except OSError:  # the script is gone (killed, timed out): nobody to answer
+            self.close_connection = True
+
+    def reply_error(self, status: int, message: str) -> None:
+        self.reply(status, json.dumps({"error": {"message": f"ga gateway: {message}", "type": "ga_gateway"}}).encode())
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
+        pass  # requests are counted on the task; nothing to print on the driver's terminal
+
+    def address_string(self) -> str:
+        return "sandbox"
+
+
+# ---- the client side (inside the sandbox): orchestrator.fanout posts a nested run here ----
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str):
+        super().__init__("localhost", timeout=None)  # a nested run takes as long as it takes; code_run's timeout bounds it
+        self.socket_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.socket_path)
+
+
+def post_to_gateway(route: str, payload: dict[str, Any], path: Optional[str] = None) -> tuple[int, dict[str, Any]]:
+    """(status, JSON reply) of a POST to this sandbox's gateway; OSError when it cannot be reached."""
+    connection = _UnixConnection(path or os.environ[ENV_SOCKET])
+    try:
+        body = json.dumps(payload).encode()
+        connection.request("POST", route, body, {"Content-Type": "application/json", "Content-Length": str(len(body))})
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        parsed = {"error": {"message": data[:200].decode(errors="replace")}}
+    return response.status, parsed if isinstance(parsed, dict) else {}
