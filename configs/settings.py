@@ -35,7 +35,7 @@ from configs.yamlsource import (
 DEFAULT_FILE = Path(__file__).with_name("default.yaml")
 USER_FILE = Path("~/.config/ga/config.yaml")
 PROJECT_FILE = Path("ga.yaml")
-HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
+HOST_NAME = re.compile(r"(?=.{1,253}$)(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?")
 ENV_ALIASES = {"GA_HOME": ("home",), "GA_MODEL": ("worker", "model"), "GA_CHROMIUM": ("web", "chromium")}
 
 

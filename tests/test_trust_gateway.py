@@ -268,7 +268,7 @@ def test_the_network_setting_reads_old_booleans_and_names_a_bad_host_in_one_line
     read = {str(v): load_settings({"sandbox.network": v}).sandbox.network
             for v in (True, False, "gateway", "open", "off", ["api.github.com", "*.pypi.org"])}
     assert read == {"True": "open", "False": "off", "gateway": "gateway", "open": "open", "off": "off",
-                    "['api.github.com', '*.pypi.org']": ["api.github.com", "*.pypi.org"]}
+                    "['api.github.com', '*.pypi.org']": ["*.pypi.org", "api.github.com"]}  # normalised, sorted
     assert load_settings().sandbox.network == "gateway"
     assert from_data({"tasks": [{"prompt": "x", "sandbox": {"network": False}}]}).tasks[0].sandbox == {"network": "off"}
     (tmp_path / "ga.yaml").write_text("sandbox:\n  network: [https://api.github.com]\n")

@@ -178,7 +178,7 @@ def test_a_project_file_cannot_loosen_the_sandbox(place: Path, project: str, key
 
 def test_a_project_file_may_tighten_or_repeat_what_the_user_allows(place: Path) -> None:
     tight = settings_in(place, "sandbox: {network: false, limits: {processes: 32}}\nworker: {max_turns: 3}\n")
-    assert tight.sandbox.network is False and tight.sandbox.limits.processes == 32 and tight.worker.max_turns == 3
+    assert tight.sandbox.network == "off" and tight.sandbox.limits.processes == 32 and tight.worker.max_turns == 3
     assert settings_in(place, "sandbox: off\n", user="sandbox: off\n").sandbox.mode == "off"
     assert settings_in(place, "sandbox: off\n", environ={"GA_SANDBOX__MODE": "off"}).sandbox.mode == "off"
 
@@ -273,3 +273,16 @@ def test_a_script_reaches_listed_hosts_and_no_other(place: Path, web: int) -> No
     assert "hello from /page status=200" in tunnelled, tunnelled
     assert "127.0.0.1 is not on the allow-list (sandbox.network)" in unlisted and "status=403" in unlisted, unlisted
     assert "direct=0" not in around, around
+
+
+def test_a_wildcard_entry_admits_the_domain_and_its_subdomains_only(tmp_path: Path) -> None:
+    from worker.egress import EgressProxy
+
+    proxy = EgressProxy(["*.example.org", "api.github.com"], tmp_path / "proxy.sock")
+    try:
+        assert proxy.allows("example.org") and proxy.allows("files.example.org") and proxy.allows("A.B.Example.org.")
+        assert proxy.allows("api.github.com")
+        assert not proxy.allows("github.com") and not proxy.allows("evil-example.org")
+        assert not proxy.allows("example.org.evil.net")
+    finally:
+        proxy.close()

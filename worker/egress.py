@@ -38,6 +38,12 @@ class EgressProxy:
         self._thread.start()
         ready.wait()
 
+    def allows(self, host: str) -> bool:
+        """A listed name, or a name under a listed `*.domain` (the domain itself included)."""
+        name = _normal(host)
+        labels = name.split(".")
+        return name in self.hosts or any("*." + ".".join(labels[i:]) in self.hosts for i in range(len(labels)))
+
     def _serve(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
         self.server = self.loop.run_until_complete(
@@ -89,7 +95,7 @@ class EgressProxy:
                                   b"", b""])
         if host is None:
             return await _answer(writer, 400, f"ga egress proxy: no host in {target[:100]!r}")
-        if _normal(host) not in self.hosts:
+        if not self.allows(host):
             log.warning("egress_refused", host=host[:253], port=port)
             return await _answer(writer, 403, f"ga egress proxy: {host[:253]} is not on the allow-list "
                                               "(sandbox.network); add it there to allow it")

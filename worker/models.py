@@ -125,7 +125,7 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
     entries: dict[str, tuple[dict, dict[str, str]]] = {}
     trusted: dict[str, dict] = {}  # the entries before the project file
     for path in files:
-        if not path.is_file():
+        if not path.is_file() or path.stat().st_size == 0:  # empty: code_run's placeholder while a script runs
             continue
         if path == PROJECT_FILE:
             trusted = {name: dict(fields) for name, (fields, _) in entries.items()}
@@ -147,6 +147,22 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
             places = {**places, "": where, **{k: f"{path}:{line_of(lines, ('models', name, k))}" for k in fields}}
             entries[str(name)] = (merged, places)
     return entries
+
+
+def key_env_names(files: Optional[list[Path]] = None) -> frozenset[str]:
+    """Every `api_key_env` any model file names, read leniently: a file refused by load_model_entries (a project
+    file sending a key somewhere new, say) still names variables that must never reach a sandbox."""
+    names: set[str] = set()
+    for path in files if files is not None else [SHIPPED_FILE, USER_FILE.expanduser(), PROJECT_FILE]:
+        try:
+            data, _ = load_yaml(path) if path.is_file() else ({}, {})
+        except YamlError:
+            continue
+        models = data.get("models") if isinstance(data, dict) else None
+        for fields in models.values() if isinstance(models, dict) else ():
+            if isinstance(fields, dict) and isinstance(fields.get("api_key_env"), str):
+                names.add(fields["api_key_env"])
+    return frozenset(names)
 
 
 def _check_project_entry(name: str, fields: dict, merged: dict, trusted: dict[str, dict], where: str) -> None:

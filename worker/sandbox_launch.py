@@ -9,6 +9,7 @@ before the command starts; a forked child relays, and this process execs the com
 status and signals are the sandbox's as without forwards; the relay ends with the sandbox's PID namespace.
 Only built-in modules, started with -I -S: one bare interpreter start-up is its whole cost.
 """
+import _signal
 import _socket
 import _thread
 import os
@@ -31,6 +32,8 @@ def main(argv: list) -> None:
         _relay_forever(forwards)
     for listener, _ in forwards:
         listener.close()
+    for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores these, and an ignored signal stays ignored across exec
+        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
     os.execvp(argv[split + 1], argv[split + 1:])
 
 

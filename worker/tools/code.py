@@ -9,7 +9,6 @@ those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import subprocess
@@ -188,20 +187,12 @@ def _gateway(ctx: ToolContext) -> gateway.Gateway:
     return ctx.gateway
 
 
-@functools.lru_cache(maxsize=1)
-def _configured_key_names() -> frozenset[str]:
-    from worker.models import ModelConfigError, load_model_entries
-
-    try:
-        return frozenset(str(f["api_key_env"]) for f, _ in load_model_entries().values() if f.get("api_key_env"))
-    except ModelConfigError:
-        return frozenset()
-
-
 def _key_names(ctx: ToolContext) -> set[str]:
     """Every api_key_env of models.yaml and of the task's model: never in a sandbox's environment."""
+    from worker.models import key_env_names
+
     own = getattr(ctx.model_config, "api_key_env", None)
-    return {*_configured_key_names(), *([own] if own else [])}
+    return {*key_env_names(), *([own] if own else [])}
 
 
 def _warn_open_network(ctx: ToolContext) -> None:
