@@ -139,11 +139,12 @@ def _leftovers(found: Assessment, log_path: Path, last: int) -> None:
     head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
     above = sorted(g for g in found.dirs if g > last)
     # HEAD is replaced only after the record is whole, so HEAD naming an existing generation above the log
-    # proves records were lost from it: not a crash leftover.
+    # proves records were lost from it. One generation next to the log is restored either way: its record
+    # is proven by its tree (lostrecords.py); several are left to repair.
     evidence = head_number is not None and head_number > last and head_number in found.dirs
     if not log.torn and not above:
         return
-    if above in ([], [last + 1]) and not evidence:
+    if above in ([], [last + 1]):
         if log.torn:
             found.fixes.append(Fix("cut_tail", last, f"{log_path} ends with a torn line (a commit died "
                                                       "while appending it); it is cut, the bytes kept in quarantine/"))

@@ -107,10 +107,11 @@ def test_a_dropped_record_and_a_lowered_head_keep_the_newest_generation(root: Pa
     assert_nothing_lost(root, before, log_before)  # the record restored from MANIFEST.record, byte for byte
 
 
-def test_a_dropped_record_is_restored_by_any_opening(root: Path) -> None:
+@pytest.mark.parametrize("head", ["echo 4 > HEAD", "true"], ids=["HEAD lowered", "HEAD left at 5"])
+def test_a_dropped_record_is_restored_by_any_opening(root: Path, head: str) -> None:
     before, log_before = published(root), (root / "log.jsonl").read_bytes()
-    sh("sed -i '$ d' log.jsonl && echo 4 > HEAD", root)
-    shown = ga_memory("show", "L2/f5.md")  # automatic recovery: the crash shape, a complete generation
+    sh(f"sed -i '$ d' log.jsonl && {head}", root)
+    shown = ga_memory("show", "L2/f5.md")  # automatic recovery: one complete generation next to the log
     assert shown.returncode == 0 and shown.stdout == "fact 5\n", shown.stderr
     assert_nothing_lost(root, before, log_before)
 
