@@ -21,6 +21,7 @@ nothing: it reads under shared locks).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -32,6 +33,7 @@ from .verify import Damage, content_damage
 
 if TYPE_CHECKING:
     from .store import MemoryStore
+
 
 class _Plan:
     def __init__(self, store: "MemoryStore", dry_run: bool) -> None:
@@ -100,8 +102,7 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         published = [g for g in published if g not in regenerated]  # their files hash to the record
         damage = content_damage(store, published, commits, found.upgraded, cache, dropped=found.dropped)
         if dry_run:  # a relinked folder's damage is what relinking it mends: checked again after it
-            damage = [(line, item) for line, item in damage if not any(
-                f"generation {g}" in line or f"generations {g}," in line for g in relinked)]
+            damage = [(line, item) for line, item in damage if not relinked & _generations_named(line)]
         for line, item in damage:
             if item is None:
                 plan.unsolved.append(f"{line}: restore it from a backup")
@@ -125,6 +126,12 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
     return plan.done, plan.unsolved
 
 
+def _generations_named(line: str) -> set[int]:
+    """The generation numbers a problem line names ("generation 3 ...", "generations 2, 3 share it")."""
+    return {int(n) for group in re.findall(r"\bgenerations? (\d+(?:(?:, | and )\d+)*)", line)
+            for n in re.findall(r"\d+", group)}
+
+
 def _rebuild_chain(plan: _Plan, found, cache: dict) -> None:
     """A log with garbage lines or a broken chain: rewritten from the generations (chain.py), the old one and
     every line left out kept in quarantine/."""
@@ -133,7 +140,7 @@ def _rebuild_chain(plan: _Plan, found, cache: dict) -> None:
 
     def rewrite() -> None:
         old = store._log.read_bytes()
-        (plan.quarantine() / "log.jsonl").write_bytes(old)
+        write_new(plan.quarantine() / "log.jsonl", old)
         atomic_replace(store._log, rebuilt.data)
         for generation in rebuilt.lost:
             events.append(store.root, "lost", generation=generation, message="its record rebuilt as a placeholder")
