@@ -261,7 +261,10 @@ class MemoryStore:
 
     def cut_torn_tail(self) -> None:
         """Cut a torn last log line, keeping its bytes in quarantine/."""
-        data = self._log.read_bytes()
+        try:
+            data = self._log.read_bytes()
+        except FileNotFoundError:
+            return
         torn = data[data.rfind(b"\n") + 1:]
         if not torn:
             return

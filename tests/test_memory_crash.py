@@ -163,11 +163,14 @@ def test_a_killed_lock_holder_does_not_wedge_the_store(store: MemoryStore) -> No
     assert MemoryStore(store.root).verify() == []
 
 
-def test_an_exception_mid_publish_takes_the_generation_back(store: MemoryStore) -> None:
-    """The committer is alive and told the commit failed: it takes its generation back itself (a complete
-    generation left without a record would be published by recovery, issue 22)."""
+@pytest.mark.parametrize("at", ["published", "logging"])
+def test_an_exception_mid_publish_takes_the_generation_back(store: MemoryStore, at: str) -> None:
+    """The committer is alive and told the commit failed: it takes its generation back itself, and a half
+    written line (a complete generation left without a record would be published by recovery, issue 22)."""
+    log_before = (store.root / "log.jsonl").read_bytes()
+
     def explode(point: str) -> None:
-        if point == "published":
+        if point == at:
             raise OSError("disk vanished")
 
     faults.hook = explode
@@ -178,6 +181,7 @@ def test_an_exception_mid_publish_takes_the_generation_back(store: MemoryStore) 
     finally:
         faults.hook = None
     assert store.head() == 2 and store.verify() == [] and not (store.root / "generations/3").exists()
+    assert (store.root / "log.jsonl").read_bytes() == log_before
     with store.transaction("next", "t") as txn:
         txn.write("L3/next.md", "y")
     assert txn.generation == 3 and store.verify() == []
