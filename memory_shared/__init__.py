@@ -10,6 +10,7 @@
 from .commitlog import Commit
 from .errors import (
     CommitConflict,
+    FormatRefused,
     GenerationDamaged,
     GenerationMissing,
     L1TooLarge,
@@ -38,6 +39,7 @@ __all__ = [
     "Change",
     "Commit",
     "CommitConflict",
+    "FormatRefused",
     "GenerationDamaged",
     "GenerationMissing",
     "L1TooLarge",
@@ -63,7 +65,8 @@ __all__ = [
 
 # L4 archive, access statistics and the consolidation gate (beside the store)
 from .archive import Archive
+from .formats import register as register_format
 from .gate import Execution, GateReport, StagedChange, consolidate
 from .stats import AccessLog
 
-__all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate"]
+__all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate", "register_format"]

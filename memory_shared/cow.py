@@ -34,6 +34,7 @@ class Builder:
         self._midway = midway
         self.owned: dict[str, str] = {"": self.tree}  # logical folder -> physical dir this build made
         self.created: list[str] = []                  # new pooled dirs, while unpublished ours to remove
+        self._published: list[str] = []
         if base is not None:
             self._copy(str(base), self.tree, "")
 
@@ -69,7 +70,12 @@ class Builder:
     def publish(self, target: Path) -> None:
         """Rename the tree into place; from then on its pooled dirs belong to that generation."""
         os.rename(self.tree, target)
-        self.created = []
+        self._published, self.created = self.created, []
+
+    def unpublish(self, target: Path) -> None:
+        """Take a tree published by `publish` back into staging (its record never became whole)."""
+        os.rename(target, self.tree)
+        self.created = self._published
 
     def discard(self) -> None:
         """Remove the pooled dirs this unpublished build made (the staging dir goes with its hold)."""

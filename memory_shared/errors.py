@@ -51,3 +51,7 @@ class StoreNeedsRepair(MemoryStoreError):
 
 class GenerationDamaged(MemoryStoreError):
     """A generation's files no longer match what was recorded when it was published."""
+
+
+class FormatRefused(MemoryStoreError, ValueError):
+    """A change would commit a file of a known format (skilltree.json) whose text does not validate."""

@@ -207,6 +207,25 @@ def pool_index(pool: Path) -> dict[str, str]:
     return found
 
 
+def folder_digest(folder: Path) -> Optional[str]:
+    """sha256 of a pooled folder's manifest (dirs/<id>.m), or None without one."""
+    data = _read(str(folder) + FOLDER_NAME)
+    return None if data is None else manifest.digest(data)
+
+
+def unmet_folders(trees: list[Path], linked: list[Path]) -> set[str]:
+    """The manifest hashes that folder lines name, in the MANIFESTs of `trees` and the tables of the `linked`
+    pooled folders, that no linked folder has: a pooled folder with one of them is still referenced (a link
+    to it was swapped), linked or not."""
+    named: set[str] = set()
+    tables = [_read(str(f) + FOLDER_NAME) for f in linked]
+    for data in [_read(str(tree / NAME)) for tree in trees] + tables:
+        for name, fields in Table.parse(data or b"").rows():
+            if name.endswith("/"):
+                named.add(fields[0].decode())
+    return named - {manifest.digest(data) for data in tables if data is not None}
+
+
 def _load(path: str) -> Table:
     return Table.parse(_read(path) or b"")
 

@@ -328,3 +328,33 @@ class Folder:
             with suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=self.fd)
             raise
+
+
+@contextmanager
+def flocked_readonly(path: Path, shared: bool = True) -> Iterator[None]:
+    """Hold an flock on an existing `path` opened read-only (a check that must not create or change
+    anything, and works on a read-only mount); shared by default, so checkers never block each other. A
+    lock file that does not exist yet is held by nobody: the block runs without it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def atomic_symlink(text: str, path: Path | str) -> None:
+    """Make `path` a symlink with `text`, replacing whatever it was in one rename; fsync the directory."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{unique()}")
+    os.symlink(text, tmp)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)

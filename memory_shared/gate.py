@@ -11,7 +11,8 @@ from typing import Any, Literal, Optional
 
 import structlog
 
-from memory_shared.errors import MemoryStoreError
+from memory_shared import formats
+from memory_shared.errors import FormatRefused, MemoryStoreError
 
 log = structlog.get_logger("memory.gate")
 
@@ -54,7 +55,8 @@ def consolidate(store: Any, changes: list[StagedChange], executions: list[Execut
     """Commit the changes that have evidence, in one transaction based on `base`; refuse the rest.
 
     A change the store refuses to stage (bad path, patch anchor not unique, ...) is refused alone;
-    a refusal at commit time (CommitConflict, L1TooLarge) refuses every change: no partial commit.
+    a refusal at commit time (CommitConflict, L1TooLarge, FormatRefused: a file of a known format such
+    as skilltree.json that would be committed invalid) refuses every change: no partial commit.
     """
     proofs = sorted((e for e in executions if e.ok and e.evidence), key=lambda e: e.seq)
     candidates: list[StagedChange] = []
@@ -91,6 +93,7 @@ def _commit(store: Any, candidates: list[StagedChange], proofs: list[Execution],
                     continue
                 staged.append(change)
             if staged:
+                _check_formats(txn, staged)
                 last = max(c.seq for c in staged)
                 txn.message = _message(task_id, staged, [p.call_id for p in proofs if p.seq < last])
     except MemoryStoreError as exc:
@@ -100,6 +103,26 @@ def _commit(store: Any, candidates: list[StagedChange], proofs: list[Execution],
         return
     report.generation = txn.generation
     report.accepted = staged
+
+
+def _check_formats(txn: Any, staged: list[StagedChange]) -> None:
+    """Raise FormatRefused when a file of a known format (formats.py) would be committed invalid. Its final
+    text is the transaction's (paths resolved as the store resolves them); a store whose transactions
+    cannot be read back (a remote one) is checked on the last whole write, and a patch there is refused."""
+    staged_texts = getattr(txn, "staged", None)
+    if staged_texts is not None:
+        finals = {path: text for path, text in staged_texts.items() if formats.has_format(path)}
+    else:
+        finals = {}
+        for change in staged:
+            if formats.has_format(change.path):
+                if change.op == "patch":
+                    raise FormatRefused(f"{change.path}: a patch cannot be checked on this store; write it whole")
+                finals[change.path] = change.text if change.op == "write" else None
+    for path, text in sorted(finals.items()):
+        problem = None if text is None else formats.problem(path, text)
+        if problem is not None:
+            raise FormatRefused(problem)
 
 
 def _message(task_id: str, accepted: list[StagedChange], evidence: list[str]) -> str:

@@ -7,6 +7,10 @@ generations/<n>/MANIFEST       one line per entry of the generation's root, `"na
                                folder (a store written before pooled folders) lists its files by path.
 generations/<n>/MANIFEST.stat  `"name"<TAB>inode<TAB>size<TAB>mtime_ns` (a folder line: its link's lstat): a
                                cache for the pin check, not hashed
+generations/<n>/MANIFEST.record  the commit's log line, written before the generation is renamed into place:
+                               if the line is lost from log.jsonl (a crash between the rename and the
+                               append, or a damaged log), recovery restores it exactly once it proves it (its
+                               manifest hash, generation and parent hash must fit); not hashed
 dirs/<id>.m, dirs/<id>.s       the same two tables for the pooled folder dirs/<id>
 manifests/<n>                  a hard link to the MANIFEST, so a generation removed by hand can be rebuilt
 
@@ -28,7 +32,8 @@ from .paths import POOL, pool_id, walk_tree
 
 NAME = "MANIFEST"
 STAT = "MANIFEST.stat"
-RESERVED = frozenset({NAME, STAT})
+RECORD = "MANIFEST.record"
+RESERVED = frozenset({NAME, STAT, RECORD})
 FOLDER_NAME, FOLDER_STAT = ".m", ".s"  # suffixes of a pooled folder's tables, next to it in dirs/
 
 Manifest = dict[str, list]  # path -> [sha256, size]

@@ -1,11 +1,17 @@
 """Recovery: derive HEAD from the log and the generations, finish or undo what a crash left, name the rest.
 
 A generation is published when its record is a whole line of log.jsonl and its directory exists (gc and
-repair record in events.jsonl the generations they took away). HEAD is only a pointer to the newest one:
+repair note in events.jsonl the generations they took away). HEAD is only a pointer to the newest one:
 missing, garbage, behind or ahead, it is recomputed and rewritten, never obeyed. A crashed commit can leave
 at most one generation directory above the log (it died between renaming staging into place and appending
-its record) and a torn last line; those are undone. Anything else where the log and the generations
-disagree is a problem: commits and pins refuse until `ga memory repair` settles it.
+its record) and a torn last line: the line is cut (kept in quarantine/), and the generation, complete (its
+tree was whole before the rename), gets its record back from its MANIFEST.record; an incomplete one goes to
+quarantine/. Anything else where the log and the generations disagree is a problem: commits and pins refuse
+until `ga memory repair` settles it.
+
+events.jsonl is advice, never evidence: it can excuse a missing generation (gc took it) or a missing file
+(repair dropped it), never make anything be deleted; a generation directory that exists is checked and
+kept whatever an event line says. Of upgrade events the first hash per generation counts.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ REPAIR_HINT = "run `ga memory repair --dry-run` to see the fix, then `ga memory 
 
 @dataclass(frozen=True)
 class Fix:
-    kind: str          # "head", "cut_tail", "discard" or "finish_gc"
+    kind: str          # "head", "cut_tail" or "record"
     generation: int
     message: str
 
@@ -94,17 +100,14 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
     last = log.chained - 1
 
     _leftovers(found, log_path, last)
-    for generation in range(last + 1):
-        if generation not in dirs and generation not in gone:
+    for generation in range(last + 1):  # gc never removes HEAD, whatever an event line says
+        if generation not in dirs and (generation not in gone or generation == last):
             what = (f"HEAD points to generation {generation}, which does not exist" if generation == last
                     else f"generation {generation} does not exist")
             problems.append(f"{what}: its record is in {log_path} and gc did not remove it")
-    for generation in sorted(gone & dirs):
-        if generation <= last:
-            found.fixes.append(Fix("finish_gc", generation, f"generation {generation} was collected by a gc that "
-                                                            "died before removing it; removed"))
     found.head = last
-    if last >= 0 and head_text != f"{last}\n".encode():
+    restoring = any(fix.kind == "record" for fix in found.fixes)  # HEAD is recomputed after it
+    if last >= 0 and not restoring and head_text != f"{last}\n".encode():
         was = "missing" if head_text is None else repr(head_text.decode(errors="replace").strip()[:20])
         found.fixes.append(Fix("head", last, f"log/HEAD mismatch: HEAD was {was} but generation {last} is the "
                                              "newest published; HEAD recomputed"))
@@ -136,17 +139,19 @@ def _leftovers(found: Assessment, log_path: Path, last: int) -> None:
     head_number = int(head_text) if head_text is not None and head_text.strip().isdigit() else None
     above = sorted(g for g in found.dirs if g > last)
     # HEAD is replaced only after the record is whole, so HEAD naming an existing generation above the log
-    # proves records were lost from it: not a crash leftover.
+    # proves records were lost from it. One generation next to the log is restored either way: its record
+    # is proven by its tree (lostrecords.py); several are left to repair.
     evidence = head_number is not None and head_number > last and head_number in found.dirs
     if not log.torn and not above:
         return
-    if above in ([], [last + 1]) and not evidence:
+    if above in ([], [last + 1]):
         if log.torn:
             found.fixes.append(Fix("cut_tail", last, f"{log_path} ends with a torn line (a commit died "
                                                       "while appending it); it is cut, the bytes kept in quarantine/"))
         if above:
-            found.fixes.append(Fix("discard", last + 1, f"generation {last + 1} is above HEAD {last} and has "
-                                                          "no record: leftover of a crashed commit, discarded"))
+            found.fixes.append(Fix("record", last + 1, f"generation {last + 1} is above HEAD {last} without a "
+                                                         "record (a commit died before appending it, or the line "
+                                                         "was lost): its record is restored if it is complete"))
         return
     found.beyond = above
     torn = " and ends with a torn line" if log.torn else ""
@@ -183,7 +188,8 @@ def _from_events(root: Path) -> tuple[set[int], dict[int, str], set[tuple[int, s
         elif event.get("event") == "dropped":
             dropped.update((int(g), str(event["path"])) for g in event.get("generations", []))
         elif event.get("event") == "upgrade":
-            upgraded.update({int(g): h for g, h in event.get("manifests", {}).items()})
+            for g, h in event.get("manifests", {}).items():
+                upgraded.setdefault(int(g), h)  # a line appended later cannot replace the anchor
     _events_cache[str(path)] = (sig, (gone, upgraded, dropped))
     return set(gone), dict(upgraded), set(dropped)
 

@@ -1,34 +1,38 @@
-"""`ga memory repair [--dry-run]`: settle what recovery would not decide alone, losing nothing.
+"""`ga memory repair [--dry-run]`: bring the store back to one that verifies, losing nothing.
 
 In order, under both locks:
+  - a log with garbage lines or a broken chain is rebuilt from the generations (chain.py); the old log and
+    every line left out go to quarantine/;
   - entries of generations/ that are not generations go to quarantine/;
   - a torn last log line is cut (its bytes kept in quarantine/);
   - generation directories above the log: each next one with a complete tree (MANIFEST and contents agree)
-    gets its lost record rebuilt from the MANIFEST (author `ga memory repair`); the rest go to quarantine/;
+    gets its lost record back (lostrecords.py); the rest go to quarantine/;
   - a generation directory that vanished is rebuilt from manifests/<n> with hard links to the same content
     found elsewhere in the store; if some content exists nowhere, an older one is recorded as lost (its
     record stays), HEAD's is left unsolved (restore it from a backup);
+  - a folder link leading elsewhere than its manifest says is pointed back at the pooled folder in dirs/
+    that the manifest names (relink.py);
   - a file changed in place is restored when its recorded content can be found (a file only appended to
     still starts with it; or another copy with the same sha256), the damaged inode kept in quarantine/;
   - stat records that no longer match unchanged content are refreshed; then HEAD is recomputed.
-Every action is logged in events.jsonl. `dry_run` lists the same actions without doing them.
+Every action is logged in events.jsonl. `dry_run` lists the same actions without doing them (and changes
+nothing: it reads under shared locks).
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from . import commitlog, events, foldertables, manifest
+from . import chain, events, foldertables, lostrecords, manifest, relink
 from .commitlog import Commit
-from .fsutil import READ_ONLY, atomic_link, flocked, fsync_dir, unique, write_new
+from .fsutil import READ_ONLY, atomic_link, atomic_replace, flocked, flocked_readonly, fsync_dir, unique, write_new
 from .paths import POOL_LINK
 from .verify import Damage, content_damage
 
 if TYPE_CHECKING:
     from .store import MemoryStore
-
-REPAIR_AUTHOR = "ga memory repair"
 
 
 class _Plan:
@@ -57,25 +61,30 @@ class _Plan:
 
 def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list[str]]:
     plan = _Plan(store, dry_run)
-    with flocked(store._lock), flocked(store._pins_lock):
+    lock = flocked_readonly if dry_run else flocked
+    with lock(store._lock), lock(store._pins_lock):
         found = store._assess(full=True)
-        if found.log.bad or found.log.chain_problems:  # repair never rewrites records
-            plan.unsolved += [f"{line}; restore log.jsonl from a backup" for line in
-                              found.log.bad + found.log.chain_problems]
-            return plan.done, plan.unsolved
+        cache: dict[tuple[int, int], list] = {}
+        if found.log.bad or found.log.chain_problems:
+            _rebuild_chain(plan, found, cache)
+            if dry_run:
+                plan.done.append("then check the rest of the store against the rebuilt log")
+                return plan.done, plan.unsolved
+            found = store._assess(full=True)
         for name in found.strays:
             plan.move_aside(store._gens / name, f"moved generations/{name} (not a generation) to quarantine/")
         if found.log.torn:
             plan.act(f"cut the torn last line of {store._log} (its bytes kept in quarantine/)",
                      store.cut_torn_tail, "cut_tail")
         last = found.head
-        cache: dict[tuple[int, int], list] = {}
         intact = True
         for generation in found.beyond or [g for g in sorted(found.dirs) if g > found.head]:
             tree = store._gen_path(generation)
-            if intact and generation == last + 1 and _complete(store, generation, cache):
-                plan.act(f"rebuilt the lost log record of generation {generation} from its MANIFEST",
-                         lambda g=generation: _append_record(store, g), "record_rebuilt", generation=generation)
+            if intact and generation == last + 1 and lostrecords.complete(store, generation, cache):
+                plan.act(f"rebuilt the lost log record of generation {generation} (from its {manifest.RECORD} "
+                         f"when that proves itself, else from its MANIFEST)",
+                         lambda g=generation: lostrecords.append_record(store, g), "record_rebuilt",
+                         generation=generation)
                 last = generation
             else:
                 intact = False
@@ -85,12 +94,15 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         for generation in range(last + 1):
             if generation not in present and generation not in found.gone:
                 _rebuild_or_give_up(plan, generation, last, found, cache)
-        published = sorted(g for g in present if g not in found.gone)
+        published = sorted(present)  # whatever events.jsonl says
+        relinked = _relink(plan, published)
         commits = {c.generation: c for c in found.log.commits}
         regenerated = {g for g in published
                        if _regenerate_manifest(plan, g, commits.get(g), found.upgraded, cache)}
         published = [g for g in published if g not in regenerated]  # their files hash to the record
         damage = content_damage(store, published, commits, found.upgraded, cache, dropped=found.dropped)
+        if dry_run:  # a relinked folder's damage is what relinking it mends: checked again after it
+            damage = [(line, item) for line, item in damage if not relinked & _generations_named(line)]
         for line, item in damage:
             if item is None:
                 plan.unsolved.append(f"{line}: restore it from a backup")
@@ -99,7 +111,7 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         damaged = {g for _, item in damage if item is not None for g in item.generations}
         for generation in published:
             if generation not in damaged and not [ln for ln, _ in damage if f"generation {generation} " in ln] \
-                    and store.stat_check(generation):
+                    and ((dry_run and generation in relinked) or store.stat_check(generation)):
                 plan.act(f"refreshed the stat record of generation {generation} (its contents match its manifest)",
                          lambda g=generation: _refresh_stats(store, g), "stats_refreshed", generation=generation)
         if not dry_run and not plan.unsolved:
@@ -112,6 +124,45 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         elif dry_run and last >= 0 and found.head_text != f"{last}\n".encode():
             plan.done.append(f"set HEAD to generation {last}")
     return plan.done, plan.unsolved
+
+
+def _generations_named(line: str) -> set[int]:
+    """The generation numbers a problem line names ("generation 3 ...", "generations 2, 3 share it")."""
+    return {int(n) for group in re.findall(r"\bgenerations? (\d+(?:(?:, | and )\d+)*)", line)
+            for n in re.findall(r"\d+", group)}
+
+
+def _rebuild_chain(plan: _Plan, found, cache: dict) -> None:
+    """A log with garbage lines or a broken chain: rewritten from the generations (chain.py), the old one and
+    every line left out kept in quarantine/."""
+    store = plan.store
+    rebuilt = chain.rebuild(store, found, cache)
+
+    def rewrite() -> None:
+        old = store._log.read_bytes()
+        write_new(plan.quarantine() / "log.jsonl", old)
+        atomic_replace(store._log, rebuilt.data)
+        for generation in rebuilt.lost:
+            events.append(store.root, "lost", generation=generation, message="its record rebuilt as a placeholder")
+        for generation in rebuilt.rebuilt:
+            store.link_manifest(generation)
+    plan.act(f"rebuilt {store._log} from the generations, the old log kept in quarantine/: "
+             + "; ".join(rebuilt.notes), rewrite, "log_rebuilt")
+
+
+def _relink(plan: _Plan, published: list[int]) -> set[int]:
+    """Folder links leading elsewhere than their manifests say, pointed back at the pooled folder (relink.py);
+    the generations reaching a relinked link are returned."""
+    touched: set[int] = set()
+    for swapped in relink.swapped_links(plan.store, published):
+        where = f"folder {swapped.rel} of generation {swapped.generation}"
+        evidence = f"{swapped.generation}-{swapped.rel.replace('/', '__')}.entry"
+        plan.act(f"pointed the link of {where} back at {swapped.wanted} (the folder its manifest names; the "
+                 "entry found there kept in quarantine/)",
+                 lambda s=swapped, e=evidence: relink.relink(s, str(plan.quarantine() / e)), "relinked",
+                 path=swapped.entry)
+        touched |= swapped.generations
+    return touched
 
 
 def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit], upgraded: dict[int, str],
@@ -142,42 +193,6 @@ def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit],
     plan.act(f"rebuilt the MANIFEST of generation {generation} from its files (they hash to its record)",
              rewrite, "manifest_rebuilt", generation=generation)
     return True
-
-
-def _complete(store: "MemoryStore", generation: int, cache: dict) -> bool:
-    tree = store._gen_path(generation)
-    if not (tree / manifest.NAME).is_file():
-        return False
-    try:
-        return not content_damage(store, [generation], {}, {}, cache)
-    except ValueError:  # an unreadable MANIFEST
-        return False
-
-
-def _append_record(store: "MemoryStore", generation: int) -> None:
-    tree = store._gen_path(generation)
-    data = (tree / manifest.NAME).read_bytes()
-    new = manifest.flatten(tree, data)
-    old = _manifest_of(store, generation - 1) or {}
-    parent_line = commitlog.last_line(store._log)
-    commit = Commit(
-        generation=generation, parent=generation - 1 if generation else None, author=REPAIR_AUTHOR,
-        message="record rebuilt by `ga memory repair`: the original line was lost from log.jsonl",
-        paths=sorted(rel for rel in old.keys() | new.keys() if old.get(rel) != new.get(rel)),
-        time=os.stat(tree).st_mtime, deleted=sorted(old.keys() - new.keys()), manifest=manifest.digest(data),
-        parent_hash=commitlog.line_hash(parent_line) if parent_line is not None else None)
-    commitlog.append(store._log, commit)
-    store.link_manifest(generation)
-
-
-def _manifest_of(store: "MemoryStore", generation: int) -> Optional[manifest.Manifest]:
-    tree = store._gen_path(generation)
-    for path in (tree / manifest.NAME, store.root / "manifests" / str(generation)):
-        try:
-            return manifest.flatten(tree, path.read_bytes())
-        except (FileNotFoundError, ValueError):
-            continue
-    return None
 
 
 def _sources(store: "MemoryStore", generations: list[int], cache: dict) -> dict[str, Path]:

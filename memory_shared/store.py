@@ -1,13 +1,15 @@
 """The versioned memory store: immutable generations, a derived HEAD, snapshots, gc and checks.
 
-Publication order of a commit (all under the flock on `lock`; the tree and its MANIFEST are built before,
-in staging):
+Publication order of a commit (all under the flock on `lock`; the tree, its MANIFEST and MANIFEST.record
+are built before, in staging):
   1. rename staging/<id> -> generations/<n>   (the tree is complete and fsynced before the rename)
   2. append the record of n to log.jsonl       (one write; fsync): n is now published
   3. replace HEAD with n                        (temp file, fsync, rename, fsync dir)
 Recovery (recovery.py) runs at open and under the lock before every commit: HEAD is recomputed from the
-log and the generations, a torn last line and a generation directory without a record are undone, and
-anything else is left for `ga memory repair` (repair.py), with commits and pins refusing meanwhile.
+log and the generations, a torn last line is cut (kept in quarantine/), a complete generation directory
+above the log gets its record back (an incomplete one goes to quarantine/), and anything else is left for
+`ga memory repair` (repair.py), with commits and pins refusing meanwhile. Nothing is deleted on the word of
+events.jsonl; `verify` changes nothing; gc refuses on a store that does not verify.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, cow, events, faults, foldertables, layers, manifest, recovery
+from . import commitlog, cow, events, faults, foldertables, layers, lostrecords, manifest, recovery
 from .commitlog import Commit
 from .errors import (
     GenerationDamaged,
@@ -86,8 +88,11 @@ class MemoryStore:
     init = _InitDescriptor()
 
     def __init__(
-        self, root: Path | str, *, l1_max_lines: int = 30, l1_max_chars: int = 2000, create: bool = False
+        self, root: Path | str, *, l1_max_lines: int = 30, l1_max_chars: int = 2000, create: bool = False,
+        recover: bool = True,
     ) -> None:
+        """`recover=False` opens the store as it is, changing nothing (for `verify` and `repair --dry-run`):
+        what recovery would fix is then reported by verify, not done."""
         self.root = Path(root).expanduser().absolute()
         self.l1_max_lines = l1_max_lines
         self.l1_max_chars = l1_max_chars
@@ -95,10 +100,10 @@ class MemoryStore:
         self._checked: dict[int, float] = {}  # generation -> when this handle last found its files intact
         self._folders_checked: dict[str, float] = {}  # pooled folder -> when this handle found it intact
         self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
-        if self.exists(self.root):
+        if self.exists(self.root) and recover:
             self._recover()  # may finish an interrupted init, or undo one that never published
         if self._read_head() < 0 and not self._assess().problems:
-            if not create:
+            if not create or not recover:
                 raise StoreMissing(self.root)
             self._init()
 
@@ -225,23 +230,41 @@ class MemoryStore:
 
     def apply_fixes(self, fixes: list[recovery.Fix]) -> None:
         """Carry out recovery fixes (caller holds `lock`), logging each in events.jsonl."""
+        restored = False
         for fix in fixes:
+            message = fix.message
             if fix.kind == "cut_tail":
                 self.cut_torn_tail()
-            elif fix.kind in ("discard", "finish_gc"):
-                target = self._staging / f"garbage-{fix.generation}-{unique()}"
-                os.rename(self._gen_path(fix.generation), target)
-                remove_tree(target)
-                if fix.kind == "discard":  # its manifests/ link, if the crash came after it
-                    (self.root / "manifests" / str(fix.generation)).unlink(missing_ok=True)
+            elif fix.kind == "record":
+                message, restored = self._restore_record(fix.generation), True
             elif fix.kind == "head":
                 self._write_head(fix.generation)
-            events.append(self.root, "recovered", fix=fix.kind, generation=fix.generation, message=fix.message)
-            self.recovered.append(fix.message)
+            events.append(self.root, "recovered", fix=fix.kind, generation=fix.generation, message=message)
+            self.recovered.append(message)
+        if restored:
+            self.apply_fixes([fix for fix in self._assess().fixes if fix.kind == "head"])
+
+    def _restore_record(self, generation: int) -> str:
+        """A generation above the log without a record: complete, its record is appended; else quarantined."""
+        if lostrecords.complete(self, generation):
+            original = lostrecords.append_record(self, generation)
+            how = "from its MANIFEST.record" if original else "rebuilt from its MANIFEST"
+            return (f"generation {generation} was complete but had no record in {self._log} (a commit died before "
+                    f"appending it, or the line was lost): its record was restored {how}")
+        folder = self.quarantine()
+        os.rename(self._gen_path(generation), folder / str(generation))
+        kept = self.root / "manifests" / str(generation)
+        if os.path.lexists(kept):
+            os.rename(kept, folder / f"{generation}.{manifest.NAME}")
+        return (f"generation {generation} had no record in {self._log} and is incomplete (no MANIFEST, or files "
+                f"not matching it): moved to {folder}")
 
     def cut_torn_tail(self) -> None:
         """Cut a torn last log line, keeping its bytes in quarantine/."""
-        data = self._log.read_bytes()
+        try:
+            data = self._log.read_bytes()
+        except FileNotFoundError:
+            return
         torn = data[data.rfind(b"\n") + 1:]
         if not torn:
             return
@@ -395,8 +418,16 @@ class MemoryStore:
         """Remove generations except the newest `keep`, HEAD and pinned ones; return those removed."""
         if keep < 1:
             raise ValueError(f"gc keep must be at least 1, got {keep}")
+        from .verify import verify_locked
+
         with flocked(self._lock), flocked(self._pins_lock):
             self._recover_locked(full=False)  # raises when the store needs repair
+            for entry in abandoned_entries(self._staging):
+                remove_tree(entry)
+            problems = verify_locked(self)  # nothing is deleted on a store whose references are in doubt
+            if problems:
+                more = f" (+{len(problems) - 1} more: `ga memory verify`)" if len(problems) > 1 else ""
+                raise StoreNeedsRepair(self.root, f"gc refused: {problems[0]}{more}")
             head = self._read_head()  # (head() may take `lock`, which this process holds here)
             published = [g for g in self._generation_numbers() if g <= head]
             kept = set(published[-keep:]) | {head} | live_pins(self._pins, remove_stale=True)
@@ -429,9 +460,16 @@ class MemoryStore:
                       if e.is_dir(follow_symlinks=False)]
         linked = cow.reachable(roots, self._pool)
         building = set(os.listdir(self._staging))
+        unlinked: dict[str, list[os.DirEntry]] = {}
         for entry in os.scandir(self._pool):
             folder = ".".join(entry.name.split(".")[:2])  # <staging id>.<k>, then .m / .s for its tables
             if folder not in linked and folder.rsplit(".", 1)[0] not in building:
+                unlinked.setdefault(folder, []).append(entry)
+        unmet = foldertables.unmet_folders(roots, [self._pool / f for f in linked]) if unlinked else set()
+        for folder, entries in unlinked.items():
+            if foldertables.folder_digest(self._pool / folder) in unmet:
+                continue  # a manifest still names it (a link to it was swapped): repair relinks it
+            for entry in entries:
                 os.rename(entry.path, trash / f"pool-{entry.name}")
 
     def verify(self, quick: bool = False) -> list[str]:

@@ -27,7 +27,7 @@ from .commitlog import Commit
 from .cow import Builder
 from .errors import CommitConflict, MemoryStoreError, PathRefused
 from .foldertables import Staged
-from .fsutil import flocked, fsync_dir
+from .fsutil import flocked, fsync_dir, write_new
 from .paths import check_rel, resolve
 
 if TYPE_CHECKING:
@@ -236,15 +236,22 @@ class Transaction:
             _flush(builder, bulk=False)
             self._check_l1(changes)
         digest = tables.write(builder)  # not fsynced: see "Durability" above
-        faults.point("rebased")
         generation = head + 1
-        builder.publish(store._gen_path(generation))
-        fsync_dir(store._gens)
-        store.link_manifest(generation)
-        faults.point("published")
         parent_hash = hashes[head] if 0 <= head < len(hashes) else None  # the parent's line: the chain
-        commitlog.append(store._log, self._record_of(generation, changes, digest, parent_hash),
-                         midway=_midway("logging"))
+        record = self._record_of(generation, changes, digest, parent_hash)
+        write_new(os.path.join(builder.tree, manifest.RECORD), record.to_line(), sync=False)
+        faults.point("rebased")
+        target = store._gen_path(generation)
+        builder.publish(target)
+        try:
+            fsync_dir(store._gens)
+            store.link_manifest(generation)
+            faults.point("published")
+            commitlog.append(store._log, record, midway=_midway("logging"))
+        except BaseException:  # alive and still holding the lock: take back what nobody may publish
+            if commitlog.last_line(store._log) != record.to_line().rstrip(b"\n"):
+                _unpublish(store, builder, target)
+            raise
         faults.point("logged")
         store._write_head(generation, with_faults=True)
         faults.point("committed")
@@ -311,6 +318,15 @@ class Transaction:
 
     def _conflict(self, rel: str, theirs: Commit, why: str) -> CommitConflict:
         return CommitConflict(rel, self.author, theirs.author, self.base, theirs.generation, why)
+
+
+def _unpublish(store: "MemoryStore", builder: Builder, target: Path) -> None:
+    """Undo a publication that failed before its record was whole (an exception, not a crash): cut a half
+    written line (kept in quarantine/) and move the tree back into staging, where its build is discarded.
+    (A crash leaves the generation complete: recovery restores its record from MANIFEST.record.)"""
+    store.cut_torn_tail()
+    builder.unpublish(target)
+    (store.root / "manifests" / target.name).unlink(missing_ok=True)
 
 
 def _midway(point: str) -> Optional[Callable[[], None]]:

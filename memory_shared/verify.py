@@ -6,12 +6,13 @@ shares it through hard links (they all changed with it).
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from . import manifest
 from .commitlog import Commit
-from .fsutil import flocked
+from .fsutil import flocked_readonly
 from .holds import abandoned_entries
 
 if TYPE_CHECKING:
@@ -19,29 +20,35 @@ if TYPE_CHECKING:
 
 
 def verify(store: "MemoryStore", quick: bool = False) -> list[str]:
-    with flocked(store._lock):
-        found = store._assess(full=True)
-        problems = list(found.problems)
-        problems += [f"{fix.message.split('; ')[0]} (fixed on the next open or commit)" for fix in found.fixes]
-        problems += _verify_log_end(store)
-        commits = {c.generation: c for c in found.log.commits}
-        published = sorted(g for g in found.dirs if g <= found.head and g not in found.gone)
-        if quick:
-            published = published[-1:]
-        damage = content_damage(store, published, commits, found.upgraded, dropped=found.dropped)
-        problems += [line for line, _ in damage]
-        problems += _verify_trees(store, published, commits, found.dropped)
-        for generation in published:
-            if not any(f"generation {generation} " in line or f"generations {generation}," in line
-                       for line, _ in damage):
-                stale = store.stat_check(generation)
-                if stale:
-                    problems.append(f"generation {generation}: {stale[0]} no longer has the inode, size or mtime "
-                                    "recorded at publication, so pins refuse it (`ga memory repair` refreshes it)")
-        with flocked(store._pins_lock):  # briefly: it holds back snapshots and new staging dirs
-            problems += [f"leftover staging {p} (reopen the store to remove it)"
-                         for p in abandoned_entries(store._staging)]
-        problems += [f"leftover HEAD temp file {p}" for p in store.root.glob(".HEAD.tmp-*")]
+    """Read-only: the store's files are not changed, nor created (its locks are taken shared, opened read-only)."""
+    with flocked_readonly(store._lock):
+        return verify_locked(store, quick, pins_lock=True)
+
+
+def verify_locked(store: "MemoryStore", quick: bool = False, pins_lock: bool = False) -> list[str]:
+    """`verify` for a caller holding `lock` (and `pins.lock` too unless `pins_lock`)."""
+    found = store._assess(full=True)
+    problems = list(found.problems)
+    problems += [f"{fix.message.split('; ')[0]} (fixed on the next open or commit)" for fix in found.fixes]
+    problems += _verify_log_end(store)
+    commits = {c.generation: c for c in found.log.commits}
+    published = sorted(g for g in found.dirs if g <= found.head)  # whatever events.jsonl says
+    if quick:
+        published = published[-1:]
+    damage = content_damage(store, published, commits, found.upgraded, dropped=found.dropped)
+    problems += [line for line, _ in damage]
+    problems += _verify_trees(store, published, commits, found.dropped)
+    for generation in published:
+        if not any(f"generation {generation} " in line or f"generations {generation}," in line
+                   for line, _ in damage):
+            stale = store.stat_check(generation)
+            if stale:
+                problems.append(f"generation {generation}: {stale[0]} no longer has the inode, size or mtime "
+                                "recorded at publication, so pins refuse it (`ga memory repair` refreshes it)")
+    with flocked_readonly(store._pins_lock, shared=False) if pins_lock else nullcontext():
+        problems += [f"leftover staging {p} (reopen the store to remove it)"  # (pins.lock held back
+                     for p in abandoned_entries(store._staging)]             # new staging dirs)
+    problems += [f"leftover HEAD temp file {p}" for p in store.root.glob(".HEAD.tmp-*")]
     return problems
 
 

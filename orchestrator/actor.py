@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import structlog
 
+import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from memory_shared import fsutil
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.types import Usage

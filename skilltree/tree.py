@@ -43,6 +43,7 @@ from typing import Annotated, Any, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from configs.usererrors import validation_line
+from memory_shared import register_format
 from skilltree.vectors import ScoreVector, Weights
 
 TREE_FILE = "skilltree.json"
@@ -233,6 +234,9 @@ def parse(text: str, source: str = TREE_FILE) -> SkillTree:
         return SkillTree.model_validate(data)
     except ValidationError as exc:
         raise SkillTreeError(f"{source}: {validation_line(exc, top='(top level)')}; see the format in skilltree/tree.py") from None
+
+
+register_format(TREE_FILE, parse)  # the memory gate refuses a task's skilltree.json that does not parse
 
 
 def load(snapshot_path: Path | str) -> SkillTree:

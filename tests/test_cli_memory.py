@@ -96,13 +96,15 @@ def test_verify_healthy_then_head_damaged_is_recomputed(store, ga_home):
     commit(store, "L3/kept.md", "kept\n")
     for damage in ("7\n", "garbage\n", "0\n"):  # ahead, garbage, behind: HEAD is derived, never obeyed
         (ga_home / "memory/HEAD").write_text(damage)
-        result = ga_memory("verify")
-        assert result.exit_code == 0, result.output
-        assert f"HEAD was {damage.strip()!r}" in result.stdout and "HEAD recomputed" in result.stdout
+        result = ga_memory("verify")  # reports it and what repair would do; changes nothing (issue 22)
+        assert result.exit_code == 2, result.output
+        assert f"HEAD was {damage.strip()!r}" in result.output and "repair would: set HEAD to generation 1" in result.output
+        assert (ga_home / "memory/HEAD").read_text() == damage
+        assert ga_memory("show", "L3/kept.md").stdout == "kept\n"  # any other command recomputes it
         assert (ga_home / "memory/HEAD").read_text() == "1\n"
-        assert ga_memory("show", "L3/kept.md").stdout == "kept\n"
     (ga_home / "memory/HEAD").unlink()
-    assert "HEAD was missing" in ga_memory("verify").stdout and (ga_home / "memory/HEAD").read_text() == "1\n"
+    assert "HEAD was missing" in ga_memory("verify").output and not (ga_home / "memory/HEAD").exists()
+    assert ga_memory("repair").exit_code == 0 and (ga_home / "memory/HEAD").read_text() == "1\n"
     assert ga_memory("verify").stdout.startswith("ok")
 
 

@@ -142,8 +142,9 @@ def test_a_stopped_cycle_resumes_and_kill_9_during_consolidation_never_breaks_or
     memory = settings.memory_root
     assert MemoryStore(memory).head() == 0
 
-    # 1. killed half-way through writing the first commit's log line: the commit never happened
-    died = consolidate(ran.run_dir, runs, {"GA_MEMORY_FAULT": "logging"})
+    # 1. killed just before the first commit's tree is renamed into place: the commit never happened (a kill
+    # once the tree is in place lands the commit: its record is restored from MANIFEST.record, issue 22)
+    died = consolidate(ran.run_dir, runs, {"GA_MEMORY_FAULT": "rebased"})
     assert died.returncode == -9, died.stderr[-2000:]
     skills, reports = consistent(memory)
     assert MemoryStore(memory).head() == 0 and not skills and not reports

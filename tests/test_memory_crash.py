@@ -15,8 +15,9 @@ from memory_shared import MemoryStore, StoreMissing, faults
 from memory_shared.layers import default_files
 
 END = "<!-- end -->\n"
-LATE = ["rebased", "published", "logging"]   # die after the tree is built, before the log line is whole
-DONE = ["logged", "head", "committed"]        # die after the log line: recovery finishes the commit
+# Die once the generation is renamed into place (its tree complete): recovery finishes the commit, restoring
+# a record lost or torn from its MANIFEST.record (issue 22: a complete generation is never discarded).
+DONE = ["published", "logging", "logged", "head", "committed"]
 
 COMMIT = """
 import sys
@@ -127,8 +128,8 @@ def test_kill_during_init(tmp_path: Path, point: str) -> None:
     root = tmp_path / "mem"
     proc = run_child(INIT, root, fault=point)
     assert proc.returncode == -signal.SIGKILL
-    if point in ("logged", "head"):
-        store = MemoryStore(root)  # the log line of generation 0 is whole: recovery publishes it
+    if point in ("logging", "logged", "head"):  # generation 0 is in place and log.jsonl exists: recovery
+        store = MemoryStore(root)                  # publishes it (a torn line's record restored from the tree)
     else:
         with pytest.raises(StoreMissing):
             MemoryStore(root)
@@ -162,9 +163,14 @@ def test_a_killed_lock_holder_does_not_wedge_the_store(store: MemoryStore) -> No
     assert MemoryStore(store.root).verify() == []
 
 
-def test_an_exception_mid_publish_leaves_garbage_that_the_next_commit_removes(store: MemoryStore) -> None:
+@pytest.mark.parametrize("at", ["published", "logging"])
+def test_an_exception_mid_publish_takes_the_generation_back(store: MemoryStore, at: str) -> None:
+    """The committer is alive and told the commit failed: it takes its generation back itself, and a half
+    written line (a complete generation left without a record would be published by recovery, issue 22)."""
+    log_before = (store.root / "log.jsonl").read_bytes()
+
     def explode(point: str) -> None:
-        if point == "published":
+        if point == at:
             raise OSError("disk vanished")
 
     faults.hook = explode
@@ -174,7 +180,8 @@ def test_an_exception_mid_publish_leaves_garbage_that_the_next_commit_removes(st
                 txn.write("L3/half.md", "x")
     finally:
         faults.hook = None
-    assert store.head() == 2 and any("above HEAD" in p for p in store.verify())
+    assert store.head() == 2 and store.verify() == [] and not (store.root / "generations/3").exists()
+    assert (store.root / "log.jsonl").read_bytes() == log_before
     with store.transaction("next", "t") as txn:
         txn.write("L3/next.md", "y")
     assert txn.generation == 3 and store.verify() == []

@@ -34,11 +34,12 @@ def _memory_errors(ctx: typer.Context) -> Iterator[None]:
         fail(f"{exc.filename or settings(ctx).memory_root}: {exc.strerror}; check GA_HOME or memory.root in your config")
 
 
-def _memory_store(ctx: typer.Context, create: bool = False) -> Any:
+def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True) -> Any:
+    """The store; `recover=False` opens it as it is, changing nothing (verify, repair --dry-run)."""
     current = settings(ctx)
     with _memory_errors(ctx):
         return MemoryStore(current.memory_root, l1_max_lines=current.memory.l1_max_lines,
-                           l1_max_chars=current.memory.l1_max_chars, create=create)
+                           l1_max_chars=current.memory.l1_max_chars, create=create, recover=recover)
 
 
 def _commit_rows(commits: list[Any]) -> Any:
@@ -52,15 +53,23 @@ def _commit_rows(commits: list[Any]) -> Any:
     return table
 
 
-def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False) -> None:
-    """Verify the store; on a problem print one line naming `ga memory repair` (or the JSON) and exit 2."""
+def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False,
+                           plan: bool = False) -> None:
+    """Verify the store; on a problem print one line naming `ga memory repair` (or the JSON) and exit 2.
+    With `plan`, what repair would do is listed first (`repair --dry-run`: it changes nothing either)."""
     with _memory_errors(ctx):
         problems = store.verify(quick=quick)
+        would, unsolved = store.repair(dry_run=True) if plan and problems else ([], [])
     if as_json:
-        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered})
+        emit_json({"root": str(store.root), "ok": not problems, "problems": problems, "fixed": store.recovered,
+                   "repair_would": would, "repair_cannot": unsolved})
     if problems:
         more = f" (+{len(problems) - 1} more: `ga memory verify --json`)" if len(problems) > 1 else ""
         if not as_json:
+            for line in would:
+                console.print(f"repair would: {line}", highlight=False, soft_wrap=True, markup=False)
+            for line in unsolved:
+                console.print(f"repair cannot: {line}", highlight=False, soft_wrap=True, markup=False)
             fail(f"memory store at {store.root}: {problems[0]}{more}; run `ga memory repair --dry-run` to see the "
                  "fix, then `ga memory repair`")
         raise typer.Exit(2)
@@ -170,11 +179,10 @@ def memory_verify(
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     quick: bool = typer.Option(False, "--quick", help="Check only HEAD's contents against its manifest"),
 ) -> None:
-    """Check the store (HEAD, log, generations, contents against manifests); exit 2 if anything is wrong."""
-    store = _memory_store(ctx)
-    for line in store.recovered:  # what opening the store fixed by itself (also in events.jsonl)
-        console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
-    _memory_verify_or_fail(ctx, store, quick=quick, as_json=as_json)
+    """Check the store (HEAD, log, generations, contents against manifests) and say what repair would do; exit 2
+    if anything is wrong. Changes nothing (not even what opening the store would fix: it is reported)."""
+    store = _memory_store(ctx, recover=False)
+    _memory_verify_or_fail(ctx, store, quick=quick, as_json=as_json, plan=True)
     if not as_json:
         console.print(f"[green]ok[/]: {store.root}, HEAD = generation {store.head()}, {len(store.log())} commits"
                       f"{' (HEAD only)' if quick else ''}", highlight=False)
@@ -182,8 +190,8 @@ def memory_verify(
 
 @memory_app.command("repair")
 def memory_repair(ctx: typer.Context, dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing")) -> None:
-    """Settle what recovery would not decide alone; whatever is removed goes to quarantine/, never deleted."""
-    store = _memory_store(ctx)
+    """Bring the store back to one that verifies; whatever is removed goes to quarantine/, never deleted."""
+    store = _memory_store(ctx, recover=not dry_run)
     for line in store.recovered:
         console.print(f"[yellow]fixed[/]: {line}", highlight=False, soft_wrap=True)
     with _memory_errors(ctx):
@@ -204,7 +212,7 @@ def memory_repair(ctx: typer.Context, dry_run: bool = typer.Option(False, "--dry
 
 @memory_app.command("gc")
 def memory_gc(ctx: typer.Context, keep: int = typer.Option(..., "--keep", min=1, help="Keep the newest N generations (and pinned ones)")) -> None:
-    """Remove old generations nobody pins."""
+    """Remove old generations nobody pins; refuses on a store that does not verify."""
     store = _memory_store(ctx)
     with _memory_errors(ctx):
         removed = store.gc(keep)
