@@ -187,10 +187,10 @@ def print_run(result: Run) -> None:
     console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE], title=f"run {result.run_id}: {result.status}"))
     usage = summary.usage
     console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
-                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False)
+                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False, soft_wrap=True)
     if summary.stop_note:
-        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False)
+        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False, soft_wrap=True)
     if result.reduce:
-        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False)
-        console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False)
-    console.print(f"run directory: {result.run_dir}", highlight=False)
+        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False, soft_wrap=True)
+        console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)  # paths and answers never cut
