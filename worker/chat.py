@@ -134,7 +134,7 @@ class Chat:
         self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:80]}", highlight=False)
 
     def _list(self) -> None:
-        self.console.print(sessions_table(sessions.list_sessions(self.settings)[:20]))
+        self.console.print(sessions_table(sessions.list_sessions(self.settings, everything=False)[:20]))
 
     def _runs(self) -> None:
         rows = self.list_runs(self.session.id) if self.session and self.list_runs else []
