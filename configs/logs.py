@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -126,14 +127,27 @@ def setup_logging(level: str = "warning", json_file: Optional[Path] = None) -> N
 
 
 @contextmanager
-def log_file(path: Path) -> Iterator[Path]:
+def log_file(path: Path) -> Iterator[Optional[Path]]:
     """While the block runs, this process's log lines (info and up) are also appended to `path` (a run's or a
-    session's ga.log). Logging is set up with the defaults first if nobody did (a library call)."""
+    session's ga.log). Logging is set up with the defaults first if nobody did (a library call). `ga run` keeps
+    its run directory where the task's scripts can write: the file is opened as History opens its own (no
+    symlink followed, regular files only); one that cannot be is skipped with a warning (yields None)."""
+    from memory_shared import fsutil  # imports nothing of ga's: no cycle through configs
+
     if not structlog.is_configured():
         setup_logging()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
+    try:
+        folder = fsutil.Folder(path.parent, create=True)
+        try:
+            fd = folder.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        finally:
+            folder.close()
+    except OSError as exc:
+        structlog.get_logger("ga.log").warning("log_file_skipped", path=str(path), problem=str(exc))
+        yield None
+        return
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
         sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True))
         with _router.lock:
             _router.sinks.append(sink)

@@ -74,3 +74,26 @@ def test_ga_fanout_piped_draws_no_progress(tmp_path: Path) -> None:
     assert done.stderr == ""  # no fanout.progress line, no live view
     assert "56 words in 3 files" in done.stdout and "progress" not in done.stdout
     assert "info: fanout.progress" in _log_file(tmp_path / "runs")  # where the progress went
+
+
+def test_a_session_log_planted_as_a_symlink_is_never_written_through(tmp_path: Path) -> None:
+    """`ga run` keeps its run directory in the working directory, where the task's scripts write: a ga.log swapped
+    for a symlink to a file outside changes nothing there, in this exchange (the file is held open) or the next
+    (it is refused, with a warning, and the exchange goes on)."""
+    from worker.scripted import ScriptedServer
+
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    victim.write_text("the original content\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    plant = f"d=$(ls -d runs/*/) && rm -f $d/ga.log && ln -s {victim} $d/ga.log && echo planted"
+    turns = [{"tool_calls": [{"name": "code_run", "arguments": {"type": "bash", "script": plant}}]},
+             {"content": "planted it"}, {"content": "the follow-up answer"}]
+    with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}) as server:
+        first = run_ga("run", "plant", "--model", f"scripted@{server.base_url}", cwd=work, env=NO_MODEL)
+        assert first.returncode == 0 and first.stdout.strip() == "planted it", first.stderr
+        second = run_ga("run", "--continue", "last", "go on", cwd=work, env=NO_MODEL)
+    assert victim.read_text() == "the original content\n" and not victim.is_symlink()
+    assert second.stdout.strip() == "the follow-up answer", second.stderr
+    assert "warning: log_file_skipped" in second.stderr and "ga.log" in second.stderr
