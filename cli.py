@@ -71,8 +71,9 @@ def show_version(value: bool) -> None:
 @app.callback()
 def main(
     ctx: typer.Context,
-    log_level: Optional[str] = typer.Option(None, help="debug, info, warning or error"),
-    log_json: Optional[Path] = typer.Option(None, help="Also write JSON log lines to this file"),
+    log_level: Optional[str] = typer.Option(None, help="What stderr shows: warning (the default), info, debug or "
+                                            "error; each run's ga.log gets info and up"),
+    log_json: Optional[Path] = typer.Option(None, help="Also write the log lines (info and up) to this file as JSON"),
     home: Optional[Path] = typer.Option(None, help="GA home directory (memory, activity); default ~/.ga"),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version, help="Print ga's version"),
 ) -> None:

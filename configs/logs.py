@@ -1,16 +1,30 @@
-"""structlog set-up: readable lines on a terminal, JSON lines to a file when asked, secrets masked."""
+"""structlog set-up, once per process, and where log lines go.
+
+- stderr: warnings and errors, one readable line each (`warning: llm.retry model=... attempt=2`); info and
+  debug lines too with `--log-level info` (or debug). Results go to stdout, never log lines.
+- a log file while a run or a session's exchange lasts (`log_file(path)`: runs/<id>/ga.log): info and up
+  (debug with --log-level debug), one readable line each with its time.
+- `--log-json FILE`: the same lines as the log file, as JSON.
+Secrets are masked in all of them.
+"""
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional, TextIO
 
 import structlog
 
 SECRET_KEY = re.compile(r"(api[_-]?key|token(?!s)|secret|password|authorization|bearer)", re.I)
 SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
+LOG_FILE = "ga.log"  # the name of a run's or session's log file
 
 
 def redact_text(text: str) -> str:
@@ -34,50 +48,111 @@ def redact_processor(_logger: Any, _name: str, event: dict) -> dict:
     return {k: _redact(v, k) for k, v in event.items()}
 
 
-class _Tee:
-    """Writes every rendered line to the console and, as JSON, to a file."""
-
-    def __init__(self, console: Any, json_file: Optional[Path]):
-        self.console = console
-        self.json = structlog.processors.JSONRenderer()
-        self.file = open(json_file, "a", encoding="utf-8") if json_file else None
-
-    def __call__(self, logger: Any, name: str, event: dict) -> str:
-        if self.file:
-            self.file.write(self.json(logger, name, dict(event)) + "\n")
-            self.file.flush()
-        return self.console(logger, name, event)
+def render_line(event: dict, with_time: bool = False) -> str:
+    """`level: event key=value ...` on one line (a traceback keeps only its last line; the JSON file has it whole)."""
+    fields = {k: v for k, v in event.items() if k not in ("event", "level", "timestamp")}
+    if "exception" in fields:
+        fields["exception"] = str(fields["exception"]).strip().splitlines()[-1]
+    parts = [f"{k}={_value(v)}" for k, v in fields.items() if v is not None]
+    head = (f"{event.get('timestamp', '')} " if with_time else "") + f"{event.get('level', 'info')}: {event.get('event', '')}"
+    return " ".join([head, *parts])
 
 
-class _CurrentStderr:
-    """Whatever sys.stderr is at write time (test runners swap and close it)."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
+def _value(value: Any) -> str:
+    if not isinstance(value, str):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(value.split()) if "\n" in value else value
+    return json.dumps(text, ensure_ascii=False) if (not text or any(c in text for c in ' "=')) else text
 
 
-def setup_logging(level: str = "info", json_file: Optional[Path] = None) -> None:
-    """Configure structlog once per process; stderr so stdout stays for results."""
-    json_file = Path(json_file).expanduser() if json_file else None
+@dataclass
+class _Sink:
+    kind: str  # stderr, json (--log-json) or file (log_file)
+    level: int
+    stream: Callable[[], TextIO]  # looked up at each write: test runners swap and close sys.stderr
+    render: Callable[[dict], str]
+
+
+class _Router:
+    """The last processor: writes each event to every sink whose level it reaches, then drops it."""
+
+    def __init__(self) -> None:
+        self.sinks: list[_Sink] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, _logger: Any, _name: str, event: dict) -> Any:
+        level = logging.getLevelName(str(event.get("level", "info")).upper())
+        level = level if isinstance(level, int) else logging.INFO
+        with self.lock:
+            for sink in self.sinks:
+                if level >= sink.level:
+                    stream = sink.stream()
+                    stream.write(sink.render(event) + "\n")
+                    stream.flush()
+        raise structlog.DropEvent
+
+
+_router = _Router()
+_detail = logging.INFO  # the level of log files (and --log-json): info, or debug when asked for
+
+
+def setup_logging(level: str = "warning", json_file: Optional[Path] = None) -> None:
+    """Configure structlog for this process: `level` and up to stderr; `json_file` gets info and up as JSON."""
+    global _detail
+    stderr_level = getattr(logging, level.upper())
+    _detail = min(logging.INFO, stderr_level)
+    sinks = [_Sink("stderr", stderr_level, lambda: sys.stderr, render_line),
+             *(sink for sink in _router.sinks if sink.kind == "file")]  # a log_file block outlives a set-up again
     if json_file:
-        json_file.parent.mkdir(parents=True, exist_ok=True)
-    console = (
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-        if sys.stderr.isatty()
-        else structlog.processors.JSONRenderer()
-    )
+        path = Path(json_file).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a", encoding="utf-8")  # open for the rest of the process
+        sinks.append(_Sink("json", _detail, lambda: handle,
+                           lambda event: json.dumps(event, default=str, ensure_ascii=False)))
+    with _router.lock:
+        _router.sinks = sinks
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
             redact_processor,
-            _Tee(console, json_file),
+            _router,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
+        wrapper_class=structlog.make_filtering_bound_logger(_detail),
+        logger_factory=structlog.ReturnLoggerFactory(),  # the router writes; nothing reaches the logger
         cache_logger_on_first_use=False,
     )
+
+
+@contextmanager
+def log_file(path: Path) -> Iterator[Optional[Path]]:
+    """While the block runs, this process's log lines (info and up) are also appended to `path` (a run's or a
+    session's ga.log). Logging is set up with the defaults first if nobody did (a library call). `ga run` keeps
+    its run directory where the task's scripts can write: the file is opened as History opens its own (no
+    symlink followed, regular files only); one that cannot be is skipped with a warning (yields None)."""
+    from memory_shared import fsutil  # imports nothing of ga's: no cycle through configs
+
+    if not structlog.is_configured():
+        setup_logging()
+    path = Path(path)
+    try:
+        folder = fsutil.Folder(path.parent, create=True)
+        try:
+            fd = folder.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        finally:
+            folder.close()
+    except OSError as exc:
+        structlog.get_logger("ga.log").warning("log_file_skipped", path=str(path), problem=str(exc))
+        yield None
+        return
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True))
+        with _router.lock:
+            _router.sinks.append(sink)
+        try:
+            yield path
+        finally:
+            with _router.lock:
+                _router.sinks.remove(sink)

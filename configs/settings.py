@@ -200,7 +200,7 @@ class SandboxSettings(Section):
 
 
 class LogSettings(Section):
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    level: Literal["debug", "info", "warning", "error"] = "warning"  # what stderr shows; log files get info too
     json_file: Optional[Path] = None
 
 

@@ -15,8 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from configs.clikit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, settings
-from configs.logs import setup_logging
+from configs.clikit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
@@ -39,12 +38,15 @@ def run(
     model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
     max_turns: Optional[int] = typer.Option(None, help="Stop after this many turns"),
     workdir: Optional[Path] = typer.Option(None, help="The worker's directory (default: current directory)"),
-    continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`): "
-                                                   "TASK is a follow-up in that conversation"),
+    continue_session: Optional[str] = typer.Option(None, "--continue", help="A session id (see `ga sessions list`), "
+                                                   "a prefix of it, or `last`: TASK is a follow-up in that conversation"),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON"),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of the endpoint"),
 ) -> None:
-    """Run one worker on TASK and show each turn live (every run is a session that can go on)."""
+    """Run one worker on TASK and show each turn live (every run is a session that can go on).
+
+    stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
+    turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
     from worker.oneshot import run_one  # the agent loop: see the module's docstring
     from worker.sessions import SessionError
 
@@ -54,11 +56,12 @@ def run(
     if not no_preflight:
         preflight_run(model, continue_session, current)
     interactive = sys.stdin.isatty() and not as_json
-    stream = None if as_json else text_stream()
+    stream = text_stream() if sys.stdout.isatty() and not as_json else None
+    show_turns = sys.stderr.isatty() and not as_json
     try:
         with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
             result = run_one(task, current, model_name=model, workdir=workdir, interactive=interactive, ask=ask_person,
-                             on_turn=None if as_json else turn_printer(stream), continue_session=continue_session,
+                             on_turn=turn_printer(stream) if show_turns else None, continue_session=continue_session,
                              on_text=stream)
     except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
@@ -66,18 +69,21 @@ def run(
         emit_json(result.to_dict())
     else:
         streamed = stream is not None and stream.close()
-        style = status_style(result.status)
-        console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
-                      + (f" ({escape(result.reason)})" if result.reason else ""))
         if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
-            console.print(result.answer, markup=False)
+            console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
+        if show_turns or result.status != "succeeded":
+            style = status_style(result.status)
+            err_console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
+                              + (f" ({escape(result.reason)})" if result.reason else "")
+                              + f" · session {result.task_id}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.status == "succeeded" else 1)  # unverified too: fail closed
 
 
 @commands.command()
 def chat(
     ctx: typer.Context,
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id, or `last`"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id (or a prefix of it), "
+                                         "or `last` (the latest with a completed turn)"),
     model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
 ) -> None:
     """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
@@ -85,10 +91,8 @@ def chat(
     from worker.sessions import SessionError, find
 
     current = settings(ctx, **{"worker.model": model})
-    if invocation(ctx).overrides.get("log.level") is None:  # a conversation, not a log: only warnings unless asked
-        setup_logging("warning", current.log.json_file)
     try:
-        session = find(current, None if resume == "last" else resume) if resume else None
+        session = find(current, resume, answered=True) if resume else None
     except SessionError as exc:
         fail(str(exc))
     stream = text_stream()
@@ -183,10 +187,10 @@ def print_run(result: Run) -> None:
     console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE], title=f"run {result.run_id}: {result.status}"))
     usage = summary.usage
     console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
-                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False)
+                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False, soft_wrap=True)
     if summary.stop_note:
-        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False)
+        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False, soft_wrap=True)
     if result.reduce:
-        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False)
-        console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False)
-    console.print(f"run directory: {result.run_dir}", highlight=False)
+        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False, soft_wrap=True)
+        console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)  # paths and answers never cut

@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 import structlog
 
 from configs import Settings, load_settings
+from configs.logs import LOG_FILE, log_file
 from orchestrator import spec as specs
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.records import ReduceResult, RunSummary, TaskRecord, Usage
@@ -140,7 +141,8 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
         raise
-    return driver.execute(todo, spent, resumed=resume is not None)
+    with log_file(run.path / LOG_FILE):  # the run's info lines; stderr shows warnings unless --log-level says more
+        return driver.execute(todo, spent, resumed=resume is not None)
 
 
 def build_plan(spec: SpecInput, **top: Any) -> Plan:

@@ -32,6 +32,7 @@ from typing import Any, Optional
 import structlog
 
 from configs import Settings
+from configs.logs import LOG_FILE, log_file
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Usage
@@ -232,7 +233,8 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
         raise ExploreError(str(exc)) from None
     write_plan(run_dir, plan)
     _write_record(run_dir, {**record, "spec": spec})
-    log.info("explore.planned", run=run_id, tasks=len(tasks), categories=plan.categories_covered)
+    with log_file(run_dir / LOG_FILE):
+        log.info("explore.planned", run=run_id, tasks=len(tasks), categories=plan.categories_covered)
     if stop is not None and stop.is_set():
         result.status = "stopped"
         return result
@@ -280,26 +282,30 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     store = open_store(settings)
     result = CycleResult(record["run_id"], run_dir, "consolidated", tasks=tasks, planner=record.get("planner", {}),
                          fanout=record["fanout"])
-    for task in tasks:
-        finished = results.get(task.task_id)
-        if finished is None:
-            done = Consolidated(task.task_id, "unfinished",
-                                problems=[f"the task did not finish; run `ga explore --resume {record['run_id']}`"])
-        else:
-            collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished.status,
-                                _path(finished.history_path), reason=finished.reason, timeout=timeout)
-            done = consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now)
-        result.outcomes.append(done)
-        earlier = record["outcomes"].get(task.task_id)
-        if done.outcome != "already" or not earlier or earlier.get("outcome") in (None, "unfinished"):
-            record["outcomes"][task.task_id] = {**asdict(done), "time": now.isoformat()}
-        _write_record(run_dir, record)
-        log.info("explore.task", run=record["run_id"], task=task.task_id, outcome=done.outcome,
-                 skill=done.skill_id, generation=done.generation, problems=done.problems[:3])
+    with log_file(run_dir / LOG_FILE):  # beside the fan-out's lines
+        for task in tasks:
+            done = _consolidate_one(store, record, run_dir, task, results.get(task.task_id), now, timeout)
+            result.outcomes.append(done)
+            earlier = record["outcomes"].get(task.task_id)
+            if done.outcome != "already" or not earlier or earlier.get("outcome") in (None, "unfinished"):
+                record["outcomes"][task.task_id] = {**asdict(done), "time": now.isoformat()}
+            _write_record(run_dir, record)
+            log.info("explore.task", run=record["run_id"], task=task.task_id, outcome=done.outcome,
+                     skill=done.skill_id, generation=done.generation, problems=done.problems[:3])
     record.update(status="consolidated", totals={"tokens": result.tokens, "cost": round(result.cost, 6),
                                                  "outcomes": result.counts()})
     _write_record(run_dir, record)
     return result
+
+
+def _consolidate_one(store: Any, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Any,
+                     now: datetime, timeout: float) -> Consolidated:
+    if finished is None:
+        return Consolidated(task.task_id, "unfinished",
+                            problems=[f"the task did not finish; run `ga explore --resume {record['run_id']}`"])
+    collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished.status,
+                        _path(finished.history_path), reason=finished.reason, timeout=timeout)
+    return consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now)
 
 
 def _path(value: Optional[str]) -> Optional[Path]:

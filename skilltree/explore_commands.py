@@ -25,9 +25,10 @@ commands = typer.Typer()
 
 
 def _explore_table(result: Any) -> None:
-    table = Table(show_edge=False, header_style="bold", title=f"exploration {result.run_id}", title_justify="left")
+    table = Table(box=None, pad_edge=False, header_style="bold", title=f"exploration {result.run_id}",
+                  title_justify="left")
     for column in ("task", "category", "score", "outcome", "skill", "generation"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("task", "skill"))  # ids stay whole at 80 columns
     styles = {"skill": "green", "evidence": "green", "report": "yellow", "already": "dim"}
     plans = {t.task_id: t for t in result.tasks}
     for item in result.outcomes:

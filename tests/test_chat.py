@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,3 +136,93 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+REFUSED = {"tasks": [{"match": ".*", "turns": [{"content": "never sent"}],
+                      "faults": [{"rate": 1.0, "kind": "unauthorized"}]}]}  # every request answered 401
+
+
+def _ga(tmp_path: Path, *args: str) -> tuple[str, int]:
+    """`ga ARGS` piped: its stdout and stderr together, and its exit code."""
+    done = subprocess.run([sys.executable, "-m", "cli", *args], cwd=tmp_path, env=_env(tmp_path), text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    return done.stdout, done.returncode
+
+
+def test_a_chat_whose_first_turn_failed_goes_on_with_a_working_model(tmp_path: Path, server) -> None:
+    refusing = start_server(REFUSED, tmp_path / "refused.jsonl")
+    try:
+        child = pexpect.spawn(sys.executable, ["-m", "cli", "chat", "--model", f"scripted@{refusing.base_url}"],
+                              cwd=str(tmp_path), env={**_env(tmp_path), "COLUMNS": "80"}, encoding="utf-8",
+                              timeout=60, dimensions=(24, 80))
+        child.expect_exact("you> ")
+        child.sendline("What is the capital of France?")
+        child.expect(r"HTTP\s+401")  # the first turn failed before any reply
+        child.expect_exact("you> ")
+        child.sendline(f"/model scripted@{server.base_url}")
+        child.expect_exact("you> ")
+        child.sendline("Tell me the capital of France")  # the same session goes on, afresh: nothing to continue
+        child.expect_exact("Paris is the capital of France.")
+        child.expect_exact("you> ")
+        child.sendline("How many people live there?")
+        child.expect_exact("About 2.1 million people live in Paris.")
+        child.expect_exact("you> ")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        refusing.stop()
+    first, second = _requests(tmp_path)
+    assert [m["role"] for m in first] == ["system", "user"] and "Tell me the capital" in first[1]["content"]
+    assert second[-2]["content"] == "Paris is the capital of France."  # the follow-up continued that history
+    out, status = _ga(tmp_path, "sessions", "list", "--json")
+    sessions = json.loads(out)
+    assert status == 0 and len(sessions) == 1
+    assert sessions[0]["first_task"] == "What is the capital of France?" and sessions[0]["replies"] == 2
+
+
+def test_run_continue_last_takes_up_a_session_whose_first_turn_failed(tmp_path: Path, server) -> None:
+    out, status = _ga(tmp_path, "run", "Hello", "--model", "no-such-model")
+    assert status == 2 and "unknown model" in out
+    assert not list(tmp_path.glob("runs/*")) and not list(tmp_path.glob("home/sessions/*"))  # nothing ran
+
+    refusing = start_server(REFUSED, tmp_path / "refused.jsonl")
+    try:
+        out, status = _ga(tmp_path, "run", "What is the capital of France?", "--model", f"scripted@{refusing.base_url}")
+    finally:
+        refusing.stop()
+    assert status == 1 and "HTTP 401" in out
+    listed, _ = _ga(tmp_path, "sessions", "list")
+    assert "no sessions yet" in listed and "1 without a reply" in listed  # hidden, but not lost
+    everything, _ = _ga(tmp_path, "sessions", "list", "--all", "--json")
+    (failed,) = json.loads(everything)
+
+    out, status = _ga(tmp_path, "run", "--continue", "last", "Tell me the capital of France", "--model",
+                      f"scripted@{server.base_url}", "--json")
+    result = json.loads(out[out.index("{"):])  # exit 1: an answer no tool run backs is "unverified"
+    assert result["task_id"] == failed["id"] and result["answer"] == "Paris is the capital of France."
+    out, _ = _ga(tmp_path, "run", "--continue", "last", "How many people live there?", "--json")
+    assert json.loads(out[out.index("{"):])["answer"] == "About 2.1 million people live in Paris."
+    listed, _ = _ga(tmp_path, "sessions", "list", "--json")
+    assert [s["id"] for s in json.loads(listed)] == [failed["id"]]
+
+
+def test_sessions_list_fits_80_columns_with_whole_ids(tmp_path: Path, server) -> None:
+    tasks = ["What is the capital of France? Answer in one short sentence, and name the river too, please.",
+             "What is the capital of France?"]
+    for task in tasks:
+        out, _ = _ga(tmp_path, "run", task, "--model", f"scripted@{server.base_url}", "--json")
+        assert json.loads(out)["answer"] == "Paris is the capital of France."
+    ids = [s["id"] for s in json.loads(_ga(tmp_path, "sessions", "list", "--json")[0])]
+    child = pexpect.spawn(sys.executable, ["-m", "cli", "sessions", "list"], cwd=str(tmp_path),
+                          env={k: v for k, v in _env(tmp_path).items() if k != "COLUMNS"}, encoding="utf-8",
+                          timeout=60, dimensions=(24, 80))
+    child.expect(pexpect.EOF)
+    lines = [line for line in child.before.replace("\r", "").splitlines() if line.strip()]
+    assert len(lines) == 1 + len(ids), lines  # a header and one line per session: nothing wrapped
+    assert all(len(line) <= 80 for line in lines), lines
+    assert [line.split()[0] for line in lines[1:]] == ids  # every id whole, as `--continue` takes it
+    for line, task in zip(lines[1:], reversed(tasks)):  # the latest first; the first task gave way, cut to a line
+        shown = line[len(ids[0]):].split("…")[0].strip()
+        assert len(shown) >= 10 and task.startswith(shown) and "…" in line, line
+    out, status = _ga(tmp_path, "run", "--continue", ids[1][:-3], "How many people live there?", "--json")
+    assert json.loads(out[out.index("{"):])["task_id"] == ids[1]  # a unique prefix names it

@@ -348,7 +348,7 @@ def test_loop_ticks_with_the_clock_and_reloads_the_file(tmp_path, settings):
 def test_sigterm_stops_the_scheduler_cleanly(tmp_path, ga_home):
     at = (datetime.now() + timedelta(hours=12)).strftime("%H:%M")  # never due (nor caught up) while it runs
     jobs = write_jobs(tmp_path / "jobs.yaml", f"jobs:\n  - {{name: a, builtin: archive_compress, at: '{at}'}}\n")
-    process = subprocess.Popen([*GA, "schedule", str(jobs), "--tick", "60"], cwd=REPO,
+    process = subprocess.Popen([*GA, "--log-level", "info", "schedule", str(jobs), "--tick", "60"], cwd=REPO,
                                env=ga_env({"GA_HOME": str(ga_home)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     lock = ga_home / "schedule" / "lock"

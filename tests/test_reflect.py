@@ -134,7 +134,7 @@ def test_a_missing_trigger_file_is_one_line(tmp_path):
 
 def test_sigterm_stops_reflect_cleanly_between_checks(tmp_path, ga_home):
     trigger = write(tmp_path / "quiet.py", "INTERVAL = 60\ndef check():\n    return None\n")
-    process = subprocess.Popen([*GA, "reflect", str(trigger), "--model", MODEL], cwd=REPO,
+    process = subprocess.Popen([*GA, "--log-level", "info", "reflect", str(trigger), "--model", MODEL], cwd=REPO,
                                env=ga_env({"GA_HOME": str(ga_home)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     for line in process.stderr:  # logged once the signal handlers are in place

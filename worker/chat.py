@@ -12,10 +12,11 @@ from typing import Any, Callable, Optional
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from configs import Settings
 from worker import sessions
-from worker.oneshot import open_store, start_session
+from worker.oneshot import open_exchange, open_store
 from worker.types import Usage
 
 HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so far · /model NAME  switch model · "
@@ -57,17 +58,17 @@ class Chat:
             self.ask(line)
 
     def ask(self, text: str) -> None:
-        """One exchange: run the worker on `text` in a thread; Ctrl-C cancels it."""
-        resume = self.session is not None
-        if self.session is None:
-            self.session = start_session(self.settings, text, self.model, Path.cwd())
-        session = self.session.model_copy(update={"model": self.model or self.session.model})
+        """One exchange: run the worker on `text` in a thread; Ctrl-C cancels it. A first message that cannot
+        start (no model, a bad one) leaves no session; one whose turn failed leaves a session the next message
+        continues."""
+        session = self.session.model_copy(update={"model": self.model or self.session.model}) if self.session else None
         try:
-            worker = sessions.prepare(self.settings, text, session, resume=resume, store=self.store,
-                                      on_turn=self.show_turn, on_text=self.stream)
+            session, worker = open_exchange(self.settings, text, session, model_name=self.model, workdir=Path.cwd(),
+                                            store=self.store, on_turn=self.show_turn, on_text=self.stream)
         except (sessions.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
+        self.session = session
         outcome: dict[str, Any] = {}
         done = threading.Event()  # not Thread.join: a Ctrl-C inside join can make the thread look finished
 
@@ -77,13 +78,14 @@ class Chat:
             finally:
                 done.set()
 
-        threading.Thread(target=work, daemon=True).start()
-        while not done.is_set():
-            try:
-                done.wait(0.2)
-            except KeyboardInterrupt:
-                self.console.print("[yellow]stopping this turn…[/yellow]")
-                worker.cancel()
+        with sessions.session_log(session):
+            threading.Thread(target=work, daemon=True).start()
+            while not done.is_set():
+                try:
+                    done.wait(0.2)
+                except KeyboardInterrupt:
+                    self.console.print("[yellow]stopping this turn…[/yellow]")
+                    worker.cancel()
         result = outcome.get("result")
         if result is None:
             self.console.print("[red]the turn ended without a result[/red]")
@@ -124,7 +126,7 @@ class Chat:
 
     def _resume(self, key: str) -> None:
         try:
-            self.session = sessions.find(self.settings, key)
+            self.session = sessions.find(self.settings, key, answered=True)
         except sessions.SessionError as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
@@ -132,7 +134,7 @@ class Chat:
         self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:80]}", highlight=False)
 
     def _list(self) -> None:
-        self.console.print(sessions_table(sessions.list_sessions(self.settings)[:20]))
+        self.console.print(sessions_table(sessions.list_sessions(self.settings, everything=False)[:20]))
 
     def _runs(self) -> None:
         rows = self.list_runs(self.session.id) if self.session and self.list_runs else []
@@ -164,16 +166,26 @@ class TextStream:
 
 
 def sessions_table(rows: list[sessions.Session]) -> Table:
-    import time
-
-    table = Table()
-    for column in ("session", "first task", "turns", "tokens", "cost", "last activity"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("session", "last activity"))
+    """Fits 80 columns: ids whole (a later command needs them); the first task gives way first."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("session", no_wrap=True)
+    table.add_column("first task", min_width=10)  # wraps in the layout's eyes; its text stays one cut line
+    for column in ("turns", "tokens", "cost"):
+        table.add_column(column, no_wrap=True, justify="right")
+    table.add_column("last used", no_wrap=True)
     for s in rows:
         usage = s.usage or {}
-        table.add_row(s.id, s.first_task[:60], str(s.turns), f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}",
-                      time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated)))
+        table.add_row(s.id, Text(" ".join(s.first_task.split()), no_wrap=True, overflow="ellipsis"), str(s.turns),
+                      f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", _when(s.updated))
     return table
+
+
+def _when(moment: float) -> str:
+    """As `ls -l` shows a time: `Dec  1 15:27` this year, `Dec  1  2025` before."""
+    import time
+
+    shown = time.localtime(moment)
+    return time.strftime("%b %e %H:%M" if shown.tm_year == time.localtime().tm_year else "%b %e  %Y", shown)
 
 
 def _line_editing(history_file: Path) -> None:

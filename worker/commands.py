@@ -13,7 +13,7 @@ import typer
 from rich.prompt import Prompt
 
 from configs import Settings
-from configs.clikit import console, emit_json, fail, settings
+from configs.clikit import console, emit_json, err_console, fail, settings
 from worker.models import ModelConfigError, resolve_model
 
 commands = typer.Typer()
@@ -22,18 +22,21 @@ sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and 
 
 
 @sessions_app.command("list")
-def sessions_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
-    """Every session, the latest activity first: first task, turns, cost, last activity."""
+def sessions_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+                  everything: bool = typer.Option(False, "--all", help="Also sessions whose first turn got no reply")) -> None:
+    """The sessions with a completed turn, the latest activity first: first task, turns, cost, last activity."""
     from worker.chat import sessions_table  # the agent loop: see the module's docstring
     from worker.sessions import list_sessions
 
-    rows = list_sessions(settings(ctx))
+    rows = list_sessions(settings(ctx), everything)
     if as_json:
         emit_json([row.model_dump() for row in rows])
-    elif not rows:
-        console.print("no sessions yet: `ga run \"TASK\"` or `ga chat` starts one")
-    else:
+    elif rows:
         console.print(sessions_table(rows))
+    else:
+        hidden = len(list_sessions(settings(ctx))) if not everything else 0
+        console.print("no sessions yet: `ga run \"TASK\"` or `ga chat` starts one"
+                      + (f" ({hidden} without a reply: `ga sessions list --all`)" if hidden else ""), highlight=False)
 
 
 @commands.command("fake-llm")
@@ -105,8 +108,9 @@ def turn_printer(stream: Any) -> Any:
 
 
 def show_turn(event: dict) -> None:
+    """One line on stderr per turn: progress, not the result."""
     mark = "[green]ok[/]" if event["ok"] else "[red]error[/]"
-    console.print(f"[dim]t{event['turn']:<3}[/] [bold]{event['tool']}[/] {event['arguments'][:60]!r} -> {mark} "
+    err_console.print(f"[dim]t{event['turn']:<3}[/] [bold]{event['tool']}[/] {event['arguments'][:60]!r} -> {mark} "
                   f"{event['result_chars']:,} chars · {event['tokens']:,} tokens", highlight=False)
 
 

@@ -28,32 +28,45 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
             on_turn: Optional[Callable[[dict], None]] = None, continue_session: Optional[str] = None,
             on_text: Optional[Callable[[str], None]] = None) -> WorkerResult:
     """Run `task` in `workdir` (default: the current directory) as a new session (history under
-    <runs_dir>/<id>/), or as a follow-up in the session `continue_session` (its directory and model,
-    unless `model_name` names another)."""
+    <runs_dir>/<id>/), or as a follow-up in the session `continue_session` (an id, a prefix of one, or
+    `last`: its directory and model, unless `model_name` names another)."""
+    session = None
     if continue_session is not None:
         session = sessions.find(settings, continue_session)
         if model_name:
             session = session.model_copy(update={"model": model_name})
-    else:
-        session = start_session(settings, task, model_name, workdir)
-    try:
-        worker = sessions.prepare(settings, task, session, resume=continue_session is not None,
-                                  interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
-                                  on_text=on_text)
-    except BaseException:  # a bad model, home or store: nothing ran, so no empty run directory stays
-        if continue_session is None:
-            shutil.rmtree(session.history_path.parents[2], ignore_errors=True)
-        raise
-    result = worker.run()
+    session, worker = open_exchange(settings, task, session, model_name=model_name, workdir=workdir,
+                                    interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
+                                    on_text=on_text)
+    with sessions.session_log(session):
+        result = worker.run()
     sessions.record(settings, session, result)
     worker.history.write_beside("answer.md", result.answer + "\n")
     return result
 
 
+def open_exchange(settings: Settings, task: str, session: Optional[sessions.Session], *,
+                  model_name: Optional[str] = None, workdir: Optional[Path] = None,
+                  **worker_options: Any) -> tuple[sessions.Session, Any]:
+    """The session (a new one when None, its first task `task`) and the worker for its next exchange, the
+    session saved so that it can go on even if this process dies. When the worker cannot be made (a bad
+    model, home or store) nothing ran: a new session leaves nothing behind, an old one is unchanged."""
+    new = session is None
+    if session is None:
+        session = start_session(settings, task, model_name, workdir)
+    try:
+        worker = sessions.prepare(settings, task, session, resume=not new, **worker_options)
+    except BaseException:
+        if new:
+            shutil.rmtree(session.run_dir, ignore_errors=True)
+        raise
+    sessions.save(settings, session)
+    return session, worker
+
+
 def start_session(settings: Settings, task: str, model_name: Optional[str], workdir: Optional[Path]) -> sessions.Session:
+    """A new session (not saved yet: open_exchange saves it once its worker could be made)."""
     session_id = new_id("run")
     history = Path(settings.fanout.runs_dir).resolve() / session_id / "tasks" / session_id / "history.jsonl"
-    session = sessions.new_session(settings, session_id, task, model_name or settings.worker.model,
-                                   (workdir or Path.cwd()).resolve(), history)
-    sessions.save(settings, session)
-    return session
+    return sessions.new_session(settings, session_id, task, model_name or settings.worker.model,
+                                (workdir or Path.cwd()).resolve(), history)

@@ -3,7 +3,8 @@
 A session is one worker history (history.jsonl, in the run directory `ga run` creates) plus a
 record in <GA_HOME>/sessions/<id>.json: its first task, model, working directory, turns, usage and
 last activity. A follow-up continues the same history: the request the model saw last, its answer,
-then the new user message, with the same context control.
+then the new user message, with the same context control. A session whose first turn failed before
+any reply (no model, a bad one, Ctrl-C) has nothing to continue: its next message starts it afresh.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from configs import Settings
+from configs.clikit import by_prefix
+from configs.logs import LOG_FILE, log_file
 from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
@@ -35,6 +38,7 @@ class Session(BaseModel):
     workdir: str
     history: str  # history.jsonl of the session's worker
     turns: int = 0
+    replies: Optional[int] = None  # model replies recorded in the history (None: a record from before it was kept)
     exchanges: int = 0  # tasks and follow-ups asked
     status: str = ""
     last_answer: str = ""
@@ -43,6 +47,16 @@ class Session(BaseModel):
     @property
     def history_path(self) -> Path:
         return Path(self.history)
+
+    @property
+    def run_dir(self) -> Path:
+        """runs/<id>/: the history is tasks/<id>/history.jsonl in it, the log file ga.log."""
+        return self.history_path.parents[2]
+
+    @property
+    def answered(self) -> bool:
+        """At least one of the model's replies is in the history (a completed turn)."""
+        return (self.replies if self.replies is not None else self.turns) > 0
 
 
 def sessions_dir(settings: Settings) -> Path:
@@ -64,44 +78,51 @@ def save(settings: Settings, session: Session) -> None:
     atomic_replace(folder / f"{session.id}.json", session.model_dump_json(indent=1).encode("utf-8"))
 
 
-def list_sessions(settings: Settings) -> list[Session]:
-    """Every session, the latest activity first."""
+def list_sessions(settings: Settings, everything: bool = True) -> list[Session]:
+    """The sessions, the latest activity first: every one, or (`everything` False) those with a completed turn."""
     found = []
     for path in sessions_dir(settings).glob("*.json"):
         try:
             found.append(Session.model_validate_json(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue  # a record being replaced, or not ours: skip it
-    return sorted(found, key=lambda s: s.updated, reverse=True)
+    return sorted((s for s in found if everything or s.answered), key=lambda s: s.updated, reverse=True)
 
 
-def find(settings: Settings, key: Optional[str]) -> Session:
-    """The session named `key` (an id or a unique prefix of one), or the latest when `key` is None."""
+def find(settings: Settings, key: Optional[str], answered: bool = False) -> Session:
+    """The session named `key` (an id or a unique prefix of one), or the latest when `key` is None or `last`
+    (with `answered`: the latest with a completed turn)."""
     sessions = list_sessions(settings)
-    if not sessions:
-        raise SessionError(f"no sessions in {sessions_dir(settings)}; start one with `ga run \"TASK\"` or `ga chat`")
-    if key is None:
-        return sessions[0]
-    matches = [s for s in sessions if s.id == key] or [s for s in sessions if s.id.startswith(key)]
-    if len(matches) != 1:
-        what = "no session" if not matches else f"{len(matches)} sessions"
-        raise SessionError(f"{what} named '{key}'; see `ga sessions list`")
-    return matches[0]
-
-
-def continuation(session: Session, follow_up: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What a follow-up continues from: the last request the model saw, and the messages after it (its
-    reply, the results of any calls in it, the new user message)."""
-    path = session.history_path
-    if not path.is_file():
-        raise SessionError(f"session {session.id}: its history {path} is gone; start a new session")
+    if key in (None, "last"):
+        latest = [s for s in sessions if s.answered] if answered else sessions
+        if not latest:
+            some = " with a completed turn" if answered and sessions else ""
+            raise SessionError(f"no sessions{some} in {sessions_dir(settings)}; start one with `ga run \"TASK\"` "
+                               "or `ga chat`")
+        return latest[0]
     try:
+        found = by_prefix(key, [s.id for s in sessions], "session")
+    except ValueError as exc:  # a prefix of several
+        raise SessionError(str(exc)) from None
+    if found is None:
+        raise SessionError(f"no session named '{key}'; see `ga sessions list --all`")
+    return next(s for s in sessions if s.id == found)
+
+
+def continuation(session: Session, follow_up: str) -> Optional[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """What a follow-up continues from: the last request the model saw, and the messages after it (its
+    reply, the results of any calls in it, the new user message). None when the model never replied
+    (the first turn failed): the follow-up then starts the session afresh."""
+    path = session.history_path
+    try:
+        last = _last_record(path) if path.is_file() else None
+        if last is None or not last.get("received"):
+            if session.answered and not path.is_file():  # it had replies: starting afresh would lose them silently
+                raise SessionError(f"session {session.id}: its history {path} is gone; start a new session")
+            return None
         requests = replay(path)
-        last = _last_record(path)
     except Unsafe as exc:  # the session's directory is writable by its own scripts
         raise SessionError(f"session {session.id}: {exc}") from None
-    if not requests or last is None or not last.get("received"):
-        raise SessionError(f"session {session.id} has no finished turn to continue; start a new session")
     reply = last["received"]
     results = {r.get("id"): r for r in last.get("tool_results") or []}
     answered = [{"role": "tool", "tool_call_id": call["id"],
@@ -117,7 +138,9 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
             on_text: Optional[Callable[[str], None]] = None) -> Worker:
     """The worker for the session's next exchange (its first task, or a follow-up when `resume`);
     `on_text` streams the model's text to it as it arrives."""
-    previous, new = continuation(session, task) if resume else ([], [])
+    continued = continuation(session, task) if resume else None
+    resume = continued is not None
+    previous, new = continued or ([], [])
     if model is None and on_text is not None:
         from worker.llm import LLMClient
         from worker.models import resolve_model
@@ -140,11 +163,22 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
 def record(settings: Settings, session: Session, result: WorkerResult) -> Session:
     """The session after an exchange: counts, usage and the answer, saved."""
     usage = Usage.from_dict(session.usage) + result.usage if session.usage else result.usage
+    try:
+        replies = sum(1 for line in read_text(session.history_path).splitlines() if line.strip())
+    except FileNotFoundError:
+        replies = 0
+    except Unsafe:  # its scripts swapped the history for a link: the next exchange refuses it, in one line
+        replies = session.replies
     updated = session.model_copy(update={
         "updated": time.time(), "turns": session.turns + result.turns, "exchanges": session.exchanges + 1,
-        "status": result.status, "last_answer": result.answer[:2000], "usage": usage.to_dict()})
+        "replies": replies, "status": result.status, "last_answer": result.answer[:2000], "usage": usage.to_dict()})
     save(settings, updated)
     return updated
+
+
+def session_log(session: Session) -> Any:
+    """While an exchange runs: the process's log lines go to the session's ga.log too."""
+    return log_file(session.run_dir / LOG_FILE)
 
 
 def _last_record(path: Path) -> Optional[dict[str, Any]]:
