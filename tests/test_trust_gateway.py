@@ -203,6 +203,42 @@ def test_ga_run_scripts_cannot_write_the_memory_store_or_the_run_directory(tmp_p
     _untouched(ga_home, tmp_path / "proj" / "runs")
 
 
+def test_ga_chat_scripts_cannot_read_the_key_nor_write_ga_s_state(tmp_path: Path, ga_home: Path) -> None:
+    """The same attack from `ga chat` in a real terminal: the key stays out of the script and of the screen, and
+    neither the store nor the session's run directory takes a write."""
+    import io
+    import os
+    import sys
+
+    import pexpect
+
+    probe = f"env | grep -c '{OPENAI_SECRET}'; " + TAMPER.replace("exit 0", "echo done-probing")
+    work = tmp_path / "proj"
+    work.mkdir()
+    with ScriptedServer({"tasks": [code_run_then_echo(probe)]}, log_path=tmp_path / "requests.jsonl") as server:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "GA_HOME": str(ga_home),
+               "OPENAI_API_KEY": OPENAI_SECRET, "TERM": "dumb"}
+        env.pop("GA_MODEL", None)
+        child = pexpect.spawn(sys.executable, ["-m", "cli", "chat", "--model", f"scripted@{server.base_url}"],
+                              cwd=str(work), env=env, encoding="utf-8", timeout=120, dimensions=(24, 80))
+        child.logfile_read = seen = io.StringIO()
+        try:
+            child.expect_exact("you> ")
+            child.sendline("probe the sandbox")
+            child.expect_exact("done-probing")
+            child.expect_exact("you> ")
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    screen = seen.getvalue().replace("\r", "")
+    found = codes(screen)
+    assert found["head"] != [0] and found["log"] != [0] and found["events"] != [0], screen
+    assert OPENAI_SECRET not in screen
+    assert "\n0\n" in screen, screen  # `grep -c` found the key in no line of the script's environment
+    _untouched(ga_home, work / "runs")
+
+
 @pytest.mark.parametrize("executor", ["local", "ray"])  # ray: the `ga fanout` process starts a private local Ray
 def test_fanout_scripts_cannot_write_the_memory_store_or_the_run_directory(tmp_path: Path, ga_home: Path,
                                                                            executor: str) -> None:
