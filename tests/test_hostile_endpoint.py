@@ -32,12 +32,17 @@ def _script() -> dict:
 
 
 def _project(tmp_path: Path, server: ScriptedServer) -> dict[str, str | None]:
-    """models.yaml in the working directory naming the endpoint with a key; the environment's changes holding it."""
-    (tmp_path / "models.yaml").write_text(
+    """The user's models.yaml (a project one may not send a key to a new endpoint) naming the endpoint with a key;
+    the environment's changes holding it and pointing HOME there."""
+    user_models = tmp_path / "home" / ".config" / "ga" / "models.yaml"
+    user_models.parent.mkdir(parents=True, exist_ok=True)
+    user_models.write_text(
         "models:\n  hostile:\n"
         f"    base_url: {server.base_url}\n    model: scripted\n    api_key_env: GA_HOSTILE_KEY\n"
         f"    request_timeout: {REQUEST_TIMEOUT}\n    max_retries: 1\n    backoff_base: 0.05\n    backoff_max: 0.1\n")
-    return {"OPENAI_API_KEY": None, "GA_MODEL": None, "GA_HOSTILE_KEY": KEY}
+    ray_token = Path.home() / ".ray" / "auth_token"  # HOME moves; a local Ray's token stays where ray put it
+    return {"OPENAI_API_KEY": None, "GA_MODEL": None, "GA_HOSTILE_KEY": KEY, "HOME": str(tmp_path / "home"),
+            **({"RAY_AUTH_TOKEN_PATH": str(ray_token)} if ray_token.is_file() else {})}
 
 
 def _key_pieces() -> set[str]:

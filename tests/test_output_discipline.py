@@ -90,10 +90,13 @@ def test_a_session_log_planted_as_a_symlink_is_never_written_through(tmp_path: P
     plant = f"d=$(ls -d runs/*/) && rm -f $d/ga.log && ln -s {victim} $d/ga.log && echo planted"
     turns = [{"tool_calls": [{"name": "code_run", "arguments": {"type": "bash", "script": plant}}]},
              {"content": "planted it"}, {"content": "the follow-up answer"}]
+    # The sandbox keeps runs/ read-only, so a sandboxed script cannot plant there; the driver's own defence is
+    # tried where no sandbox stands before it: the user's explicit opt-out.
+    unsandboxed = {**NO_MODEL, "GA_SANDBOX__MODE": "off"}
     with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}) as server:
-        first = run_ga("run", "plant", "--model", f"scripted@{server.base_url}", cwd=work, env=NO_MODEL)
+        first = run_ga("run", "plant", "--model", f"scripted@{server.base_url}", cwd=work, env=unsandboxed)
         assert first.returncode == 0 and first.stdout.strip() == "planted it", first.stderr
-        second = run_ga("run", "--continue", "last", "go on", cwd=work, env=NO_MODEL)
+        second = run_ga("run", "--continue", "last", "go on", cwd=work, env=unsandboxed)
     assert victim.read_text() == "the original content\n" and not victim.is_symlink()
     assert second.stdout.strip() == "the follow-up answer", second.stderr
     assert "warning: log_file_skipped" in second.stderr and "ga.log" in second.stderr

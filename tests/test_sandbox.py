@@ -235,8 +235,12 @@ def test_scripts_run_when_the_interpreter_lives_under_tmp(tmp_path: Path) -> Non
              "memory=None)\n"
              "spec = REGISTRY['code_run']\n"
              "print(spec.run(ctx, spec.args.model_validate({'script': 'import sys; print(sys.prefix)', 'type': 'python'})).output)")
+    # --system-site-packages reaches the base interpreter's packages, not those of a venv this test runs in
+    import site
+
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[1]), *site.getsitepackages()])
     done = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                          env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exit code 0" in done.stdout and str(venv) in done.stdout, done.stdout
 

@@ -75,14 +75,29 @@ def test_the_assembler_takes_chunks_cut_anywhere() -> None:
         assert "".join(pieces) == completion["choices"][0]["message"]["content"]
 
 
-def test_ga_run_streams_its_turns(tmp_path: Path) -> None:
+def test_ga_run_streams_its_turns_on_a_terminal_and_prints_only_the_answer_piped(tmp_path: Path) -> None:
+    import io
+    import sys
+
+    import pexpect
+
+    from tests.ga_support import ga_env
+
     log = tmp_path / "requests.jsonl"
     (tmp_path / "a.txt").write_text("alpha\n" * 10)
     with ScriptedServer(SCRIPT, log_path=log) as server:
-        done = run_ga("run", "stream it", "--model", f"scripted@{server.base_url}", cwd=tmp_path,
-                      env={"GA_HOME": str(tmp_path / "home")}, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count(LONG) == 1  # streamed, and not printed a second time
-    assert "Reading both files first." in done.stdout
+        child = pexpect.spawn(sys.executable, ["-m", "cli", "run", "stream it", "--model", f"scripted@{server.base_url}"],
+                              cwd=str(tmp_path), env=ga_env({"GA_HOME": str(tmp_path / "home")}), encoding="utf-8",
+                              timeout=120, dimensions=(24, 80))
+        child.logfile_read = screen = io.StringIO()
+        child.expect_exact("Reading both files first.")  # a turn's text, drawn as it streams
+        child.expect(pexpect.EOF)
+        child.close()
+        piped = run_ga("run", "stream it", "--model", f"scripted@{server.base_url}", cwd=tmp_path,
+                       env={"GA_HOME": str(tmp_path / "home")}, timeout=120)
+    assert child.exitstatus == 0, screen.getvalue()[-2000:]
+    assert " ".join(screen.getvalue().split()).count(" ".join(LONG.split())) == 1  # streamed, not printed again
     bodies = [json.loads(line)["body"] for line in log.read_text().splitlines()]
-    assert [b.get("stream") for b in bodies] == [True, True]
+    assert [b.get("stream") for b in bodies[:2]] == [True, True]
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert piped.stdout.strip() == LONG.strip()  # piped: the answer alone, nothing drawn

@@ -44,7 +44,8 @@ def serve(turns: list[dict]) -> ScriptedServer:
     return ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]})
 
 
-# The sandbox keeps `.ga` read-only, so a sandboxed script cannot plant there at all (tests/test_trust_sandbox.py).
+# The sandbox keeps `.ga` and runs/ read-only, so a sandboxed script cannot plant there at all
+# (tests/test_trust_sandbox.py, tests/test_trust_gateway.py).
 # The driver's own defence is tested where no sandbox stands before it: the user's explicit opt-out.
 UNSANDBOXED = {"GA_SANDBOX__MODE": "off"}
 
@@ -129,7 +130,7 @@ def test_ga_run_history_and_answer_symlinks_are_never_written_through(tmp_path):
     plant = (f"d=$(ls -d runs/*/tasks/*) && rm -f $d/history.jsonl $d/answer.md && "
              f"ln -s {history_target} $d/history.jsonl && ln -s {answer_target} $d/answer.md && echo planted")
     with serve([{"tool_calls": [code_run(plant)]}, {"content": "the final answer"}]) as server:
-        result, stderr = ga_run(work, server)
+        result, stderr = ga_run(work, server, UNSANDBOXED)
     assert unchanged(history_target, answer_target)
     assert result["status"] == "succeeded" and result["answer"] == "the final answer", stderr
     task_dir = Path(result["history_path"]).parent
@@ -228,10 +229,10 @@ def test_a_session_whose_history_was_swapped_for_a_link_is_not_continued(tmp_pat
     work = a_workdir(tmp_path)
     plant = f"d=$(ls -d runs/*/tasks/*) && rm -f $d/history.jsonl && ln -s {target} $d/history.jsonl && echo planted"
     with serve([{"tool_calls": [code_run(plant)]}, {"content": "first done"}, {"content": "second done"}]) as server:
-        first, stderr = ga_run(work, server)
+        first, stderr = ga_run(work, server, UNSANDBOXED)
         assert first["status"] == "succeeded", stderr
         again = run_ga("run", "go on", "--continue", first["task_id"], "--model", f"scripted@{server.base_url}",
-                       "--json", cwd=work, timeout=180)
+                       "--json", cwd=work, timeout=180, env=UNSANDBOXED)
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert "history.jsonl: a symbolic link" in again.stderr
     assert unchanged(target)
