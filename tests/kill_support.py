@@ -64,7 +64,7 @@ class Kill:
     at: float  # time.time() of the kill
     in_flight: set[str]  # tasks the driver had sent and not recorded as finished
     finished_before: set[str]  # tasks recorded as finished when it died
-    children_left: list[int] = field(default_factory=list)  # code_run processes alive CHILD_WAIT s after
+    children_left: list[int] = field(default_factory=list)  # code_run processes still alive child_wait s after
     late_requests: int = 0  # model requests later than REQUEST_WAIT s after the kill (and before the next start)
 
 
@@ -86,7 +86,7 @@ def start_driver(tasks: Path, runs: Path, address: Optional[str], resume: Option
 
 
 def kill_and_resume(tasks: Path, runs: Path, address: Optional[str], log_path: Path, marker: str, *, kills: int, seed: int,
-                    delay: tuple[float, float], child_wait: float = 2.0, request_wait: float = 2.0,
+                    delay: tuple[float, float], child_wait: float = 20.0, request_wait: float = 2.0,
                     settle: float = 3.0, env: Optional[dict[str, str]] = None) -> KillRun:
     """Start `ga fanout`, kill -9 it `kills` times (each a seeded random delay after its first task started),
     checking after each kill that no code_run child and no model request outlives it; leaves the run unfinished."""
@@ -112,9 +112,13 @@ def kill_and_resume(tasks: Path, runs: Path, address: Optional[str], log_path: P
         proc.wait()
         proc.stderr.close()
         kill = _state_at_kill(run_dir, at)
-        time.sleep(child_wait)
-        kill.children_left = code_run_pids(marker)
-        time.sleep(max(0.0, settle - child_wait))
+        # The sandboxes die with the driver (bubblewrap's --die-with-parent): wait for that, generously, since a
+        # loaded machine takes its time; what is still alive after `child_wait` outlived the kill.
+        deadline = time.monotonic() + child_wait
+        while (left := code_run_pids(marker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kill.children_left = left
+        time.sleep(max(0.0, settle - (time.time() - at)))
         requests = read_jsonl(log_path)
         kill.late_requests = sum(1 for r in requests if r["time"] > at + request_wait)
         done.append(kill)

@@ -142,7 +142,7 @@ def test_kills_of_the_driver_leave_no_script_running_and_resume_sends_no_finishe
     finally:
         server.stop()
     for number, kill in enumerate(report.kills, 1):
-        assert kill.children_left == [], f"code_run processes alive 2 s after kill {number}: {kill.children_left}"
+        assert kill.children_left == [], f"code_run processes outlived kill {number}: {kill.children_left}"
         assert kill.late_requests == 0, f"{kill.late_requests} model requests later than 2 s after kill {number}"
     assert code_run_pids(marker) == []
     assert final.status == "succeeded" and final.reduce["status"] == "succeeded"
