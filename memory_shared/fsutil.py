@@ -10,7 +10,7 @@ import stat
 import weakref
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 READ_ONLY = 0o444
 
@@ -72,8 +72,13 @@ def atomic_replace(path: Path, data: bytes, before_rename: Optional[Callable[[],
 
 def atomic_link(source: Path | str, path: Path) -> None:
     """Make `path` a hard link to `source`, replacing whatever it was in one rename; fsync the directory."""
+    _replace_with(os.link, source, Path(path))
+
+
+def _replace_with(make: Callable[[Any, Path], None], what: Any, path: Path) -> None:
+    """`make(what, tmp)` beside `path`, then rename it over `path` and fsync the directory."""
     tmp = path.with_name(f".{path.name}.tmp-{unique()}")
-    os.link(source, tmp)
+    make(what, tmp)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -349,12 +354,4 @@ def flocked_readonly(path: Path, shared: bool = True) -> Iterator[None]:
 
 def atomic_symlink(text: str, path: Path | str) -> None:
     """Make `path` a symlink with `text`, replacing whatever it was in one rename; fsync the directory."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{unique()}")
-    os.symlink(text, tmp)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    _replace_with(os.symlink, text, Path(path))
