@@ -21,6 +21,9 @@ and the quick start, `ga fanout configs/examples/quickstart.yaml`, cold, on its 
     python bench/fanout.py --case 8,4,2,0.2 --no-warm --no-ga-run
     python bench/fanout.py --variant ray= --variant threads="--executor threads"   # per executor
     python bench/fanout.py --baseline main --no-warm --no-ga-run                    # cold: before and after
+    python bench/fanout.py --case 1000,256,3,0.5 --baseline main --no-warm --no-ga-run --no-quickstart  # scale
+    python bench/fanout.py --case 1000,64,3,0.5 --variant local="--executor local" \
+        --variant ray="--executor ray" --no-warm --no-ga-run --no-quickstart      # both executors at scale
 
 --variant LABEL=ARGS runs the cold cases and the quick start once per variant, ARGS added to
 `ga fanout` (default: one variant, no extra arguments); --baseline REV runs them in the tree of a git
