@@ -4,7 +4,8 @@ With the scripted model (its own process) at latency L per call, T calls per tas
 time, the ideal wall time is ceil(N/W)·T·L. For each case this prints, side by side, wall time,
 measured/ideal and the peak memory of the whole process tree (bench/proctree.py: the peak of the summed
 VmRSS of the process and all its descendants, Ray's daemons and workers included, sampled every 50 ms;
-with the sum of each process's own VmHWM and the peak summed PSS, sampled every 1 s) of:
+with the sum of each process's own VmHWM and the peak summed PSS, sampled every 1 s), and the tree's user+system
+CPU per model request (the requests the scripted server logged during the row) of:
   threads   bench/fanout_threads.py: the GenericAgent reference's conductor style, N agents as threads
             in one process, W at a time, openai SDK over real HTTP (imports included in its time)
   cold      `ga fanout FILE --json` in a fresh process, no cluster running: Python start, imports,
@@ -20,6 +21,9 @@ and the quick start, `ga fanout configs/examples/quickstart.yaml`, cold, on its 
     python bench/fanout.py --case 8,4,2,0.2 --no-warm --no-ga-run
     python bench/fanout.py --variant ray= --variant threads="--executor threads"   # per executor
     python bench/fanout.py --baseline main --no-warm --no-ga-run                    # cold: before and after
+    python bench/fanout.py --case 1000,256,3,0.5 --baseline main --no-warm --no-ga-run --no-quickstart  # scale
+    python bench/fanout.py --case 1000,64,3,0.5 --variant local="--executor local" \
+        --variant ray="--executor ray" --no-warm --no-ga-run --no-quickstart      # both executors at scale
 
 --variant LABEL=ARGS runs the cold cases and the quick start once per variant, ARGS added to
 `ga fanout` (default: one variant, no extra arguments); --baseline REV runs them in the tree of a git
@@ -116,6 +120,14 @@ class Row:
     tree: Optional[TreeSampler]
     load: tuple[float, float]
     note: str = ""
+    requests: int = 0  # model requests the server logged for this row (0: not counted)
+
+    def cpu(self) -> str:
+        """The tree's user+system CPU, and per model request: what ga itself costs a request."""
+        if not self.tree:
+            return ""
+        per = f", {self.tree.cpu_seconds * 1000 / self.requests:.2f} ms/request" if self.requests else ""
+        return f" | CPU {self.tree.cpu_seconds:.1f}s{per}"
 
     def memory(self) -> str:
         if not self.tree:
@@ -161,6 +173,7 @@ def cold_run(command: list[str], env: dict, folder: Path, server: Optional[Model
     ledger = _ledger_times(Path(result["run_dir"]) / "ledger.jsonl")
     requests = server.requests_between(spawned, exited) if server else []
     row = measured("cold", tree, load, exited - spawned, f"its run alone {result.get('seconds') or 0:.1f}s")
+    row.requests = len(requests)
     return row, breakdown(spawned, exited, gone, marks, ledger, tree, requests)
 
 
@@ -231,7 +244,9 @@ def threads_baseline(n: int, w: int, turns: int, url: str, env: dict, folder: Pa
     result = json.loads(out)
     if result["answered"] != n:
         raise SystemExit(f"threads baseline: {result['answered']} of {n} agents answered")
-    return measured("threads", tree, load, seconds, f"{result['requests']} requests")
+    row = measured("threads", tree, load, seconds, f"{result['requests']} requests")
+    row.requests = result["requests"]
+    return row
 
 
 def ga_run_baseline(n: int, w: int, turns: int, url: str, env: dict, folder: Path) -> Row:
@@ -304,7 +319,7 @@ def print_row(case: str, row: Row, ideal: Optional[float], baseline: Optional[Ro
         versus = f" | {row.seconds / baseline.seconds:.2f}x the threads' time, " \
                  f"{row.tree.peak_rss_mb / baseline.tree.peak_rss_mb:.1f}x its memory" if row.tree else ""
     note = f" ({row.note})" if row.note else ""
-    print(f"{case:24} {row.label:9} {row.seconds:6.1f}s {ratio} | {row.memory()}{versus} | "
+    print(f"{case:24} {row.label:9} {row.seconds:6.1f}s {ratio} | {row.memory()}{versus}{row.cpu()} | "
           f"load {row.load[0]:.1f}->{row.load[1]:.1f}{note}", flush=True)
 
 

@@ -24,14 +24,14 @@ from typing import Callable, Iterable, Optional
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _stat(pid: int) -> Optional[tuple[int, int, int]]:
-    """(parent pid, start time in ticks, resident pages), or None when the process is gone."""
+def _stat(pid: int) -> Optional[tuple[int, int, int, int]]:
+    """(parent pid, start time in ticks, resident pages, CPU ticks user+system), or None when the process is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return int(fields[1]), int(fields[19]), int(fields[21])
+    return int(fields[1]), int(fields[19]), int(fields[21]), int(fields[11]) + int(fields[12])
 
 
 def _status_kb(pid: int, key: str) -> Optional[int]:
@@ -99,9 +99,15 @@ class TreeSampler:
         return sorted(min(t for title, t in m["titles"].items() if part in title)
                       for m in self.members.values() if any(part in title for title in m["titles"]))
 
+    @property
+    def cpu_seconds(self) -> float:
+        """User + system CPU of every process of the tree, as last sampled (a process's last 50 ms or less
+        before it exited are not seen: a lower bound)."""
+        return sum(m["ticks"] for m in self.members.values()) / os.sysconf("SC_CLK_TCK")
+
     def alive(self) -> int:
         """Processes of the tree still running (after the roots exited: what was left behind)."""
-        return sum(1 for pid, start in self.members if (_stat(pid) or (0, -1, 0))[1] == start)
+        return sum(1 for pid, start in self.members if (_stat(pid) or (0, -1, 0, 0))[1] == start)
 
     def _loop(self) -> None:
         next_pss = 0.0
@@ -124,15 +130,16 @@ class TreeSampler:
             pid for pid, start in self.members if pid in stats and stats[pid][1] == start}
         grew = True
         while grew:  # descendants by parent pid
-            children = {pid for pid, (ppid, _, _) in stats.items() if ppid in tree and pid not in tree}
+            children = {pid for pid, (ppid, *_) in stats.items() if ppid in tree and pid not in tree}
             grew = bool(children)
             tree |= children
         tree -= excluded
         total_pages, total_pss = 0, 0
         now = time.time()
         for pid in tree:
-            _, start, pages = stats[pid]
-            member = self.members.setdefault((pid, start), {"hwm_kb": 0, "titles": {}})
+            _, start, pages, ticks = stats[pid]
+            member = self.members.setdefault((pid, start), {"hwm_kb": 0, "titles": {}, "ticks": 0})
+            member["ticks"] = max(member["ticks"], ticks)
             total_pages += pages
             hwm = _status_kb(pid, "VmHWM:")
             if hwm:

@@ -21,6 +21,7 @@ import structlog
 
 import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from memory_shared import fsutil
+from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.types import Usage
 
@@ -183,6 +184,8 @@ class WorkerActor:
         the actor)."""
         timeout = job.timeout
         outcome: dict[str, Any] = {}
+        if self.in_process:
+            return self._run_here(worker, state, timeout, outcome)
         thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
                                   name=f"{WORKER_THREAD}{job.task_id}"[:60])
         thread.start()
@@ -195,6 +198,24 @@ class WorkerActor:
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
                 self.tainted = True
+        return outcome
+
+    def _run_here(self, worker: Any, state: dict[str, Any], timeout: Optional[float],
+                  outcome: dict[str, Any]) -> dict[str, Any]:
+        """In the driver's process the Worker runs in the task's own thread; one shared thread cancels it at its
+        timeout. One that still does not stop is the driver's to abandon (the map loop's kill past KILL_MARGIN)."""
+        def time_out() -> None:
+            with self._lock:
+                state["cancel"] = f"timeout after {timeout:g}s"
+            outcome["timed_out"] = True
+            worker.cancel()
+
+        deadline = DEADLINES.add(timeout, time_out) if timeout else None
+        try:
+            _run_worker(worker, outcome)
+        finally:
+            if deadline is not None:
+                DEADLINES.cancel(deadline)
         return outcome
 
     def _configure_logging(self, level: str) -> None:

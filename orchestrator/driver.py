@@ -49,6 +49,7 @@ class Driver:
         self.plan, self.run, self.settings, self.models, self.nest = plan, run, settings, models, nest
         self.max_depth, self.executor, self.workers = max_depth, executor, max(1, workers)
         self.cluster = executor.info
+        self._settings_by_limits: dict[tuple, Settings] = {}  # (max_turns, max_tokens, max_cost) -> a task's settings
         self.cancel = cancel  # a threading.Event: set when a nested run must stop (its code_run ended)
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
@@ -140,7 +141,11 @@ class Driver:
         )
 
     def _task_settings(self, task: PlannedTask) -> Settings:
-        """The run's settings with the task's limits, and its tasks file's sandbox block over the config's."""
+        """The run's settings with the task's limits, and its tasks file's sandbox block over the config's. Tasks
+        with the same limits and no sandbox block share one copy (nothing downstream changes a job's settings)."""
+        key = (task.max_turns, task.max_tokens, task.max_cost)
+        if not task.sandbox and key in self._settings_by_limits:
+            return self._settings_by_limits[key]
         settings = self.settings.model_copy(deep=True)
         worker = settings.worker
         if task.max_turns:
@@ -153,6 +158,8 @@ class Driver:
             extra = task.sandbox.get("writable", [])
             settings.sandbox = settings.sandbox.model_validate({
                 **settings.sandbox.model_dump(), **task.sandbox, "writable": [*settings.sandbox.writable, *extra]})
+        else:
+            self._settings_by_limits[key] = settings
         return settings
 
     def tools_for(self, task: PlannedTask) -> Optional[list[str]]:

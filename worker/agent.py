@@ -1,6 +1,7 @@
 """The agent loop: ask the model, run every tool call in order, feed results back, keep context dense."""
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -102,7 +103,7 @@ class Worker:
     def _loop(self, memory: MemorySession) -> WorkerResult:
         messages = self.resumed or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
-        schemas = [t.schema() for t in self.tools.values()]
+        schemas = _schemas(tuple(self.tools))
         cfg = self._context_settings(schemas)
         anchor = context.Anchor(cfg, task=self.task)
         malformed, chances = 0, self.settings.worker.second_chance
@@ -308,6 +309,13 @@ class Worker:
             reason = f"{reason}; after a second chance" if reason else "after a second chance"
         return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
                             check=check)
+
+
+@functools.lru_cache(maxsize=64)
+def _schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
+    (read-only: the model client encodes them once per list, worker/llm.py)."""
+    return [REGISTRY[name].schema() for name in names]
 
 
 def _lowest(limit: Optional[float], budget: Optional[float]) -> Any:

@@ -1,4 +1,5 @@
-"""history.jsonl: one line per turn, written and fsynced before the next turn starts.
+"""history.jsonl: one line per turn, written and made durable before the next turn starts (group commit:
+the concurrent workers of a process share one flush, memory_shared/groupsync.py).
 
 Each line records exactly what was sent: the request's messages from index `sent_from` on
 (the messages before it are identical to the previous request's), and what came back: `received`
@@ -15,7 +16,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from memory_shared import fsutil
+from memory_shared import fsutil, groupsync
 from worker.types import Reply
 
 READ_CAP = 1 << 30  # bytes of a history file read back (a session's follow-up)
@@ -55,7 +56,7 @@ class History:
 
     def append(self, record: dict[str, Any]) -> None:
         fsutil.write_all(self._file, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
-        os.fsync(self._file)
+        groupsync.durable(self._file)
 
     def write_beside(self, name: str, text: str) -> None:
         """Replace the file `name` next to the history (answer.md), never through a symlink."""

@@ -79,6 +79,7 @@ class LLMClient:
         self.on_text: Optional[Callable[[str], None]] = None  # set: stream, and hand it the text as it arrives
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
+        self._tools_json: Optional[tuple[list[dict[str, Any]], bytes]] = None  # (tools list, its encoding)
         self._stop_refused = False  # the server rejected `stop`: requests go without it
         self._lock = threading.Lock()
 
@@ -167,8 +168,7 @@ class LLMClient:
 
     def _send(self, request: dict[str, Any]) -> Any:
         cfg = self.config
-        # compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash
-        payload = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        payload = self._encode(request)
         attempts = cfg.max_retries + 1
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts), wait=self._wait, retry=tenacity.retry_if_exception_type(_Retry),
@@ -183,6 +183,18 @@ class LLMClient:
             raise ModelError(self._clean(
                 f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts")) from None
         raise AssertionError("unreachable")
+
+    def _encode(self, request: dict[str, Any]) -> bytes:
+        """Compact UTF-8 JSON; the tool schemas (the same list every request of a task) are encoded once."""
+        tools = request.get("tools")
+        if tools is None:
+            return _dumps(request)
+        with self._lock:
+            if self._tools_json is None or self._tools_json[0] is not tools:
+                self._tools_json = (tools, _dumps(tools))
+            encoded = self._tools_json[1]
+        rest = _dumps({k: v for k, v in request.items() if k != "tools"})
+        return rest[:-1] + b',"tools":' + encoded + b"}"
 
     def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Any:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
@@ -283,6 +295,11 @@ class LLMClient:
             cached = getattr(details, "cached_tokens", None) or getattr(usage, "prompt_cache_hit_tokens", None) or 0
         return Usage(prompt=prompt, completion=completion, cached=cached,
                      cost=self.config.cost(prompt, completion, cached))
+
+
+def _dumps(value: Any) -> bytes:
+    """Compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
 
 def _tool_name(schema: dict[str, Any]) -> str:

@@ -8,6 +8,8 @@ The body is read in chunks and refused once it passes `max_bytes`, so it is neve
 """
 from __future__ import annotations
 
+import itertools
+import os
 import ssl
 import threading
 import time
@@ -19,8 +21,14 @@ from typing import Any, Callable, Iterable, Optional
 import httpcore2
 
 _local = threading.local()
-_POOLS: dict[str, httpcore2.ConnectionPool] = {}
+_POOLS: dict[tuple[str, int], httpcore2.ConnectionPool] = {}
 _POOLS_LOCK = threading.Lock()
+# A pool looks at every connection it holds for each request it starts and ends: with hundreds of workers in one
+# process one pool cost more CPU than the requests. Each thread uses one of SHARDS pools, so each holds few.
+SHARDS = 32
+_next_shard = itertools.count()
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+_PROXIES: dict[tuple, str] = {}  # (the proxy variables, scheme, host) -> the proxy for it
 
 
 class ReplyTooLarge(Exception):
@@ -140,22 +148,44 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 
 
 def _pool(url: str) -> httpcore2.ConnectionPool:
-    """One pool per proxy setting per process (keep-alive across tasks; the CA bundle is loaded once)."""
+    """The calling thread's pool of SHARDS per proxy setting per process (keep-alive across tasks; the CA bundle
+    is loaded once)."""
     proxy = _proxy_for(url)
+    shard = getattr(_local, "shard", None)
+    if shard is None:
+        shard = _local.shard = next(_next_shard) % SHARDS
     with _POOLS_LOCK:
-        pool = _POOLS.get(proxy)
+        pool = _POOLS.get((proxy, shard))
         if pool is None:
-            pool = _POOLS[proxy] = httpcore2.ConnectionPool(
-                ssl_context=httpcore2.default_ssl_context(), proxy=httpcore2.Proxy(proxy) if proxy else None,
-                max_connections=1000, max_keepalive_connections=100, keepalive_expiry=5.0,
+            pool = _POOLS[(proxy, shard)] = httpcore2.ConnectionPool(
+                ssl_context=_ssl_context(), proxy=httpcore2.Proxy(proxy) if proxy else None,
+                max_connections=1000, max_keepalive_connections=16, keepalive_expiry=5.0,
                 network_backend=_DeadlineBackend())
         return pool
 
 
+_SSL: list[ssl.SSLContext] = []
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """One context (its CA bundle loaded once) for every pool; the caller holds _POOLS_LOCK."""
+    if not _SSL:
+        _SSL.append(httpcore2.default_ssl_context())
+    return _SSL[0]
+
+
 def _proxy_for(url: str) -> str:
-    """The http(s) proxy the environment names for this URL ('' for none), as the SDK honoured it."""
+    """The http(s) proxy the environment names for this URL ('' for none), as the SDK honoured it; remembered
+    per value of the proxy variables (urllib reads the whole environment each time)."""
     parts = urllib.parse.urlsplit(url)
-    proxy = urllib.request.getproxies().get(parts.scheme, "")
-    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
-        return ""
-    return proxy if proxy.startswith(("http://", "https://")) else ""
+    key = (tuple(os.environ.get(name) for name in _PROXY_VARIABLES + tuple(v.upper() for v in _PROXY_VARIABLES)),
+           parts.scheme, parts.hostname)
+    found = _PROXIES.get(key)
+    if found is None:
+        proxy = urllib.request.getproxies().get(parts.scheme, "")
+        if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+            found = ""
+        else:
+            found = proxy if proxy.startswith(("http://", "https://")) else ""
+        _PROXIES[key] = found
+    return found
