@@ -2,9 +2,11 @@
 
 One matrix tasks file (a CSV of N items, default 100,000), the scripted model in its own process
 (bench/fanout.py's ModelServer, `latency: 0`, one turn a task). For each tree it prints:
-  dry run        `ga fanout FILE --dry-run --json`: wall time and peak RSS (the process's own, wait4)
-  first request  seconds from spawning `ga fanout FILE` to the first request the model server logs
-                 (the process is killed -9 then; the run is not finished)
+  dry run        `ga fanout FILE --dry-run --json` and without --json (the table): wall time, CPU time
+                 (user+system) and peak RSS (the process's own, wait4)
+  first request  seconds from spawning `ga fanout FILE` to the first request the model server logs, and
+                 the CPU the process had used by then (the process is killed -9 then; the run is not finished)
+On a shared machine the wall times follow the load; the CPU times say what ga itself spent.
   full run       a complete `ga fanout` of --full tasks (default 2,000; the same file's first rows):
                  its wall time, the lines it prints at the end, and the run directory's bytes per task
                  (du -b apparent sizes), with and without the tasks' history.jsonl files
@@ -49,20 +51,21 @@ def write_tasks(folder: Path, n: int, url: str, name: str) -> Path:
     return path
 
 
-def dry_run(tree: Path, tasks: Path, env: dict) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of `ga fanout --dry-run --json`."""
+def dry_run(tree: Path, tasks: Path, env: dict, *extra: str) -> tuple[float, float, float]:
+    """(seconds, CPU seconds, peak RSS in MB) of `ga fanout --dry-run EXTRA`."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks), "--dry-run", "--json"], cwd=tree,
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks), "--dry-run", *extra], cwd=tree,
                             env={**env, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"dry run failed in {tree}: {proc.stderr.read().decode()[-800:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def first_request(tree: Path, tasks: Path, env: dict, server: ModelServer, out: Path) -> Optional[float]:
-    """Seconds from spawn to the model server's first request; None past FIRST_REQUEST_LIMIT."""
+def first_request(tree: Path, tasks: Path, env: dict, server: ModelServer, out: Path) -> tuple[Optional[float], float]:
+    """Seconds from spawn to the model server's first request (None past FIRST_REQUEST_LIMIT), and the CPU
+    seconds the process had used when it was seen."""
     spawned = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks), "--out", str(out), "--no-preflight",
                              "--json"], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
@@ -71,15 +74,20 @@ def first_request(tree: Path, tasks: Path, env: dict, server: ModelServer, out: 
         while time.time() - spawned < FIRST_REQUEST_LIMIT:
             times = server.requests_between(spawned, time.time() + 1)
             if times:
-                return times[0] - spawned
+                return times[0] - spawned, _cpu_seconds(proc.pid)
             if proc.poll() is not None:
                 raise SystemExit(f"ga fanout in {tree} exited {proc.returncode} before any request")
             time.sleep(0.05)
-        return None
+        return None, _cpu_seconds(proc.pid)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def full_run(tree: Path, tasks: Path, env: dict, out: Path) -> tuple[float, int, float, float]:
@@ -119,14 +127,17 @@ def main() -> None:
             trees.append((args.baseline, extract(args.baseline, folder / "baseline")))
         big = write_tasks(folder, args.tasks, server.base_url, "big")
         small = write_tasks(folder, args.full, server.base_url, "small") if args.full else None
-        dry_run(ROOT, big, env)  # warms the file cache and .pyc files
+        dry_run(ROOT, big, env, "--json")  # warms the file cache and .pyc files
+        for extra, what in (("--json", "--json"), ("", "table")):
+            for label, tree in trees:
+                seconds, cpu, mb = dry_run(tree, big, env, *filter(None, [extra]))
+                print(f"{label:12} dry run of {args.tasks:,} tasks ({what}): {seconds:6.2f} s wall, {cpu:5.2f} s CPU, "
+                      f"peak RSS {mb:5.0f} MB", flush=True)
         for label, tree in trees:
-            seconds, mb = dry_run(tree, big, env)
-            print(f"{label:12} dry run of {args.tasks:,} tasks: {seconds:6.2f} s, peak RSS {mb:5.0f} MB", flush=True)
-        for label, tree in trees:
-            first = first_request(tree, big, env, server, folder / "runs-first")
+            first, cpu = first_request(tree, big, env, server, folder / "runs-first")
             shown = f"{first:6.2f} s" if first is not None else f"none in {FIRST_REQUEST_LIMIT:.0f} s"
-            print(f"{label:12} first model request of {args.tasks:,} tasks: {shown} after spawn", flush=True)
+            print(f"{label:12} first model request of {args.tasks:,} tasks: {shown} after spawn, {cpu:5.2f} s CPU by then",
+                  flush=True)
         for label, tree in trees if small else []:
             seconds, lines, per_task, besides = full_run(tree, small, env, folder / "runs-full")
             print(f"{label:12} full run of {args.full:,} tasks: {seconds:6.1f} s, {lines:,} lines printed, "
