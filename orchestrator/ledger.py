@@ -10,7 +10,7 @@ the next open. `results.jsonl` is the truth about what finished: resume skips wh
 fsynced them one by one for half a minute): they only say what the run means to do, and a crash between
 two batches leaves tasks without one, which a resume queues again.
 
-spec.yaml is written as JSON (a YAML document too: one task a line), because dumping 100,000 tasks
+spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
 through PyYAML took minutes before the first task could start; `spec()` reads either form.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ class JsonlFile:
 
 
 def spec_text(spec: dict[str, Any]) -> str:
-    """The spec as JSON laid out for reading: one key a line, one task a line (valid YAML as well)."""
+    """The spec as JSON laid out for reading: one key a line, one task a line (YAML readers take it too)."""
     lines = []
     for key, value in spec.items():
         if key == "tasks" and value:

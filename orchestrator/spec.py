@@ -216,11 +216,11 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "tasks"}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: each value is replaced or plain
         data["source"] = str(self.source) if self.source else None
         data["tasks"] = [_task_data(t) for t in self.tasks]
-        data["reduce"] = self.reduce.model_dump() if self.reduce else None
         data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks}
+        data["reduce"] = self.reduce.model_dump() if self.reduce else None
         return data
 
     @classmethod

@@ -109,3 +109,29 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
     assert all(sent[f"item {int(t[1:])} of the large run"] == 1 for t in finished_at_kill), "a finished task was sent again"
     events = read_jsonl(ledger_path)  # whole lines only: a torn tail was cut when the resume opened it
     assert {e["task_id"] for e in events if e["event"] == "queued"} == {f"t{i:04d}" for i in range(n)}
+
+
+def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
+    """spec.yaml is written as JSON without a task's unset fields; the plan read back (what `--resume RUN`
+    without a file runs) is the plan that ran, a task with no tools and one with a check included."""
+    from orchestrator import spec as specs
+    from orchestrator.runplan import stored_plan
+
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+                          tmp_path / "requests.jsonl")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(f"version: 1\nname: kept\nmemory: {{commit: false}}\ndefaults: {{model: 'scripted@{server.base_url}'}}\n"
+                     "tasks:\n  - {id: bare, prompt: 'no tools at all', tools: [], max_turns: 2}\n"
+                     "  - {id: checked, prompt: 'say done', check: {pattern: done}, truncate: true, timeout: 30}\n")
+    try:
+        proc = run_ga("fanout", str(tasks), "--out", str(tmp_path / "runs"), "--no-preflight", cwd=tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert (run_dir / "spec.yaml").read_text().startswith("{")
+    kept = stored_plan(tmp_path / "runs", run_dir.name)
+    planned = specs.load(tasks)
+    assert [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in kept.tasks] == \
+        [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in planned.tasks]
+    assert kept.tasks[0].tools == [] and kept.fingerprints == {t.id: t.fingerprint() for t in planned.tasks}
