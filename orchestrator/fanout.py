@@ -192,8 +192,9 @@ def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], An
     from orchestrator.costs import prompt_limit
 
     limits = {name: prompt_limit(settings, getattr(config, "context_window", None)) for name, config in models.items()}
+    fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
     try:
-        specs.check_prompt_sizes(plan, lambda name: limits.get(name, prompt_limit(settings, None)))
+        specs.check_prompt_sizes(plan, lambda name: limits.get(name, fallback))
     except SpecError as exc:
         raise FanoutError(str(exc)) from None
 
