@@ -53,6 +53,13 @@ def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert all(f"t{i:04d}" in shown.stdout for i in range(n))  # where the digest sends you: every task
 
+    # --json (a parent agent's view), from a resume with nothing left to run: the failed ones, and the file
+    again = run_ga("fanout", str(tasks), "--out", str(tmp_path / "runs"), "--resume", run_dir.name, "--no-preflight",
+                   "--json", cwd=tmp_path)
+    data = json.loads(again.stdout)
+    assert [r["id"] for r in data["results"]] == ["t0007", "t0042", "t0099"], again.stdout[-2000:]
+    assert data["results_file"] == str(run_dir / "results.jsonl") and data["tasks"]["total"] == n
+
 
 def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
     server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
