@@ -55,8 +55,8 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
         fail(str(exc))
 
 
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+def emit_json(data: Any, indent: Optional[int] = 2) -> None:
+    sys.stdout.write(json.dumps(data, indent=indent, default=str) + "\n")
 
 
 def emit_json_line(record: dict) -> None:

@@ -21,6 +21,7 @@ from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
 from orchestrator.fanout import nested_here
+from orchestrator.runlisting import FULL_TABLE_MAX, print_run_digest
 from orchestrator.runplan import plan_for
 from orchestrator.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.tables import tasks_table
@@ -29,6 +30,7 @@ from worker.commands import ask_person, preflight_run, text_stream, turn_printer
 from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
+PLAN_ROWS = 50  # a dry run's table shows this many tasks
 
 
 @commands.command()
@@ -139,7 +141,9 @@ def fanout(
         plan = plan_for(file, resume, runs_dir, model)
         if dry_run:
             expanded = plan_only(plan, current)
-            emit_json(expanded) if as_json else print_plan(expanded)
+            # indented, json's pure-Python encoder took 4 s for 100,000 tasks: a large plan is printed on one line
+            emit_json(expanded, indent=2 if len(expanded["tasks"]) <= PLAN_ROWS else None) if as_json \
+                else print_plan(expanded)
             return
         # A nested fan-out (from a task's sandboxed code_run, GA_HOME read-only) is part of its parent's job.
         nested = nested_here()
@@ -161,11 +165,16 @@ def fanout(
 
 
 def print_plan(plan: dict) -> None:
+    """The plan's table, its first PLAN_ROWS tasks (and the reduce) when it has more; `--json` lists them all."""
     table = Table(title=f"{plan['name']}: {len(plan['tasks'])} task(s), {plan['concurrency']} at once, "
                         f"{plan['retries']} retries", title_justify="left")
     for column in ("id", "model", "turns", "timeout", "inputs", "max cost", "prompt"):
         table.add_column(column, overflow="fold")
-    for row in plan["tasks"]:
+    rows = plan["tasks"]
+    hidden = max(0, len(rows) - PLAN_ROWS - (1 if plan["reduce"] else 0))
+    if hidden:
+        rows = rows[:PLAN_ROWS] + ([rows[-1]] if plan["reduce"] else [])
+    for row in rows:
         cost = "?" if row["max_cost"] is None else f"${row['max_cost']:.4f}"
         prompt = row["prompt"].replace("\n", " ")
         model = str(row["model"])
@@ -173,6 +182,9 @@ def print_plan(plan: dict) -> None:
         table.add_row(row["id"], model, str(row["max_turns"]), str(row["timeout"] or "-"),
                       ", ".join(row["inputs"]) or "-", cost, prompt[:70] + ("…" if len(prompt) > 70 else ""))
     console.print(table)
+    if hidden:
+        console.print(f"… and {hidden:,} more task(s); `ga fanout FILE --dry-run --json` lists every one",
+                      highlight=False, soft_wrap=True)
     total = plan["total_max_cost"]
     budget = plan["budget"]
     console.print(f"upper bound on cost: {'?' if total is None else f'${total:.4f}'}"
@@ -181,10 +193,15 @@ def print_plan(plan: dict) -> None:
 
 
 def print_run(result: Run) -> None:
-    """The final table: every task, those the run did not finish with the turns and tokens they spent."""
+    """The final table: every task, those the run did not finish with the turns and tokens they spent; a run of
+    more than FULL_TABLE_MAX tasks prints a summary instead (orchestrator/runlisting.py)."""
     summary = result.summary
-    view = load_run_view(result.run_dir.parent, str(result.run_dir))
-    console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE], title=f"run {result.run_id}: {result.status}"))
+    if summary.tasks.total > FULL_TABLE_MAX:
+        print_run_digest(console, result)
+    else:
+        view = load_run_view(result.run_dir.parent, str(result.run_dir))
+        console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE],
+                                  title=f"run {result.run_id}: {result.status}"))
     usage = summary.usage
     console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
                   f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False, soft_wrap=True)

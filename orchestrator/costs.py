@@ -30,6 +30,7 @@ class ModelBook:
         self.settings = settings
         self._facts: dict[Optional[str], Optional[ModelFacts]] = {}
         self._limits: dict[Optional[str], int] = {}
+        self._bounds: dict[tuple, Optional[float]] = {}  # 100,000 tasks share a few (model, turns, max_cost)
 
     def facts(self, name: Optional[str]) -> Optional[ModelFacts]:
         if name not in self._facts:
@@ -37,6 +38,12 @@ class ModelBook:
         return self._facts[name]
 
     def upper_bound(self, name: Optional[str], turns: int, max_cost: Optional[float]) -> Optional[float]:
+        key = (name, turns, max_cost)
+        if key not in self._bounds:
+            self._bounds[key] = self._upper_bound(name, turns, max_cost)
+        return self._bounds[key]
+
+    def _upper_bound(self, name: Optional[str], turns: int, max_cost: Optional[float]) -> Optional[float]:
         facts = self.facts(name)
         if facts is None:
             return max_cost

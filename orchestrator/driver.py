@@ -68,8 +68,7 @@ class Driver:
                    workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
                    depth=self.nest.depth,
                    parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
-        for task in todo:
-            run.ledger("queued", task.id)
+        run.queued([task.id for task in todo])
         self._start_governors()
         self._choose_memory()
         done_before = run.results()

@@ -34,6 +34,7 @@ from worker.context.cut import cut_head_tail
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
 COMPACT_CHARS = 6000  # --json answers together stay well inside a code_run output cap
+COMPACT_ROWS = 100  # results --json lists; a larger run lists those that did not succeed
 ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
 
 
@@ -55,15 +56,23 @@ class Run:
     unfinished: list[str] = field(default_factory=list)
 
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
-        """What --json prints: small enough for a parent agent to read whole."""
-        per_answer = max(200, limit // max(1, len(self.results) + (1 if self.reduce else 0)))
+        """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
+        the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
+        shown = self.results
+        if len(shown) > COMPACT_ROWS:
+            shown = [r for r in self.results if r.status != "succeeded"][:COMPACT_ROWS]
+        per_answer = max(200, limit // max(1, len(shown) + (1 if self.reduce else 0)))
         rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
                  **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
-                for r in self.results]
+                for r in shown]
         data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
                 "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
                 "seconds": self.summary.seconds, "results": rows,
                 "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
+        if len(shown) < len(self.results):
+            data.update(results_file=str(self.run_dir / "results.jsonl"),
+                        results_note=f"{len(self.results):,} results: only those that did not succeed are listed "
+                                     f"(the first {COMPACT_ROWS}); results_file has every one, a JSON object a line")
         if self.summary.stop_note:
             data["note"] = self.summary.stop_note
         if self.reduce:
@@ -192,8 +201,9 @@ def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], An
     from orchestrator.costs import prompt_limit
 
     limits = {name: prompt_limit(settings, getattr(config, "context_window", None)) for name, config in models.items()}
+    fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
     try:
-        specs.check_prompt_sizes(plan, lambda name: limits.get(name, prompt_limit(settings, None)))
+        specs.check_prompt_sizes(plan, lambda name: limits.get(name, fallback))
     except SpecError as exc:
         raise FanoutError(str(exc)) from None
 

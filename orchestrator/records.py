@@ -152,7 +152,7 @@ class RunSummary(Record):
     memory: str = "store"
 
     def text(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        return self.model_dump_json() + "\n"  # one line: 100,000 tasks in per_task
 
 
 class Fallback(BaseModel):

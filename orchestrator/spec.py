@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import hashlib
 import io
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
@@ -214,21 +215,35 @@ class Plan:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: each value is replaced or plain
         data["source"] = str(self.source) if self.source else None
-        for task in data["tasks"]:
-            task.pop("line", None)
-        data["reduce"] = self.reduce.model_dump() if self.reduce else None
+        data["tasks"] = [_task_data(t) for t in self.tasks]
         data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks}
+        data["reduce"] = self.reduce.model_dump() if self.reduce else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
         data = dict(data)
-        data["tasks"] = [PlannedTask(**t) for t in data["tasks"]]
+        data["tasks"] = [PlannedTask(**{**_UNSET_TASK_FIELDS, **t}) for t in data["tasks"]]
         data["source"] = Path(data["source"]) if data.get("source") else None
         data["reduce"] = Reduce.model_validate(data["reduce"]) if data.get("reduce") else None
         return cls(**data)
+
+
+_UNSET_TASK_FIELDS: dict[str, Any] = {"inputs": [], "model": None, "max_turns": None, "timeout": None, "tools": None}
+
+
+def _task_data(task: PlannedTask) -> dict[str, Any]:
+    """A task's fields as plain data, without its line and without what is unset (None, no inputs, no truncate)."""
+    data = {}
+    for f in fields(task):
+        value = getattr(task, f.name)
+        if f.name == "line" or value is None or (f.name in ("inputs", "truncate") and not value):
+            continue
+        data[f.name] = list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+    return data
 
 
 # ---- loading ----------------------------------------------------------------------------------
@@ -519,6 +534,7 @@ class _Expander:
         if items is None:
             return []
         options = self.merged(matrix, loc)
+        line = line_of(self.lines, loc) or 0
         tasks = []
         for index, item in enumerate(items):
             values = item if isinstance(item, dict) else {"item": item}
@@ -539,7 +555,7 @@ class _Expander:
                 task_id = self.generated(prompt, inputs)
             self.claim(task_id, loc + (("id",) if matrix.id else ("template",)))
             tasks.append(PlannedTask(id=task_id, prompt=prompt, inputs=self.inputs(inputs, loc),
-                                     line=line_of(self.lines, loc) or 0, **options))
+                                     line=line, **options))
         return tasks
 
     def items(self, matrix: Matrix, loc: tuple) -> Optional[list[Any]]:
@@ -596,14 +612,25 @@ class _Expander:
             return None
 
     def render(self, template: str, values: dict[str, Any], loc: tuple, index: int) -> Optional[str]:
-        missing = [name for name in PLACEHOLDER.findall(template) if name not in values]
+        text, names = _template_parts(template)
+        missing = [name for name in names if name not in values]
         if missing:
             close = difflib.get_close_matches(missing[0], list(values), n=1)
             hint = f"did you mean '{{{{{close[0]}}}}}'? " if close else ""
             self.problem(loc, f"placeholder '{{{{{missing[0]}}}}}' is not a field of item {index}; {hint}"
                               f"fields: {', '.join(values)}")
             return None
-        return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+        return text.format(*[str(values[name]) for name in names])
+
+
+@functools.lru_cache(maxsize=64)
+def _template_parts(template: str) -> tuple[str, list[str]]:
+    """The template as a str.format text with positional fields, and the names they stand for (parsed once
+    per template, not once per item)."""
+    parts = PLACEHOLDER.split(template)
+    text = "".join(part.replace("{", "{{").replace("}", "}}") if n % 2 == 0 else f"{{{n // 2}}}"
+                   for n, part in enumerate(parts))
+    return text, parts[1::2]
 
 
 def _check_dict(check: Optional[TaskCheck]) -> Optional[dict[str, Any]]:

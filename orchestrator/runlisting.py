@@ -1,0 +1,39 @@
+"""What `ga fanout` prints at the end of a run too large for a row per task: the counts, the tasks that failed
+and the costliest ones, and where the full table is. Made from the run's records in memory: reading the
+whole run directory back (orchestrator/runview.py) took a minute and a gigabyte for 100,000 tasks."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator.runview import TaskView
+from orchestrator.tables import tasks_table
+
+FULL_TABLE_MAX = 100  # a run of more tasks prints this digest instead of its full table
+FAILED_ROWS = 20
+COSTLIEST_ROWS = 10
+UNFINISHED_IDS = 20
+GOOD = ("succeeded", "unverified")
+
+
+def print_run_digest(console: Console, result: Any) -> None:
+    """At most ~60 lines, whatever the number of tasks (`result` is an orchestrator.Run)."""
+    failed = [r for r in result.results if r.status not in GOOD]
+    console.print(f"run {result.run_id}: {result.status} · {result.summary.tasks.total:,} tasks; every task: "
+                  f"`ga runs show {result.run_id}`", highlight=False, soft_wrap=True)
+    if failed:
+        console.print(tasks_table([_view(r) for r in failed[:FAILED_ROWS]], title=f"failed: {len(failed):,}"
+                                  + (f" (the first {FAILED_ROWS})" if len(failed) > FAILED_ROWS else "")))
+    costliest = sorted(result.results, key=lambda r: (r.spent.cost, r.spent.total), reverse=True)[:COSTLIEST_ROWS]
+    if costliest:
+        console.print(tasks_table([_view(r) for r in costliest], title=f"costliest {len(costliest)}"))
+    if result.unfinished:
+        shown = ", ".join(result.unfinished[:UNFINISHED_IDS])
+        more = f" and {len(result.unfinished) - UNFINISHED_IDS:,} more" if len(result.unfinished) > UNFINISHED_IDS else ""
+        console.print(f"unfinished: {shown}{more}", highlight=False, soft_wrap=True)
+
+
+def _view(record: Any) -> TaskView:
+    return TaskView(task_id=record.task_id, status=record.status, reason=record.reason, answer=record.answer,
+                    turns=record.turns, usage=record.spent.model_dump())
