@@ -121,7 +121,8 @@ def test_a_nested_fanout_arrives_as_one_complete_trace(tmp_path: Path) -> None:
     assert nested_run["name"] == "run children" and nested_run["attributes"]["ga.run.depth"] == 1
     (kid,) = receiver.children(nested_run)
     assert kid["attributes"]["gen_ai.agent.id"] == "kid"
-    assert [s["name"] for s in receiver.children(kid)] == ["chat scripted"]
+    # a checked answer that no tool run backs is asked again once (worker/agent.py): one chat or two
+    assert {s["name"] for s in receiver.children(kid)} == {"chat scripted"}
     assert not any(k.startswith("gen_ai.input") or k.endswith("arguments") for s in spans for k in s["attributes"])
 
 
