@@ -14,6 +14,7 @@ it cannot see (a `ga` process that starts Ray, a Ray cluster in a script) is mar
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from pathlib import Path
@@ -46,7 +47,10 @@ def names_reached(func: object, seen: set[int] | None = None) -> set[str]:
     """Every name `func` refers to, and those of the functions and classes of tests/ it reaches by them (these
     also as `module.name`)."""
     seen = set() if seen is None else seen
-    func = inspect.unwrap(getattr(func, "__func__", func))
+    while isinstance(func, functools.partial):
+        func = func.func
+    hypothesis = getattr(func, "hypothesis", None)  # a @given test: the test is its inner function
+    func = inspect.unwrap(getattr(hypothesis, "inner_test", None) or getattr(func, "__func__", func))
     code = getattr(func, "__code__", None)
     if code is None or id(code) in seen:
         return set()
@@ -61,6 +65,8 @@ def names_reached(func: object, seen: set[int] | None = None) -> set[str]:
             if isinstance(value, type) and _in_tests(inspect.getmodule(value)):
                 for member in vars(value).values():
                     reached |= names_reached(member, seen)
+            elif isinstance(value, functools.partial) and _in_tests(value.func):
+                reached |= names_reached(value, seen) | {f"{value.func.__module__}.{value.func.__name__}"}
             elif callable(value) and _in_tests(value):
                 reached |= names_reached(value, seen) | {f"{value.__module__}.{value.__name__}"}
     return reached

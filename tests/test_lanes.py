@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 
 from lanes import NAMES, lanes_of, names_reached
 from tests.ga_support import invoke_ga, run_ga
@@ -16,6 +17,9 @@ def _runs_ga() -> None:
     run_ga("--help")
 
 
+ga_version = partial(run_ga, "--version")
+
+
 class _Terminal:
     def open(self) -> None:
         subprocess.run(["true"], check=True)
@@ -28,6 +32,11 @@ def test_a_process_started_through_helpers_is_seen() -> None:
 
 def test_a_process_started_by_a_helper_class_is_seen() -> None:
     assert NAMES["proc"] & names_reached(lambda: _Terminal().open())
+
+
+def test_a_process_started_through_a_partial_is_seen() -> None:
+    reached = names_reached(lambda: ga_version())
+    assert "tests.ga_support.run_ga" in reached and NAMES["proc"] & reached
 
 
 def test_the_browser_helpers_of_the_web_fixtures_are_seen() -> None:
