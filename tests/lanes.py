@@ -5,7 +5,8 @@
 - `proc`: the test, a fixture it uses or a helper in tests/ it calls starts a process of its own: a real `ga`
   (`run_ga`, `GA`), `subprocess`, `pexpect`. Processes the code under test starts (a `code_run`'s interpreter, a
   sandbox) do not count: those tests stay in-process.
-- `slow`: marked by hand (`@pytest.mark.slow`), for minutes of real work.
+- `slow`: marked by hand (`@pytest.mark.slow` or a module's `pytestmark`) where a test takes many seconds of
+  real work (a fresh clone's install, fuzzing, a task that beats for 10 s).
 
 The markers are registered in pyproject.toml (`--strict-markers`: a misspelt one is an error).
 
