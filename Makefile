@@ -18,6 +18,7 @@ quickstart: sandbox venv
 
 test: browser sandbox dev
 	$(BIN)/python -m ruff check .
+	$(BIN)/pyright --pythonpath $(BIN)/python
 	PATH="$(abspath $(BIN)):$$PATH" RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
 
 test-fast: dev

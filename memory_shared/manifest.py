@@ -262,7 +262,7 @@ def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str]
                 sub = Table.parse(Path(source + FOLDER_STAT).read_bytes()) if source else None
             except FileNotFoundError:
                 sub = None
-            if sub is None:
+            if sub is None or source is None:  # no source, no table: sub is None then too
                 changed.append(f"{prefix}{name} (its stat record is missing)")
             else:
                 stack.append((prefix + name, source, sub))
