@@ -1,8 +1,9 @@
 """The test suite (or part of it) beside a CPU hog on every core: what fails only when the machine is busy.
 
 Starts one `while True: pass` process per core (--hogs to choose), runs pytest with the arguments given after
-`--` (default: the whole suite), stops the hogs, and prints the pytest outcome line, the wall time and the load
-average seen while it ran. Exit status: pytest's.
+`--` (default: the whole suite), stops the hogs, and prints pytest's exit status, the wall time, the CPU time of
+pytest and the processes it waited for (about what the run takes on an idle machine, less its sleeps) and the
+load average seen while it ran. Exit status: pytest's.
 
     python bench/under_load.py                                   # the whole suite, a hog per core
     python bench/under_load.py -- -m "not proc and not ray and not browser and not slow"
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -41,6 +43,7 @@ def main() -> int:
         env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.pytest_args],
                                cwd=ROOT, env=env)
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)  # pytest's: the hogs are not waited for yet
     finally:
         done.set()
         for hog in hogs:
@@ -48,7 +51,8 @@ def main() -> int:
             hog.wait()
     seconds = time.monotonic() - started
     spread = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "n/a"
-    print(f"under_load: {args.hogs} hog(s), pytest exit {tests.returncode}, {seconds:.0f} s, load (1 min) {spread}")
+    print(f"under_load: {args.hogs} hog(s), pytest exit {tests.returncode}, wall {seconds:.0f} s, "
+          f"cpu {used.ru_utime + used.ru_stime:.0f} s, load (1 min) {spread}", flush=True)
     return tests.returncode
 
 
