@@ -1,6 +1,7 @@
 # `make quickstart`: install ga into a virtual environment (.venv in this checkout) and run the main job
-# offline. `make test`: install the package with its dev extra there, lint with ruff and run the whole suite
-# (with .venv/bin on PATH: tests run `ga` from a task's code_run, as a parent agent does).
+# offline. `make test`: install the package with its dev extra there, lint with ruff, type-check the packages
+# [tool.pyright] lists with pyright and run the whole suite (with .venv/bin on PATH: tests run `ga` from a task's
+# code_run, as a parent agent does).
 # `make test-fast`: the same without the tests that start processes, Ray or Chromium, or are slow (markers
 # derived in tests/lanes.py). `make test-under-load`: the whole suite beside a CPU hog on every core.
 # Nothing is installed into the system's Python (on Debian and Ubuntu pip refuses to: PEP 668); what the
