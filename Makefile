@@ -1,22 +1,36 @@
 # `make quickstart`: install ga into a virtual environment (.venv in this checkout) and run the main job
-# offline. `make test`: install the package with its dev extra there, lint with ruff and run the whole suite
-# (with .venv/bin on PATH: tests run `ga` from a task's code_run, as a parent agent does).
+# offline. `make test`: install the package with its dev extra there, lint with ruff, type-check the packages
+# [tool.pyright] lists with pyright and run the whole suite (with .venv/bin on PATH: tests run `ga` from a task's
+# code_run, as a parent agent does).
+# `make test-fast`: the same without the tests that start processes, Ray or Chromium, or are slow (markers
+# derived in tests/lanes.py). `make test-under-load`: the whole suite beside a CPU hog on every core.
 # Nothing is installed into the system's Python (on Debian and Ubuntu pip refuses to: PEP 668); what the
 # system lacks (python3-venv, bubblewrap, Chromium) comes from the package manager, with sudo when not root.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test browser sandbox venv
+.PHONY: quickstart test test-fast test-under-load dev browser sandbox venv
+FAST := not proc and not ray and not browser and not slow
 
 quickstart: sandbox venv
 	$(BIN)/python -m pip install -q .
 	$(BIN)/ga fanout configs/examples/quickstart.yaml
 
-test: browser sandbox venv
-	$(BIN)/python -m pip install -q -e '.[dev]'
+test: browser sandbox dev
 	$(BIN)/python -m ruff check .
+	$(BIN)/pyright --pythonpath $(BIN)/python
 	PATH="$(abspath $(BIN)):$$PATH" RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
+
+test-fast: dev
+	$(BIN)/python -m ruff check .
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest -q -m "$(FAST)"
+
+test-under-load: browser sandbox dev
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/under_load.py
+
+dev: venv
+	$(BIN)/python -m pip install -q -e '.[dev]'
 
 # $(call apt_install,PACKAGE,MESSAGE): apt-get install PACKAGE (sudo when not root); without apt-get, MESSAGE.
 apt_install = if command -v apt-get >/dev/null; then \

@@ -51,8 +51,8 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
 def _concurrent_commits(store: MemoryStore, say: Callable[[str, str], None], processes: int,
                         commits: int) -> tuple[int, list]:
     """`processes` processes commit at once; return the lost updates and the exit codes of failed ones."""
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork") if forks else multiprocessing.get_context("spawn")
     workers = [context.Process(target=_committer, args=(str(store.root), w, commits)) for w in range(processes)]
     started = time.perf_counter()
     for worker in workers:

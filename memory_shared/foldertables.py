@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import manifest
 from .fsutil import READ_ONLY, atomic_replace
@@ -207,7 +207,7 @@ def pool_index(pool: Path) -> dict[str, str]:
     return found
 
 
-def folder_digest(folder: Path) -> Optional[str]:
+def folder_digest(folder: Union[str, Path]) -> Optional[str]:
     """sha256 of a pooled folder's manifest (dirs/<id>.m), or None without one."""
     data = _read(str(folder) + FOLDER_NAME)
     return None if data is None else manifest.digest(data)

@@ -27,8 +27,9 @@ import os
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .errors import PathRefused
 from .fsutil import READ_ONLY, atomic_replace
-from .paths import POOL, pool_id, walk_tree
+from .paths import POOL, pool_id, resolve, walk_tree
 
 NAME = "MANIFEST"
 STAT = "MANIFEST.stat"
@@ -170,11 +171,6 @@ def flatten(tree: Optional[Path], data: bytes, problems: Optional[list[str]] = N
     return found
 
 
-def load_stats(tree: Path) -> Optional[Stats]:
-    table = load_table(tree, STAT)
-    return None if table is None else {rel: [int(x) for x in f] for rel, f in table.rows()}
-
-
 def hash_file(path: str) -> list:
     """[sha256, size] of a file (a symlink hashes its target text)."""
     if os.path.islink(path):
@@ -194,6 +190,23 @@ def entries(tree: Path) -> Iterator[tuple[str, os.DirEntry]]:
     for rel, entry in walk_tree(tree):
         if rel not in RESERVED:
             yield rel, entry
+
+
+def tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, int]:
+    """Every non-directory entry of a tree by relative path, with its inode; checks modes and symlinks."""
+    found: dict[str, int] = {}
+    for rel, entry in entries(tree):
+        found[rel] = entry.inode()
+        if problems is None:
+            continue
+        if entry.is_symlink():
+            try:
+                resolve(tree, rel)
+            except PathRefused:
+                problems.append(f"{entry.path} is a symlink leading outside its generation")
+        elif entry.stat(follow_symlinks=False).st_mode & 0o222:
+            problems.append(f"{entry.path} is writable; files of a generation must be read-only")
+    return found
 
 
 def walk(tree: Path) -> dict[str, os.stat_result]:
@@ -249,7 +262,7 @@ def stat_changes(tree: Path, recorded: Table, trusted: frozenset[str] | set[str]
                 sub = Table.parse(Path(source + FOLDER_STAT).read_bytes()) if source else None
             except FileNotFoundError:
                 sub = None
-            if sub is None:
+            if sub is None or source is None:  # no source, no table: sub is None then too
                 changed.append(f"{prefix}{name} (its stat record is missing)")
             else:
                 stack.append((prefix + name, source, sub))

@@ -43,7 +43,7 @@ class _Plan:
         self.unsolved: list[str] = []
         self._quarantine: Optional[Path] = None
 
-    def act(self, line: str, action: Callable[[], None], event: str, **fields: object) -> None:
+    def act(self, line: str, action: Callable[[], object], event: str, **fields: object) -> None:
         self.done.append(line)
         if not self.dry_run:
             action()

@@ -25,7 +25,6 @@ from .errors import (
     GenerationDamaged,
     GenerationMissing,
     MemoryStoreError,
-    PathRefused,
     StoreMissing,
     StoreNeedsRepair,
 )
@@ -60,7 +59,7 @@ class Snapshot:
         return target.read_text(encoding="utf-8") if target.is_file() else None
 
     def files(self) -> list[str]:
-        return sorted(_tree_inodes(self.path))
+        return sorted(manifest.tree_inodes(self.path))
 
     def release(self) -> None:
         self._finalizer()
@@ -398,7 +397,7 @@ class MemoryStore:
             if old is not None and new is not None:  # by recorded content: right even if a file was tampered with
                 return [Change(rel, "deleted" if rel not in new else "added" if rel not in old else "modified")
                         for rel in sorted(old.keys() | new.keys()) if old.get(rel) != new.get(rel)]
-            before, after = _tree_inodes(left), _tree_inodes(right)
+            before, after = manifest.tree_inodes(left), manifest.tree_inodes(right)
             changes = []
             for rel in sorted(before.keys() | after.keys()):
                 if rel not in after:
@@ -485,23 +484,6 @@ class MemoryStore:
         from .repair import repair
 
         return repair(self, dry_run)
-
-
-def _tree_inodes(tree: Path, problems: Optional[list[str]] = None) -> dict[str, int]:
-    """Every non-directory entry of a tree by relative path, with its inode; checks modes and symlinks."""
-    found: dict[str, int] = {}
-    for rel, entry in manifest.entries(tree):
-        found[rel] = entry.inode()
-        if problems is None:
-            continue
-        if entry.is_symlink():
-            try:
-                resolve(tree, rel)
-            except PathRefused:
-                problems.append(f"{entry.path} is a symlink leading outside its generation")
-        elif entry.stat(follow_symlinks=False).st_mode & 0o222:
-            problems.append(f"{entry.path} is writable; files of a generation must be read-only")
-    return found
 
 
 def _differs(a: Path, b: Path) -> bool:

@@ -61,8 +61,10 @@ class Transaction:
         self.key = key
         self.generation: Optional[int] = None
         self._store = store
-        head = store.head() if base is None else None
-        self.base = head if base is None else base
+        head: Optional[int] = None  # known only when the base is HEAD: the pin need not look it up again
+        if base is None:
+            base = head = store.head()
+        self.base = base
         self._pin = store._pin(self.base, head=head) if self.base >= 0 else None
         self._release_pin = weakref.finalize(self, self._pin.release) if self._pin else (lambda: None)
         self._base_tree: Optional[Path] = store._gen_path(self.base) if self.base >= 0 else None

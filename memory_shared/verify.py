@@ -123,13 +123,12 @@ def content_damage(store: "MemoryStore", generations: list[int], commits: dict[i
 def _verify_trees(store: "MemoryStore", generations: list[int], commits: dict[int, Commit],
                   dropped: set[tuple[int, str]]) -> list[str]:
     """Modes, symlinks, and the log's paths against what actually changed between neighbours."""
-    from .store import _tree_inodes
 
     problems: list[str] = []
     previous: Optional[tuple[int, dict[str, int]]] = None
     for generation in generations:
         tree: Path = store._gen_path(generation)
-        inodes = _tree_inodes(tree, problems)
+        inodes = manifest.tree_inodes(tree, problems)
         commit = commits.get(generation)
         if commit is None:
             problems.append(f"generation {generation} has no log line")

@@ -97,9 +97,3 @@ def model_facts(name: Optional[str], settings: Any) -> Optional[ModelFacts]:
     except ModelConfigError:
         return None
     return ModelFacts(config.price_input, config.price_output, config.max_tokens, config.context_window)
-
-
-def model_prices(name: Optional[str], settings: Any) -> Optional[tuple[float, float, int]]:
-    """(USD per million input tokens, per million output tokens, max reply tokens); None if unknown."""
-    facts = model_facts(name, settings)
-    return None if facts is None else (facts.price_input, facts.price_output, facts.max_tokens)

@@ -14,7 +14,17 @@ from orchestrator.display import Display, choose_mode
 from orchestrator.governor import endpoint_key
 from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop, MapOutcome
-from orchestrator.records import BudgetLimits, Fallback, Job, ReduceResult, RunSummary, TaskCounts, TaskRecord, Usage
+from orchestrator.records import (
+    BudgetLimits,
+    Fallback,
+    Job,
+    ReduceResult,
+    Run,
+    RunSummary,
+    TaskCounts,
+    TaskRecord,
+    Usage,
+)
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from worker import telemetry
 from worker.models import nested_model_env
@@ -59,9 +69,7 @@ class Driver:
     # ---- the run ----
 
     @_traced
-    def execute(self, todo: list[PlannedTask], spent: Usage, resumed: bool) -> Any:
-        from orchestrator.fanout import Run
-
+    def execute(self, todo: list[PlannedTask], spent: Usage, resumed: bool) -> Run:
         started = time.time()
         plan, run = self.plan, self.run
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),

@@ -4,7 +4,8 @@ Selection (`fanout.executor`, or `executor:` in a tasks file's config): "local" 
 thread of the driver's own process (orchestrator/local.py); "ray" uses Ray (orchestrator/pool.py);
 "auto" (the default) uses Ray when an address is given (--address, fanout.address, GA_RAY_ADDRESS, a
 parent run's cluster) or this process is already connected to Ray, and the in-process executor otherwise.
-The in-process executor never imports Ray.
+The in-process executor never imports Ray. The choice is made by `fanout.open_executor` (a factory here, in
+the base, would import both executors and tie this module to them in a circle).
 
 The pool interface the map loop, reduce and driver use (both `local.LocalPool` and `pool.Pool` have it):
   slots, members                     the places tasks run and the workers behind them
@@ -19,7 +20,6 @@ The pool interface the map loop, reduce and driver use (both `local.LocalPool` a
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Protocol
@@ -99,24 +99,3 @@ class Executor(Protocol):
     def governor(self, key: str, fanout_settings: Any) -> Any: ...
 
     def memory_mode(self, settings: Any) -> dict[str, Optional[str]]: ...
-
-
-def choose(executor: str, address: Optional[str]) -> str:
-    """"local" or "ray", by the rule in the module doc."""
-    if executor != "auto":
-        return executor
-    if address:
-        return "ray"
-    ray = sys.modules.get("ray")
-    return "ray" if ray is not None and ray.is_initialized() else "local"
-
-
-def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]) -> Executor:
-    """The executor for this run; a cluster that cannot be reached raises pool.ClusterError."""
-    if choose(executor, address) == "local":
-        from orchestrator.local import LocalExecutor
-
-        return LocalExecutor()
-    from orchestrator.pool import RayExecutor
-
-    return RayExecutor(address, num_cpus)

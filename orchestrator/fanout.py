@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -24,75 +25,22 @@ import structlog
 
 from configs import Settings, load_settings
 from configs.logs import LOG_FILE, log_file
+from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
+from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
-from orchestrator.records import ReduceResult, RunSummary, TaskRecord, Usage
+from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
-from worker.context.cut import cut_head_tail
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
-COMPACT_CHARS = 6000  # --json answers together stay well inside a code_run output cap
-COMPACT_ROWS = 100  # results --json lists; a larger run lists those that did not succeed
-ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
+REQUEST_SETTINGS = "request_settings.json"  # in a run's directory, for `ga replay` (orchestrator/replay.py)
+REQUEST_SETTINGS_FORMAT = 1
 
 
 class FanoutError(ValueError):
     """Bad input (spec, resume, depth, model, cluster address): nothing was started. One line per problem."""
-
-
-@dataclass
-class Run:
-    """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
-
-    run_id: str
-    run_dir: Path
-    status: str
-    exit_code: int
-    results: list[TaskRecord]
-    summary: RunSummary
-    reduce: Optional[ReduceResult] = None
-    unfinished: list[str] = field(default_factory=list)
-
-    def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
-        """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
-        the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
-        shown = self.results
-        if len(shown) > COMPACT_ROWS:
-            shown = [r for r in self.results if r.status != "succeeded"][:COMPACT_ROWS]
-        per_answer = max(200, limit // max(1, len(shown) + (1 if self.reduce else 0)))
-        rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
-                 **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
-                for r in shown]
-        data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
-                "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
-                "seconds": self.summary.seconds, "results": rows,
-                "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
-        if len(shown) < len(self.results):
-            data.update(results_file=str(self.run_dir / "results.jsonl"),
-                        results_note=f"{len(self.results):,} results: only those that did not succeed are listed "
-                                     f"(the first {COMPACT_ROWS}); results_file has every one, a JSON object a line")
-        if self.summary.stop_note:
-            data["note"] = self.summary.stop_note
-        if self.reduce:
-            data["reduce"] = {"status": self.reduce.status,
-                              "answer": cut_head_tail(self.reduce.answer or "", limit, ANSWER_NOTE),
-                              "path": self.reduce.path}
-        return data
-
-    def public(self) -> dict[str, Any]:
-        """Everything a nested run's caller gets back through the gateway (`from_public` rebuilds it)."""
-        return {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
-                "results": [r.model_dump(mode="json") for r in self.results],
-                "summary": self.summary.model_dump(mode="json"),
-                "reduce": self.reduce.model_dump(mode="json") if self.reduce else None, "unfinished": self.unfinished}
-
-    @classmethod
-    def from_public(cls, data: dict[str, Any]) -> "Run":
-        return cls(data["run_id"], Path(data["run_dir"]), data["status"], data["exit_code"],
-                   [TaskRecord.model_validate(r) for r in data["results"]], RunSummary.model_validate(data["summary"]),
-                   ReduceResult.model_validate(data["reduce"]) if data.get("reduce") else None, data["unfinished"])
 
 
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
@@ -124,7 +72,6 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     models = resolve_models(plan, settings)
     check_prompts(plan, settings, models)
     from orchestrator.driver import Driver
-    from orchestrator.executor import open_executor
     from orchestrator.preflight import PreflightError
     from orchestrator.preflight import preflight as check_before_start
 
@@ -140,8 +87,6 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     run, todo, spent = open_run(plan, runs_dir, resume, retry_failed)
     try:
         if not resume:
-            from orchestrator.replay import write_request_settings
-
             write_request_settings(run.path, settings, models)  # what `ga replay` needs to build the same requests
         driver = Driver(plan, run, settings, models, nest, max_depth, executor,
                         workers=workers or plan.concurrency or settings.fanout.concurrency,
@@ -152,6 +97,36 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         raise
     with log_file(run.path / LOG_FILE):  # the run's info lines; stderr shows warnings unless --log-level says more
         return driver.execute(todo, spent, resumed=resume is not None)
+
+
+def choose_executor(executor: str, address: Optional[str]) -> str:
+    """"local" or "ray", by the rule in orchestrator/executor.py's doc."""
+    if executor != "auto":
+        return executor
+    if address:
+        return "ray"
+    ray = sys.modules.get("ray")
+    return "ray" if ray is not None and ray.is_initialized() else "local"
+
+
+def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]) -> Executor:
+    """The executor for this run; a cluster that cannot be reached raises pool.ClusterError."""
+    if choose_executor(executor, address) == "local":
+        from orchestrator.local import LocalExecutor
+
+        return LocalExecutor()
+    from orchestrator.pool import RayExecutor
+
+    return RayExecutor(address, num_cpus)
+
+
+def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], Any]) -> None:
+    """What shapes a run's requests besides its spec: the worker and context settings and each model's
+    config (the context window sizes the context; key *names* only, never a key)."""
+    data = {"format": REQUEST_SETTINGS_FORMAT, "worker": settings.worker.model_dump(mode="json"),
+            "context": settings.context.model_dump(mode="json"),
+            "models": {str(name): config.model_dump(mode="json") for name, config in models.items()}}
+    atomic_write_text(Path(run_path) / REQUEST_SETTINGS, json.dumps(data, indent=1) + "\n")
 
 
 def build_plan(spec: SpecInput, **top: Any) -> Plan:

@@ -255,10 +255,6 @@ class PoolManager:
                 self._kill(uid, self.leased.pop(uid)["handle"])
             return len(stale)
 
-    def idle_handles(self) -> list[Any]:
-        with self._lock:
-            return [handle for _, handle, _ in self.idle]
-
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"idle": len(self.idle), "leased": len(self.leased), "created": self.created,

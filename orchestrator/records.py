@@ -12,15 +12,17 @@ written by earlier versions stay readable.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from configs import Settings
+from worker.context.cut import cut_head_tail
 from worker.types import Record, Status, Usage
 
-__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "RunSummary", "TaskCounts",
+__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunSummary", "TaskCounts",
            "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
@@ -187,6 +189,64 @@ class Job(Fallback):
     lease: Optional[dict[str, Any]] = None  # the driver's lease (Pool.lease_for_job), added as it is sent
     budget_tokens: Optional[int] = None  # what the run's budget leaves this task as it starts (None: no budget)
     budget_cost: Optional[float] = None
+
+
+COMPACT_CHARS = 6000  # --json answers together stay well inside a code_run output cap
+COMPACT_ROWS = 100  # results --json lists; a larger run lists those that did not succeed
+ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
+
+
+@dataclass
+class Run:
+    """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
+
+    run_id: str
+    run_dir: Path
+    status: str
+    exit_code: int
+    results: list[TaskRecord]
+    summary: RunSummary
+    reduce: Optional[ReduceResult] = None
+    unfinished: list[str] = field(default_factory=list)
+
+    def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
+        """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
+        the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
+        shown = self.results
+        if len(shown) > COMPACT_ROWS:
+            shown = [r for r in self.results if r.status != "succeeded"][:COMPACT_ROWS]
+        per_answer = max(200, limit // max(1, len(shown) + (1 if self.reduce else 0)))
+        rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
+                 **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
+                for r in shown]
+        data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
+                "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
+                "seconds": self.summary.seconds, "results": rows,
+                "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
+        if len(shown) < len(self.results):
+            data.update(results_file=str(self.run_dir / "results.jsonl"),
+                        results_note=f"{len(self.results):,} results: only those that did not succeed are listed "
+                                     f"(the first {COMPACT_ROWS}); results_file has every one, a JSON object a line")
+        if self.summary.stop_note:
+            data["note"] = self.summary.stop_note
+        if self.reduce:
+            data["reduce"] = {"status": self.reduce.status,
+                              "answer": cut_head_tail(self.reduce.answer or "", limit, ANSWER_NOTE),
+                              "path": self.reduce.path}
+        return data
+
+    def public(self) -> dict[str, Any]:
+        """Everything a nested run's caller gets back through the gateway (`from_public` rebuilds it)."""
+        return {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
+                "results": [r.model_dump(mode="json") for r in self.results],
+                "summary": self.summary.model_dump(mode="json"),
+                "reduce": self.reduce.model_dump(mode="json") if self.reduce else None, "unfinished": self.unfinished}
+
+    @classmethod
+    def from_public(cls, data: dict[str, Any]) -> "Run":
+        return cls(data["run_id"], Path(data["run_dir"]), data["status"], data["exit_code"],
+                   [TaskRecord.model_validate(r) for r in data["results"]], RunSummary.model_validate(data["summary"]),
+                   ReduceResult.model_validate(data["reduce"]) if data.get("reduce") else None, data["unfinished"])
 
 
 # ---- the shipped schemas ----

@@ -20,24 +20,27 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import yaml
 
 from configs import Settings
-from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import WorkerActor
+from orchestrator.fanout import (
+    REQUEST_SETTINGS,
+    FanoutError,
+    Nesting,
+    SpecInput,
+    build_plan,
+    open_run,
+    write_request_settings,
+)
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
 
-if TYPE_CHECKING:
-    from orchestrator.fanout import SpecInput
-
-REQUEST_SETTINGS = "request_settings.json"
-FORMAT = 1
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
 NO_MODEL = "replay-calls-no-model"  # GA_MODEL inside a replayed task's code_run
@@ -45,15 +48,6 @@ NO_MODEL = "replay-calls-no-model"  # GA_MODEL inside a replayed task's code_run
 
 class ReplayError(ValueError):
     """The run cannot be replayed as asked; str() is one line saying why and what to do."""
-
-
-def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], Any]) -> None:
-    """What shapes a run's requests besides its spec: the worker and context settings and each model's
-    config (the context window sizes the context; key *names* only, never a key)."""
-    data = {"format": FORMAT, "worker": settings.worker.model_dump(mode="json"),
-            "context": settings.context.model_dump(mode="json"),
-            "models": {str(name): config.model_dump(mode="json") for name, config in models.items()}}
-    atomic_write_text(Path(run_path) / REQUEST_SETTINGS, json.dumps(data, indent=1) + "\n")
 
 
 @dataclass
@@ -131,13 +125,11 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
         run.close()
 
 
-def fork_failed(spec: "SpecInput", ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
+def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
                 workers: int = 4) -> ReplayRun:
     """`ga fanout --resume RUN --retry-failed --from-last-good`: every task of RUN that did not succeed runs again
     in RUN, forked from the turn after its last good tool run (`last_good_turn`): the turns before come from its
     history, only the rest is asked of the model and counted."""
-    from orchestrator.fanout import FanoutError, build_plan, open_run
-
     try:
         plan = build_plan(spec)
         old = RunDir.existing(runs_dir, ref)
@@ -324,7 +316,6 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
     from orchestrator.driver import Driver, run_status
-    from orchestrator.fanout import Nesting
 
     started = time.time()
     executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out

@@ -8,7 +8,7 @@ import json
 import re
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -232,10 +232,6 @@ def reason_kind(reason: str) -> str:
     text = " ".join(reason.split())[:160]
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
     return re.sub(r"\d+(\.\d+)?", "N", text) or "(no reason given)"
-
-
-def as_dict(value: Any) -> Any:
-    return asdict(value)
 
 
 def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,

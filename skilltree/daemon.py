@@ -20,7 +20,6 @@ Records (waiting, cycle started/finished/failed, stopped) go to GA_HOME/explore/
 """
 from __future__ import annotations
 
-import json
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -204,7 +203,3 @@ def _run_cycle(home: Union[Path, str], today: str, caps: Caps, cycle: Cycle, clo
         note("cycle_finished", **record)
     ended = clock()
     count_end(home, ended.date().isoformat(), record, ended)
-
-
-def show_state(home: Union[Path, str], clock: Clock = local_now) -> dict[str, Any]:
-    return json.loads(read_state(home, _today(clock)).model_dump_json())

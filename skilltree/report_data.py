@@ -89,11 +89,6 @@ class ReportData:
     files: dict[str, str] = field(default_factory=dict)      # store path -> text (embedded)
 
     @property
-    def top_skills(self) -> list[Skill]:
-        skills = sorted(self.tree.skills.values(), key=lambda s: (-self.usage.get(s.id, 0), s.id))
-        return skills[:10]
-
-    @property
     def weight_points(self) -> list[tuple[str, Weights, Optional[WeightRecord]]]:
         """(label, weights, the record that produced them) from the initial weights on."""
         history = self.tree.weight_history

@@ -5,12 +5,17 @@ import os
 
 import pytest
 
+from lanes import mark
 from memory_shared import MemoryStore
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
 
 # the web tests' fixtures (the fixture site, a shared browser per module, worker contexts on it)
 from web_fixtures.server import browser_keeper, make_ctx, site, web_settings  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark(items)  # proc, ray, browser from what each test uses (tests/lanes.py)
 
 
 @pytest.fixture(autouse=True)

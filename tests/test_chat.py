@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from tests.fanout_support import read_jsonl, start_server
+
+PROCESS_TIMEOUT = 120  # pexpect.run gives a `ga` process 30 s by default: too short on a busy machine
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATION = {"tasks": [{"match": "capital", "turns": [
@@ -62,9 +65,8 @@ def test_a_conversation_goes_on_survives_ctrl_c_and_resumes(tmp_path: Path, serv
 
     child.sendline("How long does a walk around it take?")  # the model starts a 60 s script
     pid_file = tmp_path / "sleeper.pid"
-    for _ in range(200):
-        if pid_file.is_file() and pid_file.read_text().strip():
-            break
+    deadline = time.monotonic() + 120  # generous: a busy machine starts the sandboxed script late
+    while time.monotonic() < deadline and not (pid_file.is_file() and pid_file.read_text().strip()):
         child.expect([pexpect.TIMEOUT], timeout=0.1)
     sleepers = _sleepers(tmp_path)  # host pids: the script's $$ is its pid inside code_run's PID namespace
     assert sleepers, "the turn's script is not running"
@@ -79,7 +81,7 @@ def test_a_conversation_goes_on_survives_ctrl_c_and_resumes(tmp_path: Path, serv
     child.expect(pexpect.EOF)
 
     sessions = json.loads(pexpect.run(f"{sys.executable} -m cli sessions list --json", cwd=str(tmp_path),
-                                      env=_env(tmp_path), encoding="utf-8"))
+                                      env=_env(tmp_path), encoding="utf-8", timeout=PROCESS_TIMEOUT))
     assert len(sessions) == 1 and sessions[0]["first_task"] == "What is the capital of France?"
     assert sessions[0]["exchanges"] == 3 and sessions[0]["usage"]["total"] > 0
 
@@ -101,16 +103,17 @@ def test_ga_run_continue_follows_up_in_the_same_history(tmp_path: Path, server) 
 
     model = f"scripted@{server.base_url}"
     first = pexpect.run(f"{sys.executable} -m cli run 'What is the capital of France?' --model {model} --json",
-                        cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8")
+                        cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8", timeout=PROCESS_TIMEOUT)
     first = json.loads(first[first.index("{"):])
     session_id = first["task_id"]
     out = pexpect.run(f"{sys.executable} -m cli run --continue {session_id[:12]} 'How many people live there?' --json",
-                      cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8")
+                      cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8", timeout=PROCESS_TIMEOUT)
     second = json.loads(out[out.index("{"):])
     assert second["answer"] == "About 2.1 million people live in Paris." and second["task_id"] == session_id
     assert replay(Path(second["history_path"])) == _requests(tmp_path)  # one history, every request exact
     missing = pexpect.run(f"{sys.executable} -m cli run --continue nope 'hi'", cwd=str(tmp_path),
-                          env=_env(tmp_path), encoding="utf-8", withexitstatus=True)
+                          env=_env(tmp_path), encoding="utf-8", withexitstatus=True,
+                          timeout=PROCESS_TIMEOUT)
     assert missing[1] == 2 and "no session named 'nope'" in missing[0]
 
 

@@ -144,22 +144,22 @@ def test_kill_of_a_driver_that_started_its_own_ray_leaves_no_process_behind(tmp_
         proc.send_signal(signal.SIGKILL)
         killed_at, killed_wall = time.monotonic(), time.time()
         proc.wait()
-        left_at_2s = None
-        while time.monotonic() - killed_at < 15:
+        # Generous: on a loaded machine the reaper and Ray's own clean-up run late. How fast they go is
+        # bench/fanout_kills.py's figure; this test asks that everything goes, and that nothing asks the model.
+        while time.monotonic() - killed_at < 60:
             alive = {pid for pid, when in started.items() if _start_time(pid) == when}
-            if time.monotonic() - killed_at >= 2 and left_at_2s is None:
-                left_at_2s = [pid for pid in children if _start_time(pid) is not None]
-            if not alive and left_at_2s is not None:
+            left = [pid for pid in children if _start_time(pid) is not None]
+            if not alive and not left:
                 break
             time.sleep(0.1)
-        gone_after = time.monotonic() - killed_at
-        last_request = max(r["time"] for r in read_jsonl(log_path))
+        requests_after_kill = [r for r in read_jsonl(log_path) if r["time"] > killed_wall]
     finally:
         server.stop()
-    assert left_at_2s == [], "a code_run child outlived the killed driver by 2 s"
-    assert not alive, f"Ray processes left 15 s after the kill: {[_cmdline(p)[:80] for p in alive]}"
-    assert gone_after < 10, f"the killed driver's Ray processes took {gone_after:.1f}s to go"
-    assert last_request < killed_wall + 2, "an actor of the killed driver asked the model more than 2 s later"
+    assert left == [], "a code_run child outlived the killed driver by 60 s"
+    assert not alive, f"Ray processes left 60 s after the kill: {[_cmdline(p)[:80] for p in alive]}"
+    # both tasks sat in their 60 s scripts when the driver was killed: any later request came from an actor that
+    # outlived it and carried on with its killed script's result
+    assert requests_after_kill == [], f"the killed driver's actors asked the model again: {requests_after_kill}"
 
 
 def _descendants(root: int) -> dict[int, int]:

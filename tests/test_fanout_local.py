@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from configs import load_settings
 from orchestrator import fanout
 from tests.fanout_support import (
@@ -78,6 +80,7 @@ def test_a_task_past_its_timeout_is_cancelled_its_script_killed_and_the_others_f
     assert beat.read_text() == last, "the timed-out task's script kept running"
 
 
+@pytest.mark.slow  # a task beats for 10 s, then the run is resumed: 15 s, too long for the fast lane
 def test_tell_and_stop_reach_a_task_through_the_run_directory(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     server = start_server({"tasks": [beating_task("long one", 10), beating_task("short one", 3), answer_task("quick")]},

@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.ray  # a cluster of its own, in the script below
+
 SCRIPT = r'''
 import json, os, sys
 from pathlib import Path

@@ -10,12 +10,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.ga_support import invoke_ga, run_ga
 from tests.hostile_support import SCRIPT
+
+pytestmark = pytest.mark.slow  # 60 generated examples a test: 5-20 s each, too long for the fast lane
 
 TASKS = f"""version: 1
 name: fuzz

@@ -12,12 +12,12 @@ def test_an_odd_request_gets_an_error_reply_and_the_mailbox_keeps_serving(tmp_pa
     mailbox = Mailbox(tmp_path, lambda request: {"ok": request["task_id"] in running})
     mailbox.start()
     try:
-        assert ask(tmp_path, {"task_id": ["not", "hashable"]}, wait=5) == {"ok": False, "error": "bad request: TypeError"}
-        assert ask(tmp_path, {"op": "tell"}, wait=5) == {"ok": False, "error": "bad request: KeyError"}
+        assert ask(tmp_path, {"task_id": ["not", "hashable"]}, wait=60) == {"ok": False, "error": "bad request: TypeError"}
+        assert ask(tmp_path, {"op": "tell"}, wait=60) == {"ok": False, "error": "bad request: KeyError"}
         torn = tmp_path / "steer" / "torn.json"
         torn.write_text('{"task_id": ', encoding="utf-8")
-        assert ask(tmp_path, {"task_id": "a"}, wait=5) == {"ok": True}
-        deadline = time.monotonic() + 5  # requests are served in name order: the torn one may come later
+        assert ask(tmp_path, {"task_id": "a"}, wait=60) == {"ok": True}
+        deadline = time.monotonic() + 60  # requests are served in name order: the torn one may come later
         while not torn.with_suffix(".reply").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "unreadable request" in torn.with_suffix(".reply").read_text(encoding="utf-8")

@@ -102,6 +102,7 @@ def test_report_page_in_chromium(finished_run, tmp_path: Path) -> None:
         browser = p.chromium.launch(executable_path=str(find_chromium(None)),
                                     args=["--no-sandbox", "--disable-gpu", *CLOSED_NETWORK_FLAGS])
         page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(120_000)  # Playwright's 30 s is too short for a click on a machine under load
         errors: list[str] = []
         requests: list[str] = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -124,7 +125,8 @@ def test_report_page_in_chromium(finished_run, tmp_path: Path) -> None:
         assert len(bars) == sum(len(t.attempts) for t in load_run_view(runs, run_id).tasks) == 6
         x, y, task_id = bars[0]
         page.mouse.move(box["x"] + x, box["y"] + y)
-        assert task_id in page.inner_text("#tip")  # hover tells the task
+        # hover tells the task (waited for: the mousemove handler runs when a busy renderer gets to it)
+        page.wait_for_function(f"document.querySelector('#tip').textContent.includes({json.dumps(task_id)})")
         page.mouse.click(box["x"] + x, box["y"] + y)
         page.wait_for_function(f"document.querySelector('#conv h2')?.textContent.startsWith({json.dumps(task_id)})")
         browser.close()

@@ -116,6 +116,7 @@ def browser():
 def open_page(browser, html: Path, shot: Path, width: int = 1280):
     """The page loaded in Chromium, its console errors and requests, and a full-page screenshot."""
     page = browser.new_page(viewport={"width": width, "height": 900})
+    page.set_default_timeout(120_000)  # Playwright's 30 s is too short for a click on a machine under load
     errors, requests = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from tests.fanout_support import start_server
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 SECRET = "sk-telemetry-0123456789abcdef"
+EXPECTED = ["run traced", "invoke_agent ga", "chat scripted", "chat scripted", "execute_tool code_run",
+            "run children", "invoke_agent ga", "chat scripted"]  # every span of the nested run below
 
 
 class Receiver:
@@ -24,19 +27,22 @@ class Receiver:
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        self.arrived = threading.Condition()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 request = ExportTraceServiceRequest.FromString(body)
-                for resource in request.resource_spans:
-                    for scope in resource.scope_spans:
-                        for span in scope.spans:
-                            receiver.spans.append({
-                                "name": span.name, "trace": span.trace_id.hex(), "id": span.span_id.hex(),
-                                "parent": span.parent_span_id.hex(),
-                                "attributes": {a.key: _value(a.value) for a in span.attributes}})
+                with receiver.arrived:
+                    for resource in request.resource_spans:
+                        for scope in resource.scope_spans:
+                            for span in scope.spans:
+                                receiver.spans.append({
+                                    "name": span.name, "trace": span.trace_id.hex(), "id": span.span_id.hex(),
+                                    "parent": span.parent_span_id.hex(),
+                                    "attributes": {a.key: _value(a.value) for a in span.attributes}})
+                    receiver.arrived.notify_all()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -48,6 +54,14 @@ class Receiver:
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def wait_for(self, names: list[str], timeout: float = 120) -> list[dict[str, Any]]:
+        """The spans once at least these names have arrived: a worker's export may end after its run returned
+        (its flush gives up after 5 s on a busy machine and the batch goes out later)."""
+        wanted = Counter(names)
+        with self.arrived:
+            self.arrived.wait_for(lambda: not wanted - Counter(s["name"] for s in self.spans), timeout)
+            return list(self.spans)
 
     def children(self, span: dict[str, Any]) -> list[dict[str, Any]]:
         return [s for s in self.spans if s["parent"] == span["id"]]
@@ -89,7 +103,7 @@ def test_a_nested_fanout_arrives_as_one_complete_trace(tmp_path: Path) -> None:
     receiver = Receiver()
     run = _nested_run(tmp_path, receiver, capture=False)
     assert run.status == "succeeded", run.results
-    spans = receiver.spans
+    spans = receiver.wait_for(EXPECTED)
     assert len({s["trace"] for s in spans}) == 1, "every span joins one trace"
     roots = [s for s in spans if not s["parent"]]
     assert [r["name"] for r in roots] == ["run traced"]
@@ -116,6 +130,7 @@ def test_content_is_captured_only_when_asked_and_secrets_never(tmp_path: Path) -
     receiver = Receiver()
     run = _nested_run(tmp_path, receiver, capture=True)
     assert run.status == "succeeded", run.results
+    receiver.wait_for(EXPECTED)
     tool = next(s for s in receiver.spans if s["name"] == "execute_tool code_run")
     assert "ga fanout" in tool["attributes"]["gen_ai.tool.call.arguments"]
     assert "child done" in tool["attributes"]["gen_ai.tool.call.result"]

@@ -239,7 +239,7 @@ def test_ga_chat_scripts_cannot_read_the_key_nor_write_ga_s_state(tmp_path: Path
     _untouched(ga_home, work / "runs")
 
 
-@pytest.mark.parametrize("executor", ["local", "ray"])  # ray: the `ga fanout` process starts a private local Ray
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.ray)])  # ray: `ga fanout` starts its own
 def test_fanout_scripts_cannot_write_the_memory_store_or_the_run_directory(tmp_path: Path, ga_home: Path,
                                                                            executor: str) -> None:
     with ScriptedServer({"tasks": [code_run_then_echo(TAMPER)]}, log_path=tmp_path / "requests.jsonl") as server:
