@@ -2,7 +2,7 @@
 
 - stderr: warnings and errors, one readable line each (`warning: llm.retry model=... attempt=2`); info and
   debug lines too with `--log-level info` (or debug). Results go to stdout, never log lines.
-- a log file while a run or a session's exchange lasts (`log_file(path)`: runs/<id>/ga.log): info and up
+- a log file while a run or a session's exchange lasts (`log_file(handle)`, opened by worker.runlog: runs/<id>/ga.log): info and up
   (debug with --log-level debug), one readable line each with its time.
 - `--log-json FILE`: the same lines as the log file, as JSON.
 Secrets are masked in all of them.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -127,32 +126,16 @@ def setup_logging(level: str = "warning", json_file: Optional[Path] = None) -> N
 
 
 @contextmanager
-def log_file(path: Path) -> Iterator[Optional[Path]]:
-    """While the block runs, this process's log lines (info and up) are also appended to `path` (a run's or a
-    session's ga.log). Logging is set up with the defaults first if nobody did (a library call). `ga run` keeps
-    its run directory where the task's scripts can write: the file is opened as History opens its own (no
-    symlink followed, regular files only); one that cannot be is skipped with a warning (yields None)."""
-    from memory_shared import fsutil  # imports nothing of ga's: no cycle through configs
-
+def log_file(handle: TextIO) -> Iterator[None]:
+    """While the block runs, this process's log lines (info and up) are also appended to `handle` (a run's or a
+    session's ga.log, opened by worker.runlog). Logging is set up with the defaults first if nobody did."""
     if not structlog.is_configured():
         setup_logging()
-    path = Path(path)
+    sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True))
+    with _router.lock:
+        _router.sinks.append(sink)
     try:
-        folder = fsutil.Folder(path.parent, create=True)
-        try:
-            fd = folder.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        finally:
-            folder.close()
-    except OSError as exc:
-        structlog.get_logger("ga.log").warning("log_file_skipped", path=str(path), problem=str(exc))
-        yield None
-        return
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True))
+        yield
+    finally:
         with _router.lock:
-            _router.sinks.append(sink)
-        try:
-            yield path
-        finally:
-            with _router.lock:
-                _router.sinks.remove(sink)
+            _router.sinks.remove(sink)

@@ -24,7 +24,6 @@ from typing import Any, Optional, Union
 import structlog
 
 from configs import Settings, load_settings
-from configs.logs import LOG_FILE, log_file
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
@@ -32,6 +31,7 @@ from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
+from worker.runlog import run_log
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -95,7 +95,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
         raise
-    with log_file(run.path / LOG_FILE):  # the run's info lines; stderr shows warnings unless --log-level says more
+    with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
         return driver.execute(todo, spent, resumed=resume is not None)
 
 

@@ -32,7 +32,6 @@ from typing import Any, Optional
 import structlog
 
 from configs import Settings
-from configs.logs import LOG_FILE, log_file
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Usage
@@ -43,6 +42,7 @@ from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage
 from skilltree.verify import collect
+from worker.runlog import run_log
 
 log = structlog.get_logger("skilltree.explore")
 CYCLE_FILE = "explore.json"
@@ -233,7 +233,7 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
         raise ExploreError(str(exc)) from None
     write_plan(run_dir, plan)
     _write_record(run_dir, {**record, "spec": spec})
-    with log_file(run_dir / LOG_FILE):
+    with run_log(run_dir):
         log.info("explore.planned", run=run_id, tasks=len(tasks), categories=plan.categories_covered)
     if stop is not None and stop.is_set():
         result.status = "stopped"
@@ -282,7 +282,7 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     store = open_store(settings)
     result = CycleResult(record["run_id"], run_dir, "consolidated", tasks=tasks, planner=record.get("planner", {}),
                          fanout=record["fanout"])
-    with log_file(run_dir / LOG_FILE):  # beside the fan-out's lines
+    with run_log(run_dir):  # beside the fan-out's lines
         for task in tasks:
             done = _consolidate_one(store, record, run_dir, task, results.get(task.task_id), now, timeout)
             result.outcomes.append(done)

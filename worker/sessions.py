@@ -17,11 +17,11 @@ from pydantic import BaseModel
 
 from configs import Settings
 from configs.clikit import by_prefix
-from configs.logs import LOG_FILE, log_file
 from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
 from worker.models import nested_model_env
+from worker.runlog import run_log
 from worker.types import Usage, WorkerResult
 
 
@@ -178,7 +178,7 @@ def record(settings: Settings, session: Session, result: WorkerResult) -> Sessio
 
 def session_log(session: Session) -> Any:
     """While an exchange runs: the process's log lines go to the session's ga.log too."""
-    return log_file(session.run_dir / LOG_FILE)
+    return run_log(session.run_dir)
 
 
 def _last_record(path: Path) -> Optional[dict[str, Any]]:
