@@ -1,6 +1,7 @@
 # `make quickstart`: install ga into a virtual environment (.venv in this checkout) and run the main job
 # offline. `make test`: install the package with its dev extra there, lint with ruff, type-check the packages
-# [tool.pyright] lists with pyright and run the whole suite (with .venv/bin on PATH: tests run `ga` from a task's
+# [tool.pyright] lists with pyright, check the imports for circles and arrows against the package direction
+# (bench/import_graph.py) and run the whole suite (with .venv/bin on PATH: tests run `ga` from a task's
 # code_run, as a parent agent does).
 # `make test-fast`: the same without the tests that start processes, Ray or Chromium, or are slow (markers
 # derived in tests/lanes.py). `make test-under-load`: the whole suite beside a CPU hog on every core.
@@ -20,6 +21,7 @@ quickstart: sandbox venv
 test: browser sandbox dev
 	$(BIN)/python -m ruff check .
 	$(BIN)/pyright --pythonpath $(BIN)/python
+	$(BIN)/python bench/import_graph.py
 	PATH="$(abspath $(BIN)):$$PATH" RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(BIN)/python -m pytest
 
 test-fast: dev
