@@ -94,6 +94,9 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         if gate is not None and any(gate.folder.is_relative_to(root) for root in confined.writable):
             problem = (f"code_run refused: the model gateway's socket {gate.folder} would be writable from the sandbox; "
                        "point TMPDIR outside the task's writable paths")
+            output.close()
+            if cgroup is not None:
+                cgroup.remove()
             return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
         if gate is not None and not shared:
             env.update(OPENAI_BASE_URL=f"http://127.0.0.1:{gateway.PORT}/v1", OPENAI_API_KEY=gateway.PLACEHOLDER_KEY)
