@@ -106,7 +106,7 @@ class Worker:
         schemas = _schemas(tuple(self.tools))
         cfg = self._context_settings(schemas)
         anchor = context.Anchor(cfg, task=self.task)
-        malformed, chances = 0, self.settings.worker.second_chance
+        malformed = 0
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled")
@@ -133,10 +133,10 @@ class Worker:
                 continue
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
-                note = self._second_chance_note() if chances else ""
+                chance = self._second_chances < self.settings.worker.second_chance
+                note = self._second_chance_note() if chance else ""
                 if not note:
                     return self._answered(reply.content, turn)
-                chances -= 1
                 self._second_chances += 1
                 messages.append({"role": "user", "content": note})
                 continue
