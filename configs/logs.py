@@ -17,9 +17,10 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, TextIO
+from typing import Any, Callable, Iterator, Mapping, Optional, TextIO
 
 import structlog
+from structlog.typing import EventDict
 
 SECRET_KEY = re.compile(r"(api[_-]?key|token(?!s)|secret|password|authorization|bearer)", re.I)
 SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
@@ -43,11 +44,11 @@ def _redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def redact_processor(_logger: Any, _name: str, event: dict) -> dict:
+def redact_processor(_logger: Any, _name: str, event: EventDict) -> EventDict:
     return {k: _redact(v, k) for k, v in event.items()}
 
 
-def render_line(event: dict, with_time: bool = False) -> str:
+def render_line(event: Mapping[str, Any], with_time: bool = False) -> str:
     """`level: event key=value ...` on one line (a traceback keeps only its last line; the JSON file has it whole)."""
     fields = {k: v for k, v in event.items() if k not in ("event", "level", "timestamp")}
     if "exception" in fields:
@@ -69,7 +70,7 @@ class _Sink:
     kind: str  # stderr, json (--log-json) or file (log_file)
     level: int
     stream: Callable[[], TextIO]  # looked up at each write: test runners swap and close sys.stderr
-    render: Callable[[dict], str]
+    render: Callable[[EventDict], str]
 
 
 class _Router:
@@ -79,7 +80,7 @@ class _Router:
         self.sinks: list[_Sink] = []
         self.lock = threading.Lock()
 
-    def __call__(self, _logger: Any, _name: str, event: dict) -> Any:
+    def __call__(self, _logger: Any, _name: str, event: EventDict) -> Any:
         level = logging.getLevelName(str(event.get("level", "info")).upper())
         level = level if isinstance(level, int) else logging.INFO
         with self.lock:

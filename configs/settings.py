@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Mapping, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from configs.projecttrust import WeakerSetting, check_project
 from configs.usererrors import FieldError
@@ -49,22 +50,22 @@ class Section(BaseModel):
 
 class MemorySettings(Section):
     root: Optional[Path] = None
-    l1_max_lines: int = Field(30, ge=1)
-    l1_max_chars: int = Field(2000, ge=1)
-    archive_keep_months: int = Field(12, ge=0)
+    l1_max_lines: int = Field(default=30, ge=1)
+    l1_max_chars: int = Field(default=2000, ge=1)
+    archive_keep_months: int = Field(default=12, ge=0)
 
 
 class WorkerSettings(Section):
     model: Optional[str] = None
-    max_turns: int = Field(40, ge=1)
-    max_tokens: Optional[int] = Field(None, ge=1)
-    max_cost: Optional[float] = Field(None, gt=0)
-    code_timeout: int = Field(60, ge=1)
-    code_timeout_max: int = Field(600, ge=1)
-    max_tool_calls_per_reply: int = Field(16, ge=1)  # the rest of a reply's calls are refused back to the model
+    max_turns: int = Field(default=40, ge=1)
+    max_tokens: Optional[int] = Field(default=None, ge=1)
+    max_cost: Optional[float] = Field(default=None, gt=0)
+    code_timeout: int = Field(default=60, ge=1)
+    code_timeout_max: int = Field(default=600, ge=1)
+    max_tool_calls_per_reply: int = Field(default=16, ge=1)  # the rest of a reply's calls are refused back to the model
     allow_read: list[Path] = []
     allow_write: list[Path] = []
-    second_chance: int = Field(1, ge=0)
+    second_chance: int = Field(default=1, ge=0)
 
 
 class OutputCaps(Section):
@@ -77,10 +78,10 @@ class OutputCaps(Section):
 
 
 class ContextSettings(Section):
-    context_tokens: int = Field(24000, ge=1)
-    chars_per_token: int = Field(3, ge=1)
+    context_tokens: int = Field(default=24000, ge=1)
+    chars_per_token: int = Field(default=3, ge=1)
     policy: Literal["watermark", "periodic"] = "watermark"
-    low_water: float = Field(0.25, gt=0, lt=1)
+    low_water: float = Field(default=0.25, gt=0, lt=1)
     compress_every: int = 5
     keep_recent: int = 10
     strict_keep_recent: int = 4
@@ -98,19 +99,19 @@ class ContextSettings(Section):
 class FanoutSettings(Section):
     address: Optional[str] = None
     executor: Literal["auto", "local", "ray"] = "auto"
-    concurrency: int = Field(4, ge=1)
-    retries: int = Field(2, ge=0)
+    concurrency: int = Field(default=4, ge=1)
+    retries: int = Field(default=2, ge=0)
     runs_dir: Path = Path("./runs")
-    max_depth: int = Field(2, ge=0)
-    timeout: Optional[float] = Field(None, gt=0)
-    rpm: Optional[int] = Field(None, ge=1)
-    tpm: Optional[int] = Field(None, ge=1)
-    circuit_after: int = Field(10, ge=1)
-    circuit_cooldown: float = Field(60.0, ge=0)
-    pool_idle_seconds: float = Field(600.0, gt=0)
-    num_cpus: Optional[int] = Field(None, ge=1)
+    max_depth: int = Field(default=2, ge=0)
+    timeout: Optional[float] = Field(default=None, gt=0)
+    rpm: Optional[int] = Field(default=None, ge=1)
+    tpm: Optional[int] = Field(default=None, ge=1)
+    circuit_after: int = Field(default=10, ge=1)
+    circuit_cooldown: float = Field(default=60.0, ge=0)
+    pool_idle_seconds: float = Field(default=600.0, gt=0)
+    num_cpus: Optional[int] = Field(default=None, ge=1)
     memory_service: Optional[bool] = None
-    slots_per_actor: int = Field(4, ge=1)
+    slots_per_actor: int = Field(default=4, ge=1)
 
 
 class WebSettings(Section):
@@ -122,35 +123,35 @@ class WebSettings(Section):
 class ExploreSettings(Section):
     idle_window: str = "30m"
     idle_trigger: Optional[Path] = None
-    max_cycles_per_day: int = Field(4, ge=0)
-    max_spend_per_day: float = Field(1.0, ge=0)
-    candidates: int = Field(12, ge=1, le=100)
-    batch_size: int = Field(4, ge=1, le=50)
-    verify_timeout: float = Field(60.0, gt=0)
+    max_cycles_per_day: int = Field(default=4, ge=0)
+    max_spend_per_day: float = Field(default=1.0, ge=0)
+    candidates: int = Field(default=12, ge=1, le=100)
+    batch_size: int = Field(default=4, ge=1, le=50)
+    verify_timeout: float = Field(default=60.0, gt=0)
 
 
 class PlannerSettings(Section):
     """The exploration planner's rule (README, exploration section; skilltree/demand.py)."""
 
     rule: Literal["s6", "demand"] = "demand"
-    blend: float = Field(0.5, ge=0, le=1)               # share of the demand term in the ranking score
-    window_days: float = Field(30.0, gt=0)              # recent uses counted for demand
-    trend_days: float = Field(5.0, gt=0)                # a rate over these last days counts when higher
-    explore_bonus: float = Field(1.0, ge=0)             # beta: weight of the upper-confidence bonus
-    untried_demand: float = Field(0.6, ge=0, le=1)      # a new or unused-so-far category, as a share of the best
-    weight_band: float = Field(0.2, gt=0, le=1)         # each weight stays within initial +- band ...
-    weight_min: float = Field(0.1, ge=0, lt=0.25)       # ... and within [weight_min, weight_max]
-    weight_max: float = Field(0.5, gt=0.25, le=1)
+    blend: float = Field(default=0.5, ge=0, le=1)               # share of the demand term in the ranking score
+    window_days: float = Field(default=30.0, gt=0)              # recent uses counted for demand
+    trend_days: float = Field(default=5.0, gt=0)                # a rate over these last days counts when higher
+    explore_bonus: float = Field(default=1.0, ge=0)             # beta: weight of the upper-confidence bonus
+    untried_demand: float = Field(default=0.6, ge=0, le=1)      # a new or unused-so-far category, as a share of the best
+    weight_band: float = Field(default=0.2, gt=0, le=1)         # each weight stays within initial +- band ...
+    weight_min: float = Field(default=0.1, ge=0, lt=0.25)       # ... and within [weight_min, weight_max]
+    weight_max: float = Field(default=0.5, gt=0.25, le=1)
 
 
 class SandboxLimits(Section):
     """Per code_run (worker/sandbox_limits.py); None: sized to this machine (README, Sandbox)."""
 
-    memory: Optional[ByteSize] = Field(None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
-    processes: int = Field(256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)
-    file_size: ByteSize = Field(ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
-    cpu_seconds: int = Field(600, ge=1)  # CPU time of each process (RLIMIT_CPU)
-    tmp_size: Optional[ByteSize] = Field(None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+    memory: Optional[ByteSize] = Field(default=None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
+    processes: int = Field(default=256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)
+    file_size: ByteSize = Field(default=ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
+    cpu_seconds: int = Field(default=600, ge=1)  # CPU time of each process (RLIMIT_CPU)
+    tmp_size: Optional[ByteSize] = Field(default=None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
 
     def resolved(self) -> "SandboxLimits":
         """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
@@ -213,9 +214,9 @@ class TelemetrySettings(Section):
 class YamlSettings(Section):
     """Bounds on every YAML file ga reads (settings files themselves are read with the shipped ones)."""
 
-    max_bytes: int = Field(YamlLimits.max_bytes, ge=1)
-    max_depth: int = Field(YamlLimits.max_depth, ge=2)
-    max_alias_nodes: int = Field(YamlLimits.max_alias_nodes, ge=0)
+    max_bytes: int = Field(default=YamlLimits.max_bytes, ge=1)
+    max_depth: int = Field(default=YamlLimits.max_depth, ge=2)
+    max_alias_nodes: int = Field(default=YamlLimits.max_alias_nodes, ge=0)
 
 
 class Settings(Section):
@@ -246,7 +247,7 @@ def load_settings(
     *,
     user_file: Optional[Path] = None,
     project_file: Optional[Path] = None,
-    environ: Optional[dict[str, str]] = None,
+    environ: Optional[Mapping[str, str]] = None,
 ) -> Settings:
     """Merge every layer in order and validate; raise ConfigError on the first bad layer."""
     environ = os.environ if environ is None else environ
@@ -286,7 +287,7 @@ def _read_layer(path: Path) -> tuple[dict, dict]:
     return data, lines
 
 
-def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
         if name in ENV_ALIASES:
@@ -335,7 +336,7 @@ def _validate(data: dict, source: str, lines: dict) -> Settings:
         raise ConfigError(_describe(error, source, lines)) from None
 
 
-def _describe(error: dict, source: str, lines: dict) -> str:
+def _describe(error: ErrorDetails, source: str, lines: dict) -> str:
     problem = FieldError.of(error)
     loc, key = problem.loc, problem.key()
     line = line_of(lines, loc)
