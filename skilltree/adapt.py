@@ -116,6 +116,7 @@ def feedback(tree: SkillTree, used_in_window: Callable[[Skill], int], now: datet
         new.skills[skill.id] = skill.model_copy(update={"feedback": verdict})
         judged.append((new.skills[skill.id], verdict))
         if rule:
+            assert dimension is not None  # set above whenever a rule applied
             adjustments.append(Adjustment(skill=skill.id, rule=rule, dimension=dimension, factor=FACTORS[rule],
                                           predicted=skill.predicted, used=used))
     record = None

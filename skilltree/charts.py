@@ -133,7 +133,7 @@ def coverage_map(data: ReportData, width: int = 1200) -> str:
             parts.append(f'<rect class="failed" x="{_f(ax)}" y="{_f(ay)}" width="{_f(aw)}" height="{_f(ah)}" '
                          f'fill="url(#hatch)" stroke="{FAILED}" stroke-width="1"{_tip(tip)}/>')
         parts.append("</g>")
-        if top:
+        if label and top:
             labels.append(f'<text class="cat-label" data-category="{escape(name)}" x="{_f(x + 5)}" y="{_f(y + 14)}">{escape(label)}</text>')
     return (f'<svg class="coverage" viewBox="0 0 {width} {height}" role="img" aria-label="coverage map">'
             + "".join(parts) + "".join(labels) + "</svg>")

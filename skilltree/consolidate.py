@@ -84,11 +84,13 @@ def _report_text(task: TaskPlan, collected: Collected, *, category: str, skill: 
                  run_id: str, tokens: int, now: datetime) -> str:
     claimed = collected.report
     assert claimed is not None
+    provenance: dict[str, Any] = dict(  # extra fields of the report (ExplorationReport allows extras)
+        run=run_id, task=task.task_id, claimed_verified=claimed.verified,
+        checks=collected.checks, problems=collected.problems, evidence=collected.evidence)
     stored = ExplorationReport(
         title=claimed.title, category=category, skill=skill, score_vector=task.vector,
         predicted=round(task.predicted, 6), verified=collected.outcome == "verified", artifacts=artifacts,
-        tokens=tokens, created=now, run=run_id, task=task.task_id, claimed_verified=claimed.verified,
-        checks=collected.checks, problems=collected.problems, evidence=collected.evidence)
+        tokens=tokens, created=now, **provenance)
     return render(stored, claimed.body)
 
 
@@ -167,16 +169,17 @@ def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected,
         folder = slugify(category, fallback="misc")
         files = [f"{SCRIPTS_DIR}/{skill_id}/{a.rel}" for a in collected.artifacts]
         description = str(getattr(report, "description", "") or task.description).strip().splitlines()[0][:300]
+        sop = f"L3/{folder}/{skill_id}.md"
         skill = Skill(id=skill_id, name=report.title, category=category, description=description,
-                      sop=f"L3/{folder}/{skill_id}.md", scripts=files, created=now, report=rel,
+                      sop=sop, scripts=files, created=now, report=rel,
                       predicted=round(task.predicted, 6), score_vector=task.vector, verified=True)
         chosen.update(skill=skill, again=False)
         save(txn, tree.add(skill))
         for artifact, path in zip(collected.artifacts, skill.scripts, strict=False):
             txn.write(path, artifact.text)
-        txn.write(skill.sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
+        txn.write(sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
         txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,
-                                    artifacts=[skill.sop, *skill.scripts], run_id=run_id, tokens=tokens, now=now))
+                                    artifacts=[sop, *skill.scripts], run_id=run_id, tokens=tokens, now=now))
         index = add_skill_line(txn.read(L1_INDEX), skill_line(folder, skill.id, skill.name),
                                store.l1_max_lines, store.l1_max_chars)
         if index is None:
@@ -189,8 +192,9 @@ def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected,
                f"code_run {evidence} exited 0, {'; '.join(c for c in collected.checks if c.startswith('re-ran'))}")
     generation = commit_with_retry(store, stage, message=message, author=AUTHOR)
     skill = chosen.get("skill")
-    filed = skill is not None and generation is not None
-    return generation, skill.id if filed else None, filed and chosen["again"]
+    if skill is None or generation is None:
+        return generation, None, False
+    return generation, skill.id, chosen["again"]
 
 
 def same_skill(tree: SkillTree, names: list[str], scripts: list[str], read: Callable[[str], Optional[str]]) -> Optional[Skill]:

@@ -75,9 +75,10 @@ def category_demand(tree: SkillTree, recent: Mapping[str, int], now: datetime, p
         return {}
     result = {}
     for name in tree.categories:
-        bound = bounds[name] if bounds[name] is not None else params.untried_demand * best
+        known = bounds[name]
+        bound = known if known is not None else params.untried_demand * best
         result[name] = CategoryDemand(name, uses[name], exposure[name],
-                                      uses[name] / exposure[name] if bounds[name] is not None else None,
+                                      uses[name] / exposure[name] if known is not None else None,
                                       bound, min(10.0, 10.0 * bound / best))
     return result
 

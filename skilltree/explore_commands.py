@@ -98,8 +98,10 @@ def explore_command(
     trigger = trigger or current.explore.idle_trigger
     if trigger is not None and not Path(trigger).is_file():
         fail(f"--trigger {trigger}: no such file; give a .py file with def check() -> bool")
-    options = dict(model_name=model, candidates=candidates, batch_size=batch, display="quiet" if as_json else None)
+    display = "quiet" if as_json else None
+    options = dict(model_name=model, candidates=candidates, batch_size=batch, display=display)
     if mode == "--when-idle":
+        assert when_idle  # pick_mode chose the mode whose option was given
         _when_idle(modes, current, when_idle, model, trigger, tick, max_cycles, as_json, options)
         return
     with _explore_errors(model, current, modes.USER_ERRORS):
@@ -108,8 +110,10 @@ def explore_command(
             check_model(model, current)
             result = modes.explore_once(current, when, **options)
         elif mode == "--resume":
-            result = modes.resume_cycle(current, resume, now=when, display=options["display"])
+            assert resume
+            result = modes.resume_cycle(current, resume, now=when, display=display)
         else:
+            assert consolidate
             result = modes.consolidate_run(current, consolidate, now=when)
     if as_json:
         emit_json({**result.record(), "outcomes": [vars(o) for o in result.outcomes],
