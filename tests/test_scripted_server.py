@@ -63,6 +63,16 @@ def test_models_endpoint_lists_the_scripted_model():
     assert [m["id"] for m in data["data"]] == ["scripted"]
 
 
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]"])
+def test_a_body_that_is_not_a_json_object_gets_a_400(raw):
+    with ScriptedServer(TWO_TASKS) as server:
+        request = urllib.request.Request(f"{server.base_url}/chat/completions", data=raw, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=10)
+    assert caught.value.code == 400
+    assert "not a JSON object" in json.loads(caught.value.read())["error"]["message"]
+
+
 def test_turns_follow_the_assistant_count_and_repeat_the_last_content_when_exhausted():
     with ScriptedServer(TWO_TASKS) as server:
         status, _, first = post(server.base_url, chat("please compute"))

@@ -54,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             write_hostile(self.wfile, answer.hostile, answer.body, self.headers.get("Authorization", ""), owner._stopping)
             return
-        if body.get("stream") and answer.status == 200:
+        if isinstance(body, dict) and body.get("stream") and answer.status == 200:
             self._send_events(answer.body, bool((body.get("stream_options") or {}).get("include_usage")))
             return
         self._send(answer.status, answer.body, answer.headers)
