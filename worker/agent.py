@@ -64,7 +64,7 @@ class Worker:
         self._cancelled = threading.Event()
         self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
         self._notes_lock = threading.Lock()
-        self._kill: list[Callable[[], None]] = []  # code_run registers a killer for each running process group
+        self._kill: list[Callable[[], object]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)

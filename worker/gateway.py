@@ -278,11 +278,15 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a script's client reuses its connection
     wbufsize = -1  # buffered: a reply's head and body leave in one write (flushed per reply or streamed chunk)
-    server: _Server
+
+    @property
+    def gateway(self) -> Gateway:
+        assert isinstance(self.server, _Server)  # the only server this handler is given
+        return self.server.gateway
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            return self.server.gateway.models(self)
+            return self.gateway.models(self)
         self.reply_error(404, f"no route {self.path}; the gateway serves /v1/chat/completions and /v1/models")
 
     def do_POST(self) -> None:  # noqa: N802
@@ -293,9 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(length))
         path = self.path.split("?")[0].rstrip("/")
         if path in ("/v1/chat/completions", "/chat/completions"):
-            return self.server.gateway.chat(self, body)
+            return self.gateway.chat(self, body)
         if path == FANOUT_ROUTE:
-            return self.server.gateway.fanout(self, body)
+            return self.gateway.fanout(self, body)
         self.reply_error(404, f"no route {self.path}; the gateway serves /v1/chat/completions and /v1/models")
 
     def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:

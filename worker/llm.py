@@ -123,8 +123,9 @@ class LLMClient:
             resend = count == 1 or (count - 1) % max(1, self.config.schema_resend_every) == 0
             if not present or resend:
                 target = self._anchor_target(messages, first=not self._anchors)
-                if target is not None and keys[target]:
-                    self._anchors[keys[target]] = block
+                key = keys[target] if target is not None else None
+                if key:
+                    self._anchors[key] = block
                     while len(self._anchors) > MAX_ANCHORS:
                         self._anchors.pop(next(iter(self._anchors)))
             anchors = dict(self._anchors)

@@ -52,16 +52,16 @@ class ModelConfig(BaseModel):
     base_url: str
     api_key_env: Optional[str] = None  # name of the environment variable holding the key; None: no key
     model: str
-    context_window: Optional[int] = Field(None, gt=0)  # tokens; the context budget stays inside it (None: unknown)
+    context_window: Optional[int] = Field(default=None, gt=0)  # tokens; the context budget stays inside it (None: unknown)
     tool_mode: Literal["native", "text"] = "native"
     temperature: float = 0.0
-    max_tokens: int = Field(DEFAULT_MAX_TOKENS, gt=0)  # per request: one agent turn, see DEFAULT_MAX_TOKENS
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)  # per request: one agent turn, see DEFAULT_MAX_TOKENS
     stop_sequences: bool = True  # text tool mode: send stop=["<tool_result"] (turned off by itself if refused)
     price_input: float = 0.0  # USD per million tokens
     price_output: float = 0.0
     price_cached: Optional[float] = None  # None: cached input costs price_input
     request_timeout: float = 120.0  # seconds for a whole request: connect, headers and body together
-    max_reply_bytes: int = Field(4 * 1024 * 1024, gt=0)  # a longer reply is refused unread (a chat reply is rarely over 100 KB)
+    max_reply_bytes: int = Field(default=4 * 1024 * 1024, gt=0)  # a longer reply is refused unread (a chat reply is rarely over 100 KB)
     max_retries: int = 5
     retry_after_cap: float = 60.0
     backoff_base: float = 1.0  # first backoff ceiling (s), doubled per attempt, full jitter

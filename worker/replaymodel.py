@@ -155,7 +155,7 @@ def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> R
                                    for c in received.get("tool_calls") or [] if c.get("function")]
     read = interpret(content, native, tool_mode, known)
     calls, message = read.calls, read.message
-    recorded_ids = [r.get("id") for r in recorded.tool_results if r.get("id")]
+    recorded_ids = [r["id"] for r in recorded.tool_results if r.get("id")]
     if len(recorded_ids) == len(calls) and not native:  # ids made up for calls read from text: the recorded ones
         ids = dict(zip((c.id for c in calls), recorded_ids, strict=True))
         calls = [ToolCall(ids[c.id], c.name, c.arguments, c.problem) for c in calls]

@@ -9,7 +9,7 @@ before the command starts; a forked child relays, and this process execs the com
 status and signals are the sandbox's as without forwards; the relay ends with the sandbox's PID namespace.
 Only built-in modules, started with -I -S: one bare interpreter start-up is its whole cost.
 """
-import _signal
+import _signal  # pyright: ignore[reportMissingImports]  # a built-in module typeshed has no stubs for
 import _socket
 import _thread
 import os
@@ -48,7 +48,8 @@ def _relay_forever(forwards: list) -> None:
 
 def _accept(listener: _socket.socket, path: str) -> None:
     while True:
-        fd, _ = listener._accept()  # the C socket's accept: a file descriptor (socket.py is not imported)
+        # the C socket's accept, missing from typeshed: a file descriptor (socket.py is not imported)
+        fd, _ = listener._accept()  # pyright: ignore[reportAttributeAccessIssue]
         client = _socket.socket(fileno=fd)
         # a reply relayed in two writes (head, body) must not wait for the client's delayed ACK (Nagle: ~40 ms)
         client.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)

@@ -35,7 +35,7 @@ def tracer(settings: Any) -> Any:
     """The tracer for `settings.telemetry`, set up once per process and endpoint; None when off."""
     config = getattr(settings, "telemetry", None)
     endpoint = getattr(config, "otlp_endpoint", None)
-    if not endpoint:
+    if not endpoint or config is None:
         return None
     with _lock:
         _state["capture"] = bool(config.capture_content)

@@ -64,9 +64,9 @@ class Anchor:
         if not self.deltas or not messages or messages[-1].get("role") != "user":
             return messages
         content = messages[-1].get("content")
-        start = content.find("<history>") if isinstance(content, str) else -1
-        if start < 0:
+        if not isinstance(content, str) or "<history>" not in content:
             return messages
+        start = content.find("<history>")
         full = content[:start] + self.render(self.rendered_turn, full=True)
         return messages[:-1] + [dict(messages[-1], content=full)]
 

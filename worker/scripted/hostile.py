@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import BinaryIO, Iterator
+from io import BufferedIOBase
+from typing import Iterator
 
 from worker.scripted.script import Fault
 
@@ -24,7 +25,7 @@ def status_of(fault: Fault) -> int:
     return 401 if fault.kind == "echo_key" else 200
 
 
-def write_hostile(out: BinaryIO, fault: Fault, completion: dict, authorization: str, stopping: threading.Event) -> None:
+def write_hostile(out: BufferedIOBase, fault: Fault, completion: dict, authorization: str, stopping: threading.Event) -> None:
     """Write the fault's reply to `out`; returns early when the client goes away or the server stops."""
     try:
         if fault.kind == "giant_reply":
@@ -82,13 +83,13 @@ def _giant_body(completion: dict, size: int) -> Iterator[bytes]:
     yield tail
 
 
-def _write_giant(out: BinaryIO, fault: Fault, completion: dict) -> None:
+def _write_giant(out: BufferedIOBase, fault: Fault, completion: dict) -> None:
     out.write(_head(200, "application/json", fault.size if fault.announce_length else None))
     for chunk in _giant_body(completion, fault.size):
         out.write(chunk)
 
 
-def _write_slowly(out: BinaryIO, fault: Fault, completion: dict, stopping: threading.Event) -> None:
+def _write_slowly(out: BufferedIOBase, fault: Fault, completion: dict, stopping: threading.Event) -> None:
     body = json.dumps(completion).encode()
     head = _head(200, "application/json", len(body))
     if fault.dribble == "body":

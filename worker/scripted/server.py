@@ -27,7 +27,11 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the openai SDK reuses connections
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the 40 ms delayed-ACK stall
-    server: _HTTPServer
+
+    @property
+    def owner(self) -> ScriptedServer:
+        assert isinstance(self.server, _HTTPServer)  # the only server this handler is given
+        return self.server.owner
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -44,7 +48,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = None
-        owner = self.server.owner
+        owner = self.owner
         answer = owner.engine.answer(body) if isinstance(body, dict) else Answer(
             400, {"error": {"message": "the body is not a JSON object", "type": "invalid_request_error", "code": 400}})
         owner._record(body, answer)

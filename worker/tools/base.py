@@ -27,7 +27,7 @@ class ToolContext:
     ask: Optional[Callable[[str, list[str]], str]] = None  # asks the person when interactive
     key_info: str = ""
     env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
-    kill: list[Callable[[], None]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
+    kill: list[Callable[[], object]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
     account: Any = None  # worker.gateway.Account: what the task spent and may spend
     model_config: Any = None  # the task's worker.models.ModelConfig: where its gateway forwards model calls

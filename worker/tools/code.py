@@ -128,6 +128,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         if gate is not None:  # a nested run lives only as long as the code_run that asked for it
             gate.cancel_nested(wait=gateway.NESTED_GRACE)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
+        assert ctx.pgids is not None  # _track listed it
         ctx.pgids.remove(proc.pid)
     sandbox.remove_placeholders(placeholders)
     if args.timeout > limit:

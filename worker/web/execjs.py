@@ -65,10 +65,10 @@ class _Watch:
     def __init__(self, page: Page):
         self.page, self.urls, self.status, self.failure = page, [], 0, ""
         self.pending: set[Request] = set()
-        self._handlers = {"request": self._request, "response": self._response, "requestfailed": self._failed,
-                          "requestfinished": self._finished}
-        for event, handler in self._handlers.items():
-            page.on(event, handler)
+        page.on("request", self._request)  # one call per event: Page.on's overloads want the event's literal name
+        page.on("response", self._response)
+        page.on("requestfailed", self._failed)
+        page.on("requestfinished", self._finished)
 
     def _main(self, request: Request) -> bool:
         return request.is_navigation_request() and request.frame == self.page.main_frame
@@ -96,8 +96,10 @@ class _Watch:
             self.failure = f"{request.failure or 'failed'} loading {request.url}"
 
     def stop(self) -> None:
-        for event, handler in self._handlers.items():
-            self.page.remove_listener(event, handler)
+        self.page.remove_listener("request", self._request)
+        self.page.remove_listener("response", self._response)
+        self.page.remove_listener("requestfailed", self._failed)
+        self.page.remove_listener("requestfinished", self._finished)
 
 
 class _Gone(Exception):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 
 import structlog
-from playwright.async_api import Browser, BrowserContext, Dialog, Page, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, Dialog, Page, Playwright, ViewportSize, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from worker.web import loop
@@ -23,7 +23,7 @@ from worker.web.browser import BrowserInfo, ExternalBrowser, NodeBrowser
 from worker.web.chromium import find_chromium
 
 log = structlog.get_logger("worker.web")
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 TABS_LOST = ("note: the browser had stopped and was restarted, so your tabs were lost;"
              " reopen pages with web_execute_js (location.href = '...').")
 
@@ -142,7 +142,7 @@ class WebSession:
             self.context = browser.contexts[0] if browser.contexts else await browser.new_context()
         else:
             self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
-            self.context.on("page", self._register)
+            self.context.on("page", self._adopt)
         self._register(await self.context.new_page())
         return TABS_LOST if lost else ""
 
@@ -161,6 +161,9 @@ class WebSession:
                 del _connections[self.key]
                 await conn.shutdown()
 
+    def _adopt(self, page: Page) -> None:  # an event handler returns nothing
+        self._register(page)
+
     def _register(self, page: Page) -> str:
         for tab_id, known in self.tabs.items():
             if known is page:
@@ -171,7 +174,7 @@ class WebSession:
         if not self.active:
             self.active = tab_id
         if self.external:  # in a shared context, a popup of our tab is ours; the person's new tabs are not
-            page.on("popup", self._register)
+            page.on("popup", self._adopt)
         page.on("dialog", lambda dialog: self._on_dialog(tab_id, dialog))
         page.on("pageerror", lambda error: self.errors.append((time.monotonic(), tab_id, _error_text(error))))
         page.on("close", lambda _: self._forget(tab_id))
