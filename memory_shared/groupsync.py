@@ -1,6 +1,6 @@
 """Group commit: many threads that each need a file made durable share one flush.
 
-`durable(fd)` returns once everything written to `fd` before the call is on disk. One writer thread per
+`durable(fd, ...)` returns once everything written to those files before the call is on disk. One writer thread per
 process takes every request that arrived while it was flushing the previous batch and makes the whole
 batch durable at once: on Linux with one syncfs(2) per file system in the batch (one journal commit for
 hundreds of files, where an fsync per file costs a commit each), elsewhere with an fsync per file. A
@@ -52,10 +52,10 @@ class GroupSync:
         self._thread: Optional[threading.Thread] = None
         self._syncfs = _syncfs()
 
-    def durable(self, fd: int) -> None:
+    def durable(self, *fds: int) -> None:
         with self._lock:
             batch = self._open
-            batch.fds.append(fd)
+            batch.fds.extend(fds)
             if self._thread is None or not self._thread.is_alive():  # after a fork, the writer is not there
                 self._thread = threading.Thread(target=self._write, daemon=True, name="ga-group-sync")
                 self._thread.start()
@@ -91,6 +91,7 @@ class GroupSync:
 _GROUP = GroupSync()
 
 
-def durable(fd: int) -> None:
-    """Everything written to `fd` so far is on disk when this returns (shared with concurrent callers)."""
-    _GROUP.durable(fd)
+def durable(*fds: int) -> None:
+    """Everything written to each of `fds` so far is on disk when this returns (one batch, shared with concurrent
+    callers)."""
+    _GROUP.durable(*fds)

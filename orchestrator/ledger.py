@@ -3,9 +3,13 @@
 The reduce's steps are recorded whole in the ledger (`reduce_result`), so a resume of a finished run,
 or of one killed after its reduce, reuses them: the model is not paid and memory not committed again.
 
-Only the driver writes these files. Every ledger and result line is flushed and fsynced before the
-run moves on, so a crash (even kill -9) loses at most the line being written, which is cut off on
-the next open. `results.jsonl` is the truth about what finished: resume skips what it holds. The
+Only the driver writes these files. Every ledger and result line is written and flushed to the kernel
+before the run moves on, so a kill -9 loses at most the line being written, which is cut off on the
+next open. Outside the map loop each line is also made durable before the run moves on; inside it
+(`RunDir.batched`) the lines of one pass of the loop share one durability point (`RunDir.sync`, through
+memory_shared.groupsync, so they join the workers' history flushes), taken before the loop starts a
+task, reports a result or ends: a machine crash loses at most that pass's lines, never one the run
+acted on. `results.jsonl` is the truth about what finished: resume skips what it holds. The
 "queued" lines of a run's tasks go in batches, one write and one fsync each (a run of 100,000 tasks
 fsynced them one by one for half a minute): they only say what the run means to do, and a crash between
 two batches leaves tasks without one, which a resume queues again.
@@ -26,6 +30,7 @@ import yaml
 from pydantic import BaseModel
 
 from configs.clikit import by_prefix
+from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
@@ -37,18 +42,30 @@ def new_run_id(name: str) -> str:
 
 
 class JsonlFile:
-    """Append-only JSON lines with fsync per line; a torn last line is cut off when opened."""
+    """Append-only JSON lines, each made durable before append returns (or, with wait=False, by the next
+    `make_durable`); a torn last line is cut off when opened."""
 
     def __init__(self, path: Path, sync: bool = True):
         self.path, self.sync = path, sync
+        self.unsynced = False  # lines appended with wait=False and not yet durable
         _cut_torn_tail(path)
         self._handle = path.open("a", encoding="utf-8")
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any], wait: bool = True) -> None:
         self._handle.write(json.dumps(record, default=_plain, ensure_ascii=False) + "\n")
-        self._handle.flush()
-        if self.sync:
-            os.fsync(self._handle.fileno())
+        self._handle.flush()  # in the kernel from here: a kill -9 of this process no longer loses it
+        self.unsynced = self.sync
+        if wait:
+            self.make_durable()
+
+    def make_durable(self) -> None:
+        """Everything appended so far is on disk when this returns (a group commit shared with other writers)."""
+        if self.unsynced:
+            groupsync.durable(self.fileno())
+            self.unsynced = False
+
+    def fileno(self) -> int:
+        return self._handle.fileno()
 
     def append_many(self, records: list[dict[str, Any]]) -> None:
         """Several lines in one write and one fsync; a crash leaves whole lines and at most one torn one."""
@@ -58,6 +75,7 @@ class JsonlFile:
             os.fsync(self._handle.fileno())
 
     def close(self) -> None:
+        self.make_durable()
         self._handle.close()
 
 
@@ -116,6 +134,7 @@ class RunDir:
         self._ledger: Optional[JsonlFile] = None
         self._results: Optional[JsonlFile] = None
         self._events: Optional[JsonlFile] = None
+        self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
         self._finished: dict[str, TaskRecord] = {}
 
     @classmethod
@@ -212,7 +231,15 @@ class RunDir:
     def ledger(self, event: str, task_id: Optional[str] = None, **fields: Any) -> None:
         assert self._ledger is not None
         record = {"time": round(time.time(), 3), "event": event, **({"task_id": task_id} if task_id else {}), **fields}
-        self._ledger.append(record)
+        self._ledger.append(record, wait=not self.batched)
+
+    def sync(self) -> None:
+        """The ledger and result lines appended so far are durable when this returns (both files in one batch)."""
+        waiting = [h for h in (self._results, self._ledger) if h and h.unsynced]
+        if waiting:
+            groupsync.durable(*(h.fileno() for h in waiting))
+            for handle in waiting:
+                handle.unsynced = False
 
     def queued(self, task_ids: list[str]) -> None:
         """A "queued" line for each task, QUEUED_BATCH lines to a write and an fsync."""
@@ -231,7 +258,7 @@ class RunDir:
         assert self._results is not None
         if record.task_id in self._finished:
             return False
-        self._results.append(record.line())
+        self._results.append(record.line(), wait=not self.batched)
         self._finished[record.task_id] = record
         self.ledger(record.status, record.task_id, attempt=record.attempt, reason=record.reason)
         return True

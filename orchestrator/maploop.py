@@ -83,9 +83,11 @@ class MapLoop:
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
+        batched, self.run.batched = self.run.batched, True  # one durability point per pass (RunDir.sync)
         try:
             while pending or inflight:
                 try:
+                    self.run.sync()  # what the last pass wrote, before anything starts on it
                     if self.outcome.stop is None:
                         self._start_free(pending, inflight)
                     if not inflight:
@@ -108,6 +110,8 @@ class MapLoop:
                         break
                     interrupt_deadline = self._interrupt(inflight, interrupt_note(self.run.path))
         finally:
+            self.run.batched = batched
+            self.run.sync()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         for task in pending:
