@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from functools import partial
 from pathlib import Path
 
 import pytest
 
 from memory_shared import GenerationDamaged, MemoryStore, StoreNeedsRepair
-from tests.ga_support import run_ga
-
-ga_memory = partial(run_ga, "memory")  # `ga memory ARGS`
-
-
-def sh(script: str, cwd: Path) -> None:
-    subprocess.run(["sh", "-c", script], cwd=cwd, check=True, timeout=30)
-
-
-def published(root: Path) -> dict[int, dict[str, bytes]]:
-    """Every generation's files (manifest files aside) and their bytes."""
-    state = {}
-    for gen in sorted((root / "generations").iterdir(), key=lambda p: int(p.name)):
-        files = (Path(folder, name) for folder, _, names in os.walk(gen, followlinks=True) for name in names)
-        state[int(gen.name)] = {str(f.relative_to(gen)): f.read_bytes() for f in files  # shared folders too
-                                if f.is_file() and not f.name.startswith("MANIFEST")}
-    return state
+from tests.store_support import ga_memory, published, sh
 
 
 def records(root: Path) -> list[tuple[int, list[str]]]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,23 +12,9 @@ import yaml
 
 from memory_shared import MemoryStore
 from tests.ga_support import run_ga
+from tests.store_support import ga_memory, published, sh
 
-ga_memory = partial(run_ga, "memory")  # `ga memory ARGS`, a real process on the test's GA_HOME
 NO_MODEL = {"OPENAI_API_KEY": None, "GA_MODEL": None}
-
-
-def sh(script: str, cwd: Path) -> None:
-    subprocess.run(["sh", "-c", script], cwd=cwd, check=True, timeout=30)
-
-
-def published(root: Path) -> dict[int, dict[str, bytes]]:
-    """Every generation's files (manifest files aside) and their bytes, read through the shared folders."""
-    state = {}
-    for gen in sorted((root / "generations").iterdir(), key=lambda p: int(p.name)):
-        files = (Path(folder, name) for folder, _, names in os.walk(gen, followlinks=True) for name in names)
-        state[int(gen.name)] = {str(f.relative_to(gen)): f.read_bytes() for f in files
-                                if f.is_file() and not f.name.startswith("MANIFEST")}
-    return state
 
 
 def whole_store(root: Path) -> dict[str, object]:
