@@ -9,6 +9,7 @@ those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -193,10 +194,16 @@ def _gateway(ctx: ToolContext) -> gateway.Gateway:
 
 def _key_names(ctx: ToolContext) -> set[str]:
     """Every api_key_env of models.yaml and of the task's model: never in a sandbox's environment."""
+    own = getattr(ctx.model_config, "api_key_env", None)
+    return {*_configured_key_names(), *([own] if own else [])}
+
+
+@functools.lru_cache(maxsize=1)
+def _configured_key_names() -> frozenset[str]:
+    """Read once a process: the model files are the user's and this process's, not a task's."""
     from worker.models import key_env_names
 
-    own = getattr(ctx.model_config, "api_key_env", None)
-    return {*key_env_names(), *([own] if own else [])}
+    return key_env_names()
 
 
 def _warn_open_network(ctx: ToolContext) -> None:
