@@ -203,7 +203,10 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
         run = RunDir.existing(runs_dir, resume)
     except FileNotFoundError as exc:
         raise FanoutError(str(exc)) from None
-    before = run.spec().get("fingerprints", {})
+    try:
+        before = run.spec().get("fingerprints", {})
+    except (OSError, ValueError) as exc:
+        raise FanoutError(f"{run.path / 'spec.yaml'}: {exc}; start a new run without --resume") from None
     now = {t.id: t.fingerprint() for t in plan.tasks}
     changed = sorted(i for i in now if i in before and before[i] != now[i])
     added = sorted(set(now) - set(before))

@@ -195,10 +195,15 @@ class RunDir:
     # ---- reading ----
 
     def spec(self) -> dict[str, Any]:
+        """The plan the run started with; ValueError (one line) when spec.yaml is damaged."""
         text = (self.path / "spec.yaml").read_text(encoding="utf-8")
-        if text.startswith("{"):
-            return json.loads(text)
-        return yaml.safe_load(text)  # written by an older ga
+        try:
+            data = json.loads(text) if text.startswith("{") else yaml.safe_load(text)  # YAML: by an older ga
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ValueError(f"not JSON or YAML ({' '.join(str(exc).split())[:160]})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a mapping, found {type(data).__name__}")
+        return data
 
     def results(self) -> dict[str, TaskRecord]:
         if self._results is None:

@@ -15,7 +15,15 @@ from orchestrator.fanout import load_run
 from orchestrator.ledger import RunDir, list_runs, read_jsonl
 from orchestrator.report import write_report
 from orchestrator.runshow import print_conversation
-from orchestrator.runview import REDUCE, RunView, TaskView, driver_holds, load_run_view, replayed_requests
+from orchestrator.runview import (
+    REDUCE,
+    RunView,
+    TaskView,
+    driver_holds,
+    load_run_view,
+    readable_spec,
+    replayed_requests,
+)
 from orchestrator.steer import SteerError, stop, tell
 from orchestrator.tables import tasks_table, whole_id_column
 
@@ -173,7 +181,7 @@ def runs_tail(
     except FileNotFoundError as exc:
         fail(str(exc))
     ledger = run.path / "ledger.jsonl"
-    width = max([len(t.get("id", "")) for t in (run.spec() or {}).get("tasks") or []] + [len("run")])
+    width = max([len(t.get("id", "")) for t in readable_spec(run).get("tasks") or []] + [len("run")])
     records = list(read_jsonl(ledger))
     for record in records[-lines:] if lines > 0 else []:
         console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)

@@ -104,10 +104,18 @@ class RunView:
         return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
 
+def readable_spec(run: RunDir) -> dict[str, Any]:
+    """The run's spec for a viewer: a damaged or missing one shows as empty (the ledger and results still tell)."""
+    try:
+        return run.spec()
+    except (OSError, ValueError):
+        return {}
+
+
 def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> RunView:
     run = RunDir.existing(runs_dir, run_id)
     now = time.time() if now is None else now
-    spec = run.spec() or {}
+    spec = readable_spec(run)
     models = {t["id"]: str(t.get("model") or "") for t in spec.get("tasks") or []}
     models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), ""))
     records = [event.model_dump(exclude_none=True) for event in run.ledger_records()]

@@ -98,6 +98,25 @@ def test_resume_without_the_tasks_file_as_runs_tell_suggests(tmp_path: Path) -> 
         server.stop()
 
 
+def test_a_damaged_spec_yaml_is_one_line_on_resume_and_the_viewers_still_show_the_run(tmp_path: Path) -> None:
+    server = start_server(SCRIPT, tmp_path / "requests.jsonl")
+    try:
+        tasks = _tasks_file(tmp_path)
+        model = f"scripted@{server.base_url}"
+        first = run_ga("fanout", str(tasks), "--model", model, "--json", cwd=tmp_path, env=KEYLESS)
+        assert first.returncode == 0, first.stderr
+        run_id = json.loads(first.stdout)["run_id"]
+        (tmp_path / "runs" / run_id / "spec.yaml").write_text("tasks: [\n")
+        for args in (("fanout", "--resume", run_id), ("fanout", str(tasks), "--model", model, "--resume", run_id)):
+            done = run_ga(*args, cwd=tmp_path, env=KEYLESS)
+            assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1 and "spec.yaml" in done.stderr, done.stderr
+        for args in (("runs", "show", run_id), ("runs", "tail", run_id)):
+            assert run_ga(*args, cwd=tmp_path, env=KEYLESS).returncode == 0
+    finally:
+        server.stop()
+
+
 def test_fanout_without_a_file_or_resume_says_what_to_give(tmp_path: Path) -> None:
     done = run_ga("fanout", cwd=tmp_path, env=KEYLESS)
     assert done.returncode == 2
