@@ -173,7 +173,7 @@ class Gateway:
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "Authorization": f"Bearer {key or 'no-key'}"}
         payload = json.dumps(request).encode()
-        relay = _Relay(handler)
+        relay = _Relay(handler, key)
         try:
             reply = post(config.base_url.rstrip("/") + "/chat/completions", payload, headers, config.request_timeout,
                          config.max_reply_bytes, on_events=relay.chunk)
@@ -183,8 +183,9 @@ class Gateway:
             return relay.fail(502, f"the model endpoint failed: {type(exc).__name__}: {str(exc)[:200]}")
         if reply.status == 200:
             self.parent.account.add(reply_usage(reply.body, payload, config))
-        if not relay.started:
-            handler.reply(reply.status, reply.body, reply.headers.get("content-type", "application/json"))
+        if not relay.started:  # an endpoint may echo the key it was sent (a 401 page): the script never sees it
+            handler.reply(reply.status, without_key(reply.body, key),
+                          reply.headers.get("content-type", "application/json"))
 
     def models(self, handler: "_Handler") -> None:
         try:
@@ -251,8 +252,8 @@ def _count(value: Any) -> int:
 class _Relay:
     """Streams an event-stream reply to the script as it arrives (the head goes with the first chunk)."""
 
-    def __init__(self, handler: "_Handler"):
-        self.handler, self.started = handler, False
+    def __init__(self, handler: "_Handler", key: str):
+        self.handler, self.key, self.started = handler, key, False
 
     def chunk(self, data: bytes) -> None:
         if not self.started:
@@ -262,12 +263,19 @@ class _Relay:
             self.handler.send_header("Content-Type", "text/event-stream")
             self.handler.send_header("Connection", "close")
             self.handler.end_headers()
-        self.handler.wfile.write(data)
+        self.handler.wfile.write(without_key(data, self.key))
         self.handler.wfile.flush()
 
     def fail(self, status: int, message: str) -> None:
         if not self.started:
-            self.handler.reply_error(status, message)
+            self.handler.reply_error(status, without_key(message.encode(), self.key).decode(errors="replace"))
+
+
+def without_key(data: bytes, key: str) -> bytes:
+    """`data` with the key masked, raw or JSON-escaped (a key split across two streamed chunks is not caught)."""
+    for form in {key, json.dumps(key)[1:-1]} if key else ():
+        data = data.replace(form.encode(), b"[redacted]")
+    return data
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
