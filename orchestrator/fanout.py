@@ -397,7 +397,7 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
     try:
         if "file" in request:
             source = base / str(request["file"])
-            _refuse_hidden(source, "the tasks file")
+            _refuse_unseen(source, "the tasks file", parent)
             data, lines = load_text(str(request.get("text") or ""), str(source))
             if not isinstance(data, dict):
                 raise FanoutError(f"{source}:1: a tasks file is a mapping with 'tasks:' and/or 'matrix:'")
@@ -411,7 +411,7 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
         matrices = data.get("matrix") if isinstance(data.get("matrix"), list) else [data.get("matrix")]
         for matrix in matrices:
             if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
-                _refuse_hidden(base / matrix["from"], "a matrix's items file")
+                _refuse_unseen(base / matrix["from"], "a matrix's items file", parent)
         plan = specs.from_data(data, source=source, lines=lines, base_dir=base)
     except (SpecError, YamlError) as exc:
         raise FanoutError(str(exc)) from None
@@ -420,14 +420,22 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
             raise FanoutError(f"nested fan-out refused: task {task.id} sets sandbox options; only the top-level "
                               "tasks file or the user's config may set them")
         for path in task.inputs:
-            _refuse_hidden(Path(path), f"task {task.id}'s input")
+            _refuse_unseen(Path(path), f"task {task.id}'s input", parent)
     models = [t.model for t in plan.tasks] + [plan.reduce.model if plan.reduce else None]
     for name in models:
         if name and name.startswith("scripted:"):
-            _refuse_hidden(Path(name[len("scripted:"):]), "a scripted model file")
+            _refuse_unseen(Path(name[len("scripted:"):]), "a scripted model file", parent)
     return plan
 
 
-def _refuse_hidden(path: Path, what: str) -> None:
-    if sandbox.hidden(path):
+def _refuse_unseen(path: Path, what: str, parent: gateway.Parent) -> None:
+    """ga reads nothing for a sandbox that the sandbox could not read itself: what sandboxes hide (GA_HOME's
+    sessions included), and the host's /tmp outside the task's writable paths (a sandbox's /tmp is its own)."""
+    settings = parent.settings
+    if sandbox.hidden(path, more=[settings.home_dir / name for name in sandbox.GA_HIDDEN]):
         raise FanoutError(f"nested fan-out refused: {what} {path} is hidden from sandboxes; use a file the task can read")
+    real = Path(os.path.realpath(path))
+    seen = [parent.workdir, *settings.sandbox.writable, *settings.worker.allow_write]
+    if real.is_relative_to("/tmp") and not any(real.is_relative_to(os.path.realpath(p)) for p in seen):
+        raise FanoutError(f"nested fan-out refused: {what} {path} is in the host's /tmp, which the task's sandbox "
+                          "cannot see (its /tmp is its own); use a file in the task's directory")

@@ -277,14 +277,23 @@ def test_a_nested_run_stops_when_the_code_run_that_asked_for_it_times_out(tmp_pa
     assert any(e["event"] == "interrupted" and e.get("task_id") == "sleeper" for e in events), events
 
 
-def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_inputs(tmp_path: Path) -> None:
-    """The parent runs a nested spec outside the sandbox, so it refuses what would reach past the sandbox."""
+def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_inputs(tmp_path: Path,
+                                                                                   ga_home: Path) -> None:
+    """The parent runs a nested spec outside the sandbox, so it refuses what would reach past the sandbox: hidden
+    files (GA_HOME's sessions too) and the host's /tmp, which the sandbox's own /tmp hides."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     key = home / ".ssh" / "id_ed25519"
     key.write_text("PRIVATE-KEY-do-not-leak\n")
+    session = ga_home / "sessions" / "other.json"
+    session.parent.mkdir(parents=True, exist_ok=True)
+    session.write_text("SESSION-do-not-leak\n")
+    host_tmp = tmp_path / "outside-the-workdir.txt"  # under the host's /tmp, not in the task's directory
+    host_tmp.write_text("HOST-TMP-do-not-leak\n")
+    thieves = "".join(f"         {{'tasks': [{{'id': 'thief{i}', 'prompt': 'x', 'inputs': ['{path}']}}], "
+                      f"'allow_paths': ['{path.parent}']}},\n" for i, path in enumerate((session, host_tmp)))
     probe = ("from orchestrator import fanout\n"
-             f"specs = [{{'tasks': [{{'id': 'unboxed', 'prompt': 'x', 'sandbox': 'off'}}]}},\n"
+             f"specs = [{{'tasks': [{{'id': 'unboxed', 'prompt': 'x', 'sandbox': 'off'}}]}},\n" + thieves +
              f"         {{'tasks': [{{'id': 'thief', 'prompt': 'x', 'inputs': ['{key}']}}], 'allow_paths': ['{key.parent}']}}]\n"
              "for spec in specs:\n    try:\n        fanout(spec)\n        print('ran')\n"
              "    except Exception as exc:\n        print('refused:', exc)\n")
@@ -293,7 +302,9 @@ def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_input
     answer = result["answer"]
     assert "refused: nested fan-out refused: task unboxed sets sandbox options" in answer, answer
     assert f"refused: nested fan-out refused: task thief's input {key} is hidden from sandboxes" in answer, answer
-    assert "ran" not in answer.split() and "PRIVATE-KEY" not in answer
+    assert f"task thief0's input {session} is hidden from sandboxes" in answer, answer
+    assert f"task thief1's input {host_tmp} is in the host's /tmp" in answer, answer
+    assert "ran" not in answer.split() and "do-not-leak" not in answer.replace("\\n", "")
     assert not list((tmp_path / "proj" / "runs").glob("*/tasks/*/workdir/id_ed25519"))
 
 

@@ -169,10 +169,12 @@ def _secret_name(name: str) -> bool:
             or any(word in name for word in SECRET_ENV_WORDS) or name in SECRET_ENV_NAMES)
 
 
-def hidden(path: Path, home: Optional[Path] = None) -> bool:
-    """Whether `path` is (or is inside) what every sandbox hides: ga reads nothing there on a sandbox's behalf."""
+def hidden(path: Path, home: Optional[Path] = None, more: Iterable[Path] = ()) -> bool:
+    """Whether `path` is (or is inside) what every sandbox hides (SECRETS, and `more`: a policy's own hidden
+    paths): ga reads nothing there on a sandbox's behalf."""
     real = Path(os.path.realpath(os.path.expanduser(str(path))))
-    return any(real.is_relative_to(p) for p, kind in _mounts(Policy(home=home)) if kind == "hide")
+    policy = Policy(home=home, hidden=tuple(more))
+    return any(real.is_relative_to(p) for p, kind in _mounts(policy) if kind == "hide")
 
 
 def support_problem(bwrap: str, network: bool = True) -> Optional[str]:
