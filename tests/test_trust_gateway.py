@@ -293,7 +293,7 @@ def test_a_nested_spec_cannot_unsandbox_its_tasks_nor_take_hidden_files_as_input
     thieves = "".join(f"         {{'tasks': [{{'id': 'thief{i}', 'prompt': 'x', 'inputs': ['{path}']}}], "
                       f"'allow_paths': ['{path.parent}']}},\n" for i, path in enumerate((session, host_tmp)))
     probe = ("from orchestrator import fanout\n"
-             f"specs = [{{'tasks': [{{'id': 'unboxed', 'prompt': 'x', 'sandbox': 'off'}}]}},\n" + thieves +
+             "specs = [{'tasks': [{'id': 'unboxed', 'prompt': 'x', 'sandbox': 'off'}]},\n" + thieves +
              f"         {{'tasks': [{{'id': 'thief', 'prompt': 'x', 'inputs': ['{key}']}}], 'allow_paths': ['{key.parent}']}}]\n"
              "for spec in specs:\n    try:\n        fanout(spec)\n        print('ran')\n"
              "    except Exception as exc:\n        print('refused:', exc)\n")
