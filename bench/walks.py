@@ -106,7 +106,7 @@ class Tracer:
         self.events: list[Event] = []
         self.recording = False
         self.model_port: Optional[int] = None
-        self.store: Any = None                       # a commit walk watches this store's log
+        self.store: Any = None                       # a commit walk watches this store's log (watch_store)
         self.store_package = ""
         self._commits = 0
         self._invocation: dict[int, int] = {}        # id(frame) -> index of its latest call event
@@ -116,6 +116,10 @@ class Tracer:
         self.boundary_module = ""
         self.opaque_package = ""                     # a package entered but not descended into
         self._inside: dict[int, int] = {}            # thread -> id(frame) of the boundary call it is in
+
+    def watch_store(self, store: Any) -> None:
+        """Note each outermost call into the store's package, and whether a commit appeared during it."""
+        self.store, self.store_package, self._commits = store, _package(type(store).__module__), len(store.log())
 
     def install(self) -> None:
         threading.setprofile(self)
@@ -152,26 +156,28 @@ class Tracer:
         module = frame.f_globals.get("__name__", "")
         thread = threading.get_ident()
         self._invocation[id(frame)] = len(self.events)
-        if thread not in self._inside and (frame.f_code is self.boundary or self._enters_opaque(frame, module)):
-            self._inside[thread] = id(frame)
+        step = frame.f_code is self.boundary or self._caller_outside(frame, self.opaque_package) is not None
+        if step and thread not in self._inside:
+            self._inside[thread] = id(frame)  # this call is a step of the walk; what it calls is not
             if frame.f_code is self.boundary:
                 module = self.boundary_module  # the step is shown as the module the reader opens for it
-        self.events.append(Event("call", thread, module, inside=thread in self._inside and
-                                 self._inside[thread] != id(frame)))
-        if self.store is not None and _package(module) == self.store_package:
-            caller = self._ga_caller(frame)
-            if caller is not None and _package(caller.f_globals.get("__name__", "")) != self.store_package:
-                token = len(self.events)
-                self._open_store_calls[id(frame)] = token
-                self.events.append(Event("store_enter", threading.get_ident(), caller.f_globals["__name__"],
-                                         token=self._invocation.get(id(caller), -1)))
+        inside = thread in self._inside and self._inside[thread] != id(frame)
+        self.events.append(Event("call", thread, module, inside=inside))
+        caller = self._caller_outside(frame, self.store_package)
+        if caller is not None:
+            token = len(self.events)
+            self._open_store_calls[id(frame)] = token
+            self.events.append(Event("store_enter", thread, caller.f_globals["__name__"],
+                                     token=self._invocation.get(id(caller), -1)))
 
-    def _enters_opaque(self, frame: Any, module: str) -> bool:
-        """A call from outside the opaque package into it (what it does inside is not descended into)."""
-        if not self.opaque_package or _package(module) != self.opaque_package:
-            return False
+    def _caller_outside(self, frame: Any, package: str) -> Any:
+        """The ga frame that called into `package` from outside it; None for a call inside it (or no package)."""
+        if not package or _package(frame.f_globals.get("__name__", "")) != package:
+            return None
         caller = self._ga_caller(frame)
-        return caller is not None and _package(caller.f_globals.get("__name__", "")) != self.opaque_package
+        if caller is None or _package(caller.f_globals.get("__name__", "")) == package:
+            return None
+        return caller
 
     def _ga_caller(self, frame: Any) -> Any:
         """The nearest ga frame below this one (library frames such as contextlib's are skipped)."""
@@ -369,8 +375,7 @@ def measure(name: str) -> dict[str, list[str]]:
             from memory_shared import MemoryStore
 
             store = MemoryStore(folder / "store", create=True)
-            tracer.store, tracer.store_package = store, _package(type(store).__module__)
-            tracer._commits = len(store.log())
+            tracer.watch_store(store)
             return {"walk": commit_walk(run_worker(tracer, folder, COMMIT_SCRIPT, store=store))}
         finally:
             tracer.uninstall()
