@@ -76,8 +76,8 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
-TURN_SCRIPT = [_call("file_write", path="a.txt", content="alpha\n"), _call("file_write", path="b.txt", content="beta\n"),
-               {"content": "wrote a.txt and b.txt"}]
+TURN_SCRIPT = [_call("file_write", path="a.txt", content="alpha\n"),
+               _call("file_write", path="b.txt", content="beta\n"), {"content": "wrote a.txt and b.txt"}]
 COMMIT_SCRIPT = [_call("file_write", path="notes.txt", content="checked\n"), _call("start_long_term_update"),
                  _call("file_write", path="memory/L2/walks.md", content="# walks\n- notes.txt holds 'checked'\n"),
                  {"content": "saved"}]
@@ -281,8 +281,8 @@ class ScriptedModel:
         script = _write(folder / "script.yaml", json.dumps({"tasks": [{"match": ".*", "turns": turns}]}))
         module, attribute = ga_entry()
         code = f"import sys; from {module} import {attribute} as app; sys.argv[0] = 'ga'; app()"
-        self.process = subprocess.Popen([sys.executable, "-c", code, "fake-llm", "--script", str(script), "--port", "0"],
-                                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+        command = [sys.executable, "-c", code, "fake-llm", "--script", str(script), "--port", "0"]
+        self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
