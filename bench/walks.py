@@ -282,8 +282,8 @@ class ScriptedModel:
         module, attribute = ga_entry()
         code = f"import sys; from {module} import {attribute} as app; sys.argv[0] = 'ga'; app()"
         command = [sys.executable, "-c", code, "fake-llm", "--script", str(script), "--port", "0"]
-        self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, text=True)
+        self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
