@@ -15,7 +15,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from configs.clikit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
+from cli.kit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
+from cli.worker import ask_person, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
@@ -26,7 +27,6 @@ from orchestrator.runplan import plan_for
 from orchestrator.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
-from worker.commands import ask_person, preflight_run, text_stream, turn_printer
 from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
@@ -134,7 +134,7 @@ def fanout(
     try:
         runs_dir = out or Path(current.fanout.runs_dir)
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
-            from orchestrator.replay_commands import fork_failed_tasks
+            from cli.replay import fork_failed_tasks
 
             raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
                                                workers, model_override(model)))

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import typer
 from rich.prompt import Prompt
 
+from cli.kit import console, emit_json, err_console, fail, settings
 from configs import Settings
-from configs.clikit import console, emit_json, err_console, fail, settings
 from worker.models import ModelConfigError, resolve_model
 
 commands = typer.Typer()

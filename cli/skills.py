@@ -13,7 +13,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from configs.clikit import NOW_HELP, console, emit_json, fail, settings
+from cli.kit import NOW_HELP, console, emit_json, fail, settings
 from memory_shared import MemoryStoreError
 from skilltree import SkillTreeError
 from skilltree.commands import build_report, run_feedback, run_plan, view

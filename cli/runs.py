@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from configs.clikit import console, emit_json, fail, settings
+from cli.kit import console, emit_json, fail, settings
 from orchestrator.display import status_counts
 from orchestrator.fanout import load_run
 from orchestrator.ledger import RunDir, list_runs, read_jsonl
