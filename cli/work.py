@@ -49,8 +49,8 @@ def run(
 
     stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
     turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
+    from worker.conversations import SessionError
     from worker.oneshot import run_one  # the agent loop: see the module's docstring
-    from worker.sessions import SessionError
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
@@ -90,7 +90,7 @@ def chat(
 ) -> None:
     """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
     from worker.chat import Chat  # the agent loop: see the module's docstring
-    from worker.sessions import SessionError, find
+    from worker.conversations import SessionError, find
 
     current = settings(ctx, **{"worker.model": model})
     try:

@@ -10,7 +10,7 @@ demand.py      the demand term of `planner.rule: demand` (DESIGN §6b; pure) ble
 plan.py        ExplorationPlan, score_and_select (pure) and plan.json; planner.py plan_exploration:
                the model calls (propose, judge) before score_and_select
 adapt.py       the 30-day rule (pure, clock passed in), bounded by a band under rule demand;
-               commands.py what `ga skills` runs (its Typer commands: cli/skills.py)
+               operations.py what `ga skills` runs (its Typer commands: cli/skills.py)
 reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
 report*.py     report.md / report.html from report_data.gather (tree, access log, reports, runs'
                plan.json/explore.json, embedded files); charts.py: inline SVG; templates/: page, CSS, JS
