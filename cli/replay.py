@@ -9,8 +9,8 @@ from rich.markup import escape
 
 from cli.kit import console, emit_json, fail, settings
 from configs import Settings
-from orchestrator.display import status_style
 from orchestrator.spec import Plan
+from orchestrator.views.progress import status_style
 
 commands = typer.Typer()
 

@@ -10,12 +10,13 @@ from rich import box
 from rich.table import Table
 
 from cli.kit import console, emit_json, fail, settings
-from orchestrator.display import status_counts
 from orchestrator.fanout import load_run
 from orchestrator.ledger import RunDir, list_runs, read_jsonl
-from orchestrator.report import write_report
-from orchestrator.runshow import print_conversation
-from orchestrator.runview import (
+from orchestrator.steer import SteerError, stop, tell
+from orchestrator.views.conversation import print_conversation
+from orchestrator.views.progress import status_counts
+from orchestrator.views.report import write_report
+from orchestrator.views.runview import (
     REDUCE,
     RunView,
     TaskView,
@@ -24,8 +25,7 @@ from orchestrator.runview import (
     readable_spec,
     replayed_requests,
 )
-from orchestrator.steer import SteerError, stop, tell
-from orchestrator.tables import tasks_table, whole_id_column
+from orchestrator.views.tables import tasks_table, whole_id_column
 
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
 

@@ -20,13 +20,13 @@ from cli.worker import ask_person, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
-from orchestrator.display import status_counts, status_style
 from orchestrator.fanout import nested_here
-from orchestrator.runlisting import FULL_TABLE_MAX, print_run_digest
 from orchestrator.runplan import plan_for
-from orchestrator.runview import REDUCE, load_run_view, runs_of_session
-from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
+from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
+from orchestrator.views.progress import status_counts, status_style
+from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
+from orchestrator.views.tables import tasks_table
 from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
@@ -194,7 +194,7 @@ def print_plan(plan: dict) -> None:
 
 def print_run(result: Run) -> None:
     """The final table: every task, those the run did not finish with the turns and tokens they spent; a run of
-    more than FULL_TABLE_MAX tasks prints a summary instead (orchestrator/runlisting.py)."""
+    more than FULL_TABLE_MAX tasks prints a summary instead (orchestrator/views/digest.py)."""
     summary = result.summary
     if summary.tasks.total > FULL_TABLE_MAX:
         print_run_digest(console, result)

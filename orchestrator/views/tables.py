@@ -8,8 +8,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.display import status_style
-from orchestrator.runview import TaskView
+from orchestrator.views.progress import status_style
+from orchestrator.views.runview import TaskView
 
 
 def whole_id_column(table: Table, header: str, ids: list[str]) -> None:
