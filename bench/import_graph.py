@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["configs", "memory_shared", "worker", "orchestrator", "skilltree"]
+PACKAGES = ["cli", "configs", "memory_shared", "worker", "orchestrator", "skilltree"]
 LAYER = {"cli": 3, "orchestrator": 2, "skilltree": 2, "worker": 1, "memory_shared": 0}
 
 
 def modules(root: Path) -> dict[str, Path]:
-    found = {"cli": root / "cli.py"} if (root / "cli.py").is_file() else {}
+    found = {"cli": root / "cli.py"} if (root / "cli.py").is_file() else {}  # a tree from before cli/ (--root)
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts

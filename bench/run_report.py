@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.report import write_report  # noqa: E402
-from orchestrator.runview import load_run_view  # noqa: E402
+from orchestrator.views.report import write_report  # noqa: E402
+from orchestrator.views.runview import load_run_view  # noqa: E402
 from worker.prompt import build_system_prompt  # noqa: E402
 
 REASONS = ["model error: HTTP 500 from the endpoint after 5 retries", "timeout after 600s",

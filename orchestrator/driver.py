@@ -10,7 +10,6 @@ from typing import Any, Callable, Optional
 import structlog
 
 from configs import Settings
-from orchestrator.display import Display, choose_mode
 from orchestrator.governor import endpoint_key
 from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop, MapOutcome
@@ -26,6 +25,7 @@ from orchestrator.records import (
     Usage,
 )
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
+from orchestrator.views.progress import Display, choose_mode
 from worker import telemetry
 from worker.models import nested_model_env
 

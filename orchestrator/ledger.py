@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional
 import yaml
 from pydantic import BaseModel
 
-from configs.clikit import by_prefix
+from configs.idprefix import by_prefix
 from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, read_jsonl
-from orchestrator.runview import driver_holds
+from orchestrator.views.runview import driver_holds
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}

@@ -10,7 +10,7 @@ demand.py      the demand term of `planner.rule: demand` (DESIGN §6b; pure) ble
 plan.py        ExplorationPlan, score_and_select (pure) and plan.json; planner.py plan_exploration:
                the model calls (propose, judge) before score_and_select
 adapt.py       the 30-day rule (pure, clock passed in), bounded by a band under rule demand;
-               commands.py what `ga skills` runs; skills_commands.py its Typer commands
+               operations.py what `ga skills` runs (its Typer commands: cli/skills.py)
 reports.py     exploration reports (Markdown + YAML front matter) in reports/ of a generation
 report*.py     report.md / report.html from report_data.gather (tree, access log, reports, runs'
                plan.json/explore.json, embedded files); charts.py: inline SVG; templates/: page, CSS, JS
@@ -19,8 +19,8 @@ explore.py     one exploration cycle: plan, fan out, collect, consolidate (`ga e
 verify.py      a task's report.md and the checks that make it verified (re-run of its scripts)
 consolidate.py one atomic, idempotent memory commit per explored task; l1index.py its L1 line
 daemon.py      `ga explore --when-idle`: idle rules, daily caps, state.json
-explore_modes.py  which of the four `ga explore` modes runs; --once counted in the day's caps
-explore_commands.py  the `ga explore` command
+explore_modes.py  which of the four `ga explore` modes runs; --once counted in the day's caps (the command:
+               cli/explore.py)
 """
 from skilltree.adapt import adapt_weights, feedback
 from skilltree.plan import ExplorationPlan, read_plan, score_and_select, write_plan

@@ -6,7 +6,7 @@ from typing import Any
 from rich.table import Table
 from rich.tree import Tree
 
-from skilltree.commands import FeedbackRun, TreeView
+from skilltree.operations import FeedbackRun, TreeView
 from skilltree.tree import SkillTree
 from skilltree.vectors import DIMENSIONS
 

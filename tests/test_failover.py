@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fanout
-from orchestrator.runview import load_run_view
+from orchestrator.views.runview import load_run_view
 from tests.fanout_support import answer_task, ledger, read_jsonl, start_server
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from orchestrator.ledger import QUEUED_BATCH
-from orchestrator.runlisting import FULL_TABLE_MAX
+from orchestrator.views.digest import FULL_TABLE_MAX
 from tests.fanout_support import first_user_message, read_jsonl, result_lines, start_server
 from tests.ga_support import GA, REPO, ga_env, run_ga
 

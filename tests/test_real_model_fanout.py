@@ -64,7 +64,7 @@ def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp
                                 "limit": 0, "unfinished": 0}
     assert (run.status, run.exit_code) == ("failed", 1)
 
-    from orchestrator.commands import print_run
+    from cli.work import print_run
 
     print_run(run)
     shown = capsys.readouterr().out

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import fanout
 from orchestrator.ledger import RunDir
-from orchestrator.runview import load_run_view
+from orchestrator.views.runview import load_run_view
 from tests.fanout_support import answer_task, read_jsonl, requests_for, start_server
 from tests.ga_support import invoke_ga
 from tests.test_fanout_faults import _kill_when_running, _sleeper

@@ -189,7 +189,7 @@ def test_missing_bubblewrap_fails_the_task_with_one_line(tmp_path):
         {"content": "it ran anyway"}]}]}
     with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
         env = {**os.environ, "GA_SANDBOX__BWRAP": "/nonexistent/bwrap", "PYTHONPATH": str(ROOT)}
-        done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "probe", "--model",
+        done = subprocess.run([sys.executable, "-m", "cli", "run", "probe", "--model",
                                f"scripted@{server.base_url}", "--json"], cwd=work, env=env, capture_output=True,
                               text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr

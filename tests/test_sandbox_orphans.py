@@ -68,7 +68,7 @@ def test_kill_9_of_a_worker_process_leaves_no_child(tmp_path: Path, mode: str) -
     marker = f"900.{os.getpid()}{'1' if mode == 'bwrap' else '2'}"
     server = start_server({"tasks": [sleeping_task(marker)]}, tmp_path / "requests.jsonl")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GA_SANDBOX__MODE": mode}
-    worker = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "run", "sleep", "--model",
+    worker = subprocess.Popen([sys.executable, "-m", "cli", "run", "sleep", "--model",
                                f"scripted@{server.base_url}", "--json"], cwd=tmp_path, env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     children: list[int] = []

@@ -6,8 +6,8 @@ import pytest
 from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
 from skilltree.adapt import adapt_weights, due, feedback, rule_for
-from skilltree.commands import run_feedback
 from skilltree.commit import commit_tree
+from skilltree.operations import run_feedback
 from skilltree.tree import Skill, SkillTree, load
 from skilltree.vectors import ScoreVector, Weights
 

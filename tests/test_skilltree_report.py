@@ -11,8 +11,8 @@ import pytest
 
 from memory_shared import MemoryStore
 from memory_shared.stats import AccessLog
-from skilltree.commands import run_feedback
 from skilltree.commit import commit_tree
+from skilltree.operations import run_feedback
 from skilltree.reports import ExplorationReport, render
 from skilltree.synthetic import synthetic_tree
 from tests.ga_support import invoke_ga, run_ga

@@ -17,7 +17,7 @@ from web_fixtures.server import goto, js, scan
 from worker.tools import REGISTRY
 from worker.tools.base import ToolContext
 from worker.web.browser import pid_alive
-from worker.web.session import TABS_LOST
+from worker.web.browser_context import TABS_LOST
 
 
 def browser_state(settings) -> dict:

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Usage", "Worker", "WorkerResult"]
 # Loaded on first use: worker.agent pulls the tools (playwright, ~0.1 s) that `ga --help` and the
-# light modules of this package (types, models, sessions) never need.
+# light modules of this package (types, models, conversations) never need.
 _HOMES = {"Worker": "worker.agent", "Usage": "worker.types", "WorkerResult": "worker.types"}
 
 

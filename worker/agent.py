@@ -18,8 +18,8 @@ from worker import context, prompt, telemetry
 from worker.gateway import Account
 from worker.history import History
 from worker.replyguard import repetition
-from worker.session import MemorySession
 from worker.taskcheck import TaskCheck, run_check
+from worker.taskmemory import MemorySession
 from worker.tools import REGISTRY, ToolContext
 from worker.types import (
     ContextOverflow,

@@ -1,7 +1,7 @@
 """`ga chat`: a conversation with the parent agent on a terminal.
 
 Each message is a task for the same worker loop and tools as `ga run`; a follow-up continues the
-session's history (sessions.py), so the agent sees what it said and did before. Line editing and
+session's history (conversations.py), so the agent sees what it said and did before. Line editing and
 history come from readline. Ctrl-C stops the current turn, not the session; Ctrl-D or /quit leaves.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from configs import Settings
-from worker import sessions
+from worker import conversations
 from worker.oneshot import open_exchange, open_store
 from worker.types import Usage
 
@@ -24,7 +24,7 @@ HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so 
 
 
 class Chat:
-    def __init__(self, settings: Settings, console: Console, session: Optional[sessions.Session] = None,
+    def __init__(self, settings: Settings, console: Console, session: Optional[conversations.Session] = None,
                  model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
                  list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None,
                  stream: Optional["TextStream"] = None):
@@ -65,7 +65,7 @@ class Chat:
         try:
             session, worker = open_exchange(self.settings, text, session, model_name=self.model, workdir=Path.cwd(),
                                             store=self.store, on_turn=self.show_turn, on_text=self.stream)
-        except (sessions.SessionError, ValueError) as exc:
+        except (conversations.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
         self.session = session
@@ -78,7 +78,7 @@ class Chat:
             finally:
                 done.set()
 
-        with sessions.session_log(session):
+        with conversations.session_log(session):
             threading.Thread(target=work, daemon=True).start()
             while not done.is_set():
                 try:
@@ -90,7 +90,7 @@ class Chat:
         if result is None:
             self.console.print("[red]the turn ended without a result[/red]")
             return
-        self.session = sessions.record(self.settings, session, result)
+        self.session = conversations.record(self.settings, session, result)
         streamed = self.stream is not None and self.stream.close()
         if result.status in ("succeeded", "unverified"):
             if not streamed:
@@ -126,15 +126,15 @@ class Chat:
 
     def _resume(self, key: str) -> None:
         try:
-            self.session = sessions.find(self.settings, key, answered=True)
-        except sessions.SessionError as exc:
+            self.session = conversations.find(self.settings, key, answered=True)
+        except conversations.SessionError as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
         self.model = self.session.model
         self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:80]}", highlight=False)
 
     def _list(self) -> None:
-        self.console.print(sessions_table(sessions.list_sessions(self.settings, everything=False)[:20]))
+        self.console.print(sessions_table(conversations.list_sessions(self.settings, everything=False)[:20]))
 
     def _runs(self) -> None:
         rows = self.list_runs(self.session.id) if self.session and self.list_runs else []
@@ -165,7 +165,7 @@ class TextStream:
         return wrote
 
 
-def sessions_table(rows: list[sessions.Session]) -> Table:
+def sessions_table(rows: list[conversations.Session]) -> Table:
     """Fits 80 columns: ids whole (a later command needs them); the first task gives way first."""
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("session", no_wrap=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from configs import Settings
-from worker import sessions
+from worker import conversations
 from worker.types import WorkerResult
 
 
@@ -32,22 +32,22 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
     `last`: its directory and model, unless `model_name` names another)."""
     session = None
     if continue_session is not None:
-        session = sessions.find(settings, continue_session)
+        session = conversations.find(settings, continue_session)
         if model_name:
             session = session.model_copy(update={"model": model_name})
     session, worker = open_exchange(settings, task, session, model_name=model_name, workdir=workdir,
                                     interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
                                     on_text=on_text)
-    with sessions.session_log(session):
+    with conversations.session_log(session):
         result = worker.run()
-    sessions.record(settings, session, result)
+    conversations.record(settings, session, result)
     worker.history.write_beside("answer.md", result.answer + "\n")
     return result
 
 
-def open_exchange(settings: Settings, task: str, session: Optional[sessions.Session], *,
+def open_exchange(settings: Settings, task: str, session: Optional[conversations.Session], *,
                   model_name: Optional[str] = None, workdir: Optional[Path] = None,
-                  **worker_options: Any) -> tuple[sessions.Session, Any]:
+                  **worker_options: Any) -> tuple[conversations.Session, Any]:
     """The session (a new one when None, its first task `task`) and the worker for its next exchange, the
     session saved so that it can go on even if this process dies. When the worker cannot be made (a bad
     model, home or store) nothing ran: a new session leaves nothing behind, an old one is unchanged."""
@@ -55,18 +55,18 @@ def open_exchange(settings: Settings, task: str, session: Optional[sessions.Sess
     if session is None:
         session = start_session(settings, task, model_name, workdir)
     try:
-        worker = sessions.prepare(settings, task, session, resume=not new, **worker_options)
+        worker = conversations.prepare(settings, task, session, resume=not new, **worker_options)
     except BaseException:
         if new:
             shutil.rmtree(session.run_dir, ignore_errors=True)
         raise
-    sessions.save(settings, session)
+    conversations.save(settings, session)
     return session, worker
 
 
-def start_session(settings: Settings, task: str, model_name: Optional[str], workdir: Optional[Path]) -> sessions.Session:
+def start_session(settings: Settings, task: str, model_name: Optional[str], workdir: Optional[Path]) -> conversations.Session:
     """A new session (not saved yet: open_exchange saves it once its worker could be made)."""
     session_id = new_id("run")
     history = Path(settings.fanout.runs_dir).resolve() / session_id / "tasks" / session_id / "history.jsonl"
-    return sessions.new_session(settings, session_id, task, model_name or settings.worker.model,
+    return conversations.new_session(settings, session_id, task, model_name or settings.worker.model,
                                 (workdir or Path.cwd()).resolve(), history)

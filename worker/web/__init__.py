@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from worker.web.browser import BrowserStartError
+from worker.web.browser_context import TabError, WebSession
 from worker.web.chromium import ChromiumMissing
-from worker.web.session import TabError, WebSession
 
 __all__ = ["BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "close_for", "session_for"]
 

@@ -12,8 +12,8 @@ from typing import Any, Optional
 from playwright.async_api import CDPSession, Page, Request, Response
 from playwright.async_api import Error as PlaywrightError
 
+from worker.web.browser_context import WebSession, quietly
 from worker.web.scan import page_title
-from worker.web.session import WebSession, quietly
 
 SETTLE_MIN, SETTLE_QUIET, SETTLE_MAX = 0.3, 0.25, 3.0  # seconds: how long to watch for effects of the script
 NAVIGATION_TIMEOUT = 15000  # ms to wait for a page the script navigated to

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from worker.web.session import WebSession
+from worker.web.browser_context import WebSession
 
 SCAN_TIMEOUT = 30.0
 HEADER_RESERVE = 400  # the paging line and the summary line

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from configs import Settings
-from configs.clikit import by_prefix
+from configs.idprefix import by_prefix
 from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay

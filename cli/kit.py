@@ -1,6 +1,6 @@
 """What every `ga` command module shares: the consoles, one-line errors, JSON output, this invocation's settings.
 
-The root callback (cli.main) puts an `Invocation` in Typer's context (ctx.obj, inherited by each command's
+The root callback (cli.root.main) puts an `Invocation` in Typer's context (ctx.obj, inherited by each command's
 context); `settings(ctx)` layers its global flags under a command's own flags, so nothing global survives
 from one invocation to the next.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -69,15 +69,3 @@ def must_be_dir(flag: str, path: Optional[Any]) -> None:
     if path is not None and not path.is_dir():
         fail(f"{flag} {path}: not a directory; create it or pass an existing one")
 
-
-def by_prefix(given: str, names: Iterable[str], what: str) -> Optional[str]:
-    """The one name equal to `given` or starting with it (an id abbreviated as git allows); None when no name
-    does. Several: ValueError, one line naming them, e.g. "run id '2026' is ambiguous: A, B; give more of it"."""
-    names = sorted(set(names))
-    if given in names:
-        return given
-    found = [name for name in names if name.startswith(given)] if given else []
-    if len(found) > 1:
-        shown = ", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
-        raise ValueError(f"{what} '{given}' is ambiguous: {shown}; give more of it")
-    return found[0] if found else None

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import typer
 from rich.prompt import Prompt
 
+from cli.kit import console, emit_json, err_console, fail, settings
 from configs import Settings
-from configs.clikit import console, emit_json, err_console, fail, settings
 from worker.models import ModelConfigError, resolve_model
 
 commands = typer.Typer()
@@ -26,7 +26,7 @@ def sessions_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
                   everything: bool = typer.Option(False, "--all", help="Also sessions whose first turn got no reply")) -> None:
     """The sessions with a completed turn, the latest activity first: first task, turns, cost, last activity."""
     from worker.chat import sessions_table  # the agent loop: see the module's docstring
-    from worker.sessions import list_sessions
+    from worker.conversations import list_sessions
 
     rows = list_sessions(settings(ctx), everything)
     if as_json:
@@ -76,8 +76,8 @@ def check_model(model: Optional[str], current: Settings, needed_by: str = "") ->
 def preflight_run(model: Optional[str], continue_session: Optional[str], current: Settings) -> None:
     """`ga run`'s pre-flight, as a fan-out's: the model (`model`, else the continued session's, else the
     configured one) resolves and its endpoint answers, or one line says why not and nothing starts."""
+    from worker.conversations import SessionError, find
     from worker.endpoint import invalid_url, probe, unreachable
-    from worker.sessions import SessionError, find
 
     try:
         name = model or (find(current, continue_session).model if continue_session else None)

@@ -3,29 +3,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
-from configs.clikit import console, emit_json, fail, settings
-from orchestrator.display import status_counts
+from cli.kit import console, emit_json, fail, settings
 from orchestrator.fanout import load_run
-from orchestrator.ledger import RunDir, list_runs, read_jsonl
-from orchestrator.report import write_report
-from orchestrator.runshow import print_conversation
-from orchestrator.runview import (
-    REDUCE,
-    RunView,
-    TaskView,
-    driver_holds,
-    load_run_view,
-    readable_spec,
-    replayed_requests,
-)
+from orchestrator.ledger import RunDir, list_runs
 from orchestrator.steer import SteerError, stop, tell
-from orchestrator.tables import tasks_table, whole_id_column
+from orchestrator.views.conversation import print_conversation
+from orchestrator.views.progress import status_counts
+from orchestrator.views.report import write_report
+from orchestrator.views.runview import load_run_view, replayed_requests, task_usage_total, view_counts
+from orchestrator.views.tables import runs_table, tasks_table
+from orchestrator.views.tail import print_events
 
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
 
@@ -48,15 +39,7 @@ def runs_list(
     if not rows:
         console.print(f"no runs in {_runs_dir(ctx, out)}")
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    whole_id_column(table, "run", [r["run_id"] for r in rows])  # every `ga runs` command takes it
-    table.add_column("status", overflow="ellipsis", no_wrap=True, min_width=7)
-    for column in ("done", "failed", "unverified", "tokens", "cost"):
-        table.add_column(column, justify="right", overflow="fold")
-    for r in rows:
-        table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
-                      str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
-    console.print(table)
+    console.print(runs_table(rows))
 
 
 @runs_app.command("show")
@@ -89,18 +72,6 @@ def runs_show(
     if summary.get("stop_note"):
         console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
     console.print(tasks_table(view.tasks, attempts=True))
-
-
-def view_counts(view: RunView) -> dict[str, int]:
-    """status_counts' input for a run without a summary (in progress, or its driver killed)."""
-    statuses = [t.status for t in view.tasks if t.task_id != REDUCE]
-    finished = ("succeeded", "unverified", "failed", "needs_input", "limit")
-    return {"total": len(statuses), "succeeded": statuses.count("succeeded"), "unverified": statuses.count("unverified"),
-            "unfinished": sum(1 for s in statuses if s not in finished)}
-
-
-def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
-    return {key: sum(t.usage.get(key, 0) or 0 for t in tasks) for key in ("total", "cost")}
 
 
 def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:
@@ -180,33 +151,4 @@ def runs_tail(
         run = RunDir.existing(_runs_dir(ctx, out), run_id)
     except FileNotFoundError as exc:
         fail(str(exc))
-    ledger = run.path / "ledger.jsonl"
-    width = max([len(t.get("id", "")) for t in readable_spec(run).get("tasks") or []] + [len("run")])
-    records = list(read_jsonl(ledger))
-    for record in records[-lines:] if lines > 0 else []:
-        console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
-    seen = len(records)
-    while follow and not any(r["event"] == "run_finished" for r in records[-1:]) and driver_holds(run.path):
-        time.sleep(0.5)
-        records = list(read_jsonl(ledger))
-        for record in records[seen:]:
-            console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
-        seen = len(records)
-
-
-TAIL_FIELDS = ("attempt", "worker", "step", "status", "exit_code", "tasks", "todo", "workers", "executor", "from",
-               "to", "levels", "reused", "text", "reason", "note")  # in this order; the rest is in ledger.jsonl
-
-
-def event_line(record: dict[str, Any], task_width: int = 12) -> str:
-    """'15:29:01  s1    started       attempt 1 · worker 0': one ledger event for a person."""
-    stamp = time.strftime("%H:%M:%S", time.localtime(record.get("time", 0)))
-    fields = []
-    for key in TAIL_FIELDS:
-        value = record.get(key)
-        if value in (None, "") or isinstance(value, (dict, list)) or (key == "reason" and value == record["event"]):
-            continue
-        text = " ".join(str(value).split())
-        fields.append(text if key in ("reason", "note", "text") else f"{key} {text}")
-    task = record.get("task_id") or "run"
-    return f"{stamp}  {task:<{task_width}}  {record['event']:<14}  {' · '.join(fields)}".rstrip()
+    print_events(console, run, lines, follow)

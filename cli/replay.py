@@ -7,10 +7,10 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
+from cli.kit import console, emit_json, fail, settings
 from configs import Settings
-from configs.clikit import console, emit_json, fail, settings
-from orchestrator.display import status_style
 from orchestrator.spec import Plan
+from orchestrator.views.progress import status_style
 
 commands = typer.Typer()
 

@@ -1,10 +1,5 @@
-"""The `ga` command: assembles each package's commands; parses, calls, prints. No logic lives here.
-
-Where each command is defined: worker/memory_commands.py (`ga memory`), worker/commands.py (`ga fake-llm`,
-`ga sessions`), orchestrator/commands.py (`ga run`, `ga chat`, `ga fanout`), orchestrator/replay_commands.py
-(`ga replay`), orchestrator/runs_commands.py (`ga runs`), orchestrator/triggers/commands.py (`ga reflect`,
-`ga schedule`), skilltree/skills_commands.py (`ga skills`), skilltree/explore_commands.py (`ga explore`);
-configs/clikit.py holds what they share.
+"""The root of the `ga` command: its global flags, the order of its commands, the one place a user-caused
+error becomes a line. Each command group lives in its own module of this package (see cli/__init__.py).
 """
 from __future__ import annotations
 
@@ -15,19 +10,15 @@ from typing import Any, Optional
 import typer
 import typer.core
 
-from configs.clikit import Invocation, fail_lines, settings
+from cli import explore, replay, triggers, work, worker
+from cli.errors import describe_user_error
+from cli.kit import Invocation, fail_lines, settings
+from cli.memory import memory_app
+from cli.runs import runs_app
+from cli.skills import skills_app
 from configs.logs import setup_logging
-from configs.usererrors import describe_user_error
 from configs.version import ga_version
-from orchestrator import commands as orchestrator_commands
-from orchestrator import replay_commands
-from orchestrator.runs_commands import runs_app
-from orchestrator.triggers import commands as trigger_commands
 from orchestrator.triggers.activity import record_activity
-from skilltree import explore_commands
-from skilltree.skills_commands import skills_app
-from worker import commands as worker_commands
-from worker.memory_commands import memory_app
 
 # The order `ga --help` lists the commands in; a command missing here comes last.
 ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "explore", "memory", "sessions", "runs",
@@ -35,7 +26,7 @@ ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "
 
 
 class _UserErrors(typer.core.TyperGroup):
-    """The one place a user-caused error (configs/usererrors.py) becomes `error:` lines and exit 2."""
+    """The one place a user-caused error (cli/errors.py) becomes `error:` lines and exit 2."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -53,11 +44,10 @@ class _UserErrors(typer.core.TyperGroup):
 
 app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
-for package_commands in (orchestrator_commands.commands, worker_commands.commands, trigger_commands.commands,
-                         explore_commands.commands, replay_commands.commands):
-    app.registered_commands += package_commands.registered_commands  # older Typer drops a nameless add_typer
+for group in (work.commands, worker.commands, triggers.commands, explore.commands, replay.commands):
+    app.registered_commands += group.registered_commands  # older Typer drops a nameless add_typer
 app.add_typer(memory_app, name="memory")
-app.add_typer(worker_commands.sessions_app, name="sessions")
+app.add_typer(worker.sessions_app, name="sessions")
 app.add_typer(runs_app, name="runs")
 app.add_typer(skills_app, name="skills")
 
@@ -81,7 +71,3 @@ def main(
     current = settings(ctx)
     setup_logging(current.log.level, current.log.json_file)
     record_activity(current.home_dir, ctx.invoked_subcommand)  # GA_HOME/activity: read by the idle test
-
-
-if __name__ == "__main__":
-    app()

@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from orchestrator.runview import RunView, first_user_message
+from orchestrator.views.runview import RunView, first_user_message
 from worker.context import cut_head_tail
 
 SHOWN_CHARS = 1200  # of each tool result and argument; the full size is printed beside it

@@ -9,15 +9,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
+from cli.worker import check_model
 from configs import Settings
-from configs.clikit import console, emit_json, emit_json_line, fail, must_be_dir, settings
 from orchestrator.triggers.activity import local_now
 from orchestrator.triggers.jobrules import next_slot
 from orchestrator.triggers.jobs import JobsError, load_jobs
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
 from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, schedule_dir
 from orchestrator.triggers.stopping import stop_on_signals
-from worker.commands import check_model
 
 commands = typer.Typer()
 

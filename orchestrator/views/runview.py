@@ -157,6 +157,19 @@ def every_attempt(run_path: Path, task_id: str) -> list[list[Turn]]:
     return [attempt for path in [*earlier, current] for attempt in conversation(path)]
 
 
+def view_counts(view: RunView) -> dict[str, int]:
+    """status_counts' input for a run without a summary (in progress, or its driver killed)."""
+    statuses = [t.status for t in view.tasks if t.task_id != REDUCE]
+    finished = ("succeeded", "unverified", "failed", "needs_input", "limit")
+    return {"total": len(statuses), "succeeded": statuses.count("succeeded"), "unverified": statuses.count("unverified"),
+            "unfinished": sum(1 for s in statuses if s not in finished)}
+
+
+def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
+    """Tokens and cost of `tasks` summed, for a run without a summary."""
+    return {key: sum(t.usage.get(key, 0) or 0 for t in tasks) for key in ("total", "cost")}
+
+
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
     """The fan-outs a `ga run`/`ga chat` session started (their run_started line names it), newest first."""
     from orchestrator.ledger import list_runs

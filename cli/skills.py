@@ -1,4 +1,4 @@
-"""`ga skills ...`: show, report, feedback and plan on the skill tree (skilltree.commands does the work).
+"""`ga skills ...`: show, report, feedback and plan on the skill tree (skilltree.operations does the work).
 
 worker.llm (the model client and its transport) is imported inside `ga skills plan`, the one command that calls a
 model.
@@ -13,10 +13,10 @@ import typer
 from rich import box
 from rich.table import Table
 
-from configs.clikit import NOW_HELP, console, emit_json, fail, settings
+from cli.kit import NOW_HELP, console, emit_json, fail, settings
 from memory_shared import MemoryStoreError
 from skilltree import SkillTreeError
-from skilltree.commands import build_report, run_feedback, run_plan, view
+from skilltree.operations import build_report, run_feedback, run_plan, view
 from skilltree.view import feedback_json, feedback_table, rich_tree, tree_json, weights_table
 from worker.models import ModelConfigError, resolve_model
 from worker.types import ModelError

@@ -15,18 +15,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from configs.clikit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
+from cli.kit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
+from cli.worker import ask_person, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
-from orchestrator.display import status_counts, status_style
 from orchestrator.fanout import nested_here
-from orchestrator.runlisting import FULL_TABLE_MAX, print_run_digest
 from orchestrator.runplan import plan_for
-from orchestrator.runview import REDUCE, load_run_view, runs_of_session
-from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
-from worker.commands import ask_person, preflight_run, text_stream, turn_printer
+from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
+from orchestrator.views.progress import status_counts, status_style
+from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
+from orchestrator.views.tables import tasks_table
 from worker.models import ModelConfigError, model_override
 
 commands = typer.Typer()
@@ -49,8 +49,8 @@ def run(
 
     stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
     turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
+    from worker.conversations import SessionError
     from worker.oneshot import run_one  # the agent loop: see the module's docstring
-    from worker.sessions import SessionError
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
@@ -90,7 +90,7 @@ def chat(
 ) -> None:
     """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
     from worker.chat import Chat  # the agent loop: see the module's docstring
-    from worker.sessions import SessionError, find
+    from worker.conversations import SessionError, find
 
     current = settings(ctx, **{"worker.model": model})
     try:
@@ -134,7 +134,7 @@ def fanout(
     try:
         runs_dir = out or Path(current.fanout.runs_dir)
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
-            from orchestrator.replay_commands import fork_failed_tasks
+            from cli.replay import fork_failed_tasks
 
             raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
                                                workers, model_override(model)))
@@ -194,7 +194,7 @@ def print_plan(plan: dict) -> None:
 
 def print_run(result: Run) -> None:
     """The final table: every task, those the run did not finish with the turns and tokens they spent; a run of
-    more than FULL_TABLE_MAX tasks prints a summary instead (orchestrator/runlisting.py)."""
+    more than FULL_TABLE_MAX tasks prints a summary instead (orchestrator/views/digest.py)."""
     summary = result.summary
     if summary.tasks.total > FULL_TABLE_MAX:
         print_run_digest(console, result)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_shared.fsutil import atomic_replace
-from orchestrator.runview import RunView, TaskView, first_user_message
+from orchestrator.views.runview import RunView, TaskView, first_user_message
 from worker.context import cut_head_tail
 
 CHUNK = 64  # tasks per compressed block of conversations
@@ -57,7 +57,7 @@ def page_data(view: RunView) -> dict[str, Any]:
 
 
 def render_html(view: RunView) -> str:
-    template = resources.files("orchestrator").joinpath("report_page.html").read_text(encoding="utf-8")
+    template = resources.files("orchestrator.views").joinpath("report_page.html").read_text(encoding="utf-8")
     data = json.dumps(page_data(view), ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     return (template.replace("{{title}}", html.escape(f"{view.name or 'run'} · {view.run_id}"))
             .replace("{{data}}", data))

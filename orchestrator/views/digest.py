@@ -1,14 +1,14 @@
 """What `ga fanout` prints at the end of a run too large for a row per task: the counts, the tasks that failed
 and the costliest ones, and where the full table is. Made from the run's records in memory: reading the
-whole run directory back (orchestrator/runview.py) took a minute and a gigabyte for 100,000 tasks."""
+whole run directory back (orchestrator/views/runview.py) took a minute and a gigabyte for 100,000 tasks."""
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
 
-from orchestrator.runview import TaskView
-from orchestrator.tables import tasks_table
+from orchestrator.views.runview import TaskView
+from orchestrator.views.tables import tasks_table
 
 FULL_TABLE_MAX = 100  # a run of more tasks prints this digest instead of its full table
 FAILED_ROWS = 20

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from configs.clikit import console, emit_json, fail, settings
+from cli.kit import console, emit_json, fail, settings
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
 from memory_shared.demo import run_demo
 

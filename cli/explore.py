@@ -14,11 +14,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from cli.kit import NOW_HELP, console, emit_json, emit_json_line, fail, settings
+from cli.skills import skills_now
+from cli.worker import check_model
 from configs import Settings
-from configs.clikit import NOW_HELP, console, emit_json, emit_json_line, fail, settings
 from orchestrator.triggers.durations import parse_duration
-from skilltree.skills_commands import skills_now
-from worker.commands import check_model
 from worker.types import ModelError
 
 commands = typer.Typer()
