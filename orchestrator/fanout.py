@@ -17,9 +17,8 @@ import json
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import structlog
 
@@ -28,10 +27,14 @@ from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.nesting import Nesting
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
 from worker.runlog import run_log
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -45,7 +48,7 @@ class FanoutError(ValueError):
 
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
-           display: Optional[str] = None, preflight: bool = True, nest: Optional["Nesting"] = None,
+           display: Optional[str] = None, preflight: bool = True, nest: Optional[Nesting] = None,
            cancel: Optional[threading.Event] = None, **top: Any) -> Run:
     """Run every task of `spec` on the worker pool (in this process, or on Ray: orchestrator/executor.py), then
     the reduce step; see the module doc.
@@ -120,7 +123,7 @@ def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]
     return RayExecutor(address, num_cpus)
 
 
-def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], Any]) -> None:
+def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """What shapes a run's requests besides its spec: the worker and context settings and each model's
     config (the context window sizes the context; key *names* only, never a key)."""
     data = {"format": REQUEST_SETTINGS_FORMAT, "worker": settings.worker.model_dump(mode="json"),
@@ -144,7 +147,7 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
     raise FanoutError(f"fanout() takes a tasks file path, a spec dict, a list of prompts or a Plan (got {type(spec).__name__})")
 
 
-def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
+def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
     from worker.llm import LLMClient
     from worker.models import ModelConfigError, resolve_model
@@ -152,7 +155,7 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     names = {t.model for t in plan.tasks}
     if plan.reduce:
         names.add(plan.reduce.model or _reduce_default_model(plan))
-    models: dict[Optional[str], Any] = {}
+    models: dict[Optional[str], ModelConfig] = {}
     pending = sorted(names, key=str)
     while pending:  # the models named, then their fallbacks
         name = pending.pop(0)
@@ -171,11 +174,11 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     return models
 
 
-def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Any]) -> None:
+def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
     from orchestrator.costs import prompt_limit
 
-    limits = {name: prompt_limit(settings, getattr(config, "context_window", None)) for name, config in models.items()}
+    limits = {name: prompt_limit(settings, config.context_window) for name, config in models.items()}
     fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
     try:
         specs.check_prompt_sizes(plan, lambda name: limits.get(name, fallback))
@@ -237,43 +240,6 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
     except BaseException:
         shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)
         raise
-
-
-@dataclass
-class Nesting:
-    """Where this fan-out stands: top level (depth 0) or inside a task of a parent run."""
-
-    depth: int = 0
-    address: Optional[str] = None
-    parent_run_dir: Optional[Path] = None
-    parent_task: Optional[str] = None
-    max_depth: Optional[int] = None
-    session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
-
-    @classmethod
-    def from_env(cls, env: dict[str, str]) -> "Nesting":
-        """Where a run asked for by a task stands, from that task's environment (Driver.job sets it)."""
-        depth = int(env.get("GA_DEPTH") or 0)
-        if not depth:
-            return cls(session=env.get("GA_SESSION") or None)
-        return cls(depth, env.get("GA_RAY_ADDRESS") or None,
-                   Path(env["GA_RUN_DIR"]) if env.get("GA_RUN_DIR") else None, env.get("GA_PARENT_TASK") or None,
-                   int(env["GA_MAX_DEPTH"]) if env.get("GA_MAX_DEPTH") else None)
-
-    def limit(self, own: int) -> int:
-        return own if self.max_depth is None else min(own, self.max_depth)
-
-    def runs_dir(self) -> Optional[Path]:
-        if self.parent_run_dir and self.parent_task:
-            return self.parent_run_dir / "tasks" / self.parent_task / "runs"
-        return None
-
-    def child_env(self, address: Optional[str], run_dir: Path, task_id: str, max_depth: int,
-                  home: Path) -> dict[str, str]:
-        """What a task's worker keeps for the nested runs it may ask for (never given to its scripts' sandbox)."""
-        cluster = {"GA_RAY_ADDRESS": address, "RAY_ADDRESS": address} if address else {}
-        return {"GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id, "GA_DEPTH": str(self.depth + 1),
-                "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home), **cluster}
 
 
 def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
@@ -392,8 +358,9 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
 
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir
-    top = request.get("top") if isinstance(request.get("top"), dict) else {}
+    top: dict[str, Any] = request["top"] if isinstance(request.get("top"), dict) else {}
     source, lines = None, None
+    data: dict[str, Any]
     try:
         if "file" in request:
             source = base / str(request["file"])
@@ -408,8 +375,8 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
             data = {**top, "tasks": [{"prompt": p} if isinstance(p, str) else p for p in request["prompts"]]}
         else:
             raise FanoutError("nested fan-out: the request names no tasks")
-        matrices = data.get("matrix") if isinstance(data.get("matrix"), list) else [data.get("matrix")]
-        for matrix in matrices:
+        matrix_entry = data.get("matrix")
+        for matrix in matrix_entry if isinstance(matrix_entry, list) else [matrix_entry]:
             if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
                 _refuse_unseen(base / matrix["from"], "a matrix's items file", parent)
         plan = specs.from_data(data, source=source, lines=lines, base_dir=base)

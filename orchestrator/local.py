@@ -21,33 +21,42 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import reaper
-from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost
+from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost
 from orchestrator.records import Job, TaskRecord
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor, WrappedLogger
+
+    from configs import Settings
+    from configs.settings import FanoutSettings
+    from orchestrator.governor import Governor
 
 TASK_THREAD = "ga-task-"
 
 
 class LocalExecutor:
+    """The Executor of orchestrator/executor.py, in this process."""
+
     kind = "local"
 
     def __init__(self) -> None:
-        self.info: dict[str, Any] = {"address": None, "node_id": None, "started": True}
+        self.info: ClusterInfo = {"address": None, "node_id": None, "started": True}
         reaper.ensure()  # code_run's process groups go when this process dies, even by kill -9
         _quiet_worker_logs()
 
-    def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "LocalPool":
+    def pool(self, run_id: str, size: int, fanout_settings: FanoutSettings, run_path: Path) -> LocalPool:
         return LocalPool(run_id, size, run_path)
 
-    def governor(self, key: str, fanout_settings: Any) -> Any:
+    def governor(self, key: str, fanout_settings: FanoutSettings) -> Governor:
         from orchestrator.governor import local_governor
 
         return local_governor(key, fanout_settings)
 
-    def memory_mode(self, settings: Any) -> dict[str, Optional[str]]:
-        return {"mode": "store", "service": None, "replica": None}  # one machine: the store itself
+    def memory_mode(self, settings: Settings) -> MemoryPlacement:
+        return MemoryPlacement("store")  # one machine: the store itself
 
 
 @functools.lru_cache(maxsize=1)  # once per process
@@ -59,24 +68,24 @@ def _quiet_worker_logs() -> None:
 
     from orchestrator.actor import WORKER_THREAD
 
-    def drop(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    def drop(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
         if method in ("debug", "info") and threading.current_thread().name.startswith((WORKER_THREAD, TASK_THREAD)):
             raise structlog.DropEvent
         return event
 
-    processors = list(structlog.get_config()["processors"])
-    structlog.configure(processors=[drop, *processors])
+    processors: list[Processor] = [drop, *structlog.get_config()["processors"]]
+    structlog.configure(processors=processors)
 
 
 class LocalPool(SlotPool):
-    """`size` in-process workers, one slot each; the pool interface of orchestrator/executor.py."""
+    """`size` in-process workers, one slot each: the Pool of orchestrator/executor.py, its tickets Futures."""
 
     def __init__(self, run_id: str, size: int, run_path: Path):
         self.run_id = run_id
         self.stores: dict[str, Any] = {}  # one MemoryStore per root, shared by every worker of the run
         self.members = [self._member() for _ in range(size)]
         self.slots = [Slot(i, member) for i, member in enumerate(self.members)]
-        self._futures: dict[str, list[Future]] = {}  # member uid -> its tasks' futures
+        self._futures: dict[str, list[Future[TaskRecord]]] = {}  # member uid -> its tasks' futures
         self._lock = threading.Lock()
         from orchestrator.mailbox import Mailbox
 
@@ -93,8 +102,8 @@ class LocalPool(SlotPool):
 
     # ---- the pool interface ----
 
-    def submit(self, slot: Slot, job: Job) -> Future:
-        future: Future = Future()
+    def submit(self, slot: Slot, job: Job) -> Future[TaskRecord]:
+        future: Future[TaskRecord] = Future()
         member = slot.member
         with self._lock:
             self._futures.setdefault(member.uid, []).append(future)
@@ -103,9 +112,9 @@ class LocalPool(SlotPool):
             try:
                 record = member.handle.run_task(job)
             except BaseException as exc:  # noqa: BLE001  (reported as the call's error)
-                self._settle(future, error=WorkerError(f"{type(exc).__name__}: {exc}"))
+                self._settle(future, WorkerError(f"{type(exc).__name__}: {exc}"))
             else:
-                self._settle(future, record=record)
+                self._settle(future, record)
             with self._lock:
                 futures = self._futures.get(member.uid, [])
                 if future in futures:
@@ -114,24 +123,23 @@ class LocalPool(SlotPool):
         threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
-    def _settle(self, future: Future, record: Optional[TaskRecord] = None,
-                error: Optional[BaseException] = None) -> None:
+    def _settle(self, future: Future[TaskRecord], outcome: TaskRecord | BaseException) -> None:
         with self._lock:  # a killed worker's future is settled already: its late result is dropped
             if future.done():
                 return
-            if error is not None:
-                future.set_exception(error)
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
             else:
-                future.set_result(record)
+                future.set_result(outcome)
 
-    def wait(self, futures: list[Future], timeout: float) -> list[Future]:
+    def wait(self, futures: list[Future[TaskRecord]], timeout: float) -> list[Future[TaskRecord]]:
         done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
         return list(done)
 
-    def result(self, future: Future) -> TaskRecord:
+    def result(self, future: Future[TaskRecord]) -> TaskRecord:
         return future.result()
 
-    def send(self, member: Member, method: str, *args: Any) -> None:
+    def send(self, member: Member, method: str, *args: object) -> None:
         getattr(member.handle, method)(*args)
 
     def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, Any]]]:
@@ -144,7 +152,7 @@ class LocalPool(SlotPool):
         with self._lock:
             futures = list(self._futures.pop(member.uid, []))
         for future in futures:
-            self._settle(future, error=WorkerLost("its worker thread did not stop and was abandoned"))
+            self._settle(future, WorkerLost("its worker thread did not stop and was abandoned"))
 
     def _successor(self, member: Member) -> Member:
         return self._member()  # the old thread, if it still runs, is abandoned (see kill)

@@ -29,7 +29,6 @@ from orchestrator.actor import WorkerActor
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
-    Nesting,
     SpecInput,
     build_plan,
     open_run,
@@ -37,6 +36,7 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
+from orchestrator.nesting import Nesting
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
