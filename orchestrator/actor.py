@@ -23,7 +23,7 @@ import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the 
 from memory_shared import fsutil
 from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
-from worker.types import Usage
+from worker.types import Status, Usage
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
@@ -91,9 +91,9 @@ class WorkerActor:
         """Deliver a person's note into the task's next request; False when the task is not running here."""
         with self._lock:
             state = self.tasks.get(task_id)
-            worker = state["worker"] if state and not state["cancel"] else None
-            if worker is None:  # not here, not started yet, or being stopped
+            if state is None or state["cancel"] or state["worker"] is None:  # not here, not started, being stopped
                 return False
+            worker = state["worker"]
             state["steering"].append({"event": "told", "at": round(time.time(), 3), "text": text[:500]})
         worker.tell(text)
         return True
@@ -232,6 +232,8 @@ class WorkerActor:
         if job.memory == "service":
             from orchestrator.memory_service import NAMESPACE, ReplicaStore
 
+            if job.memory_service is None:
+                raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
             if key not in self.stores:
                 import ray
@@ -297,7 +299,7 @@ def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:
         outcome["error"] = f"worker crashed: {type(exc).__name__}: {exc}"
 
 
-def _record(job: Job, status: str, started: float, reason: str = "", usage: Optional[Usage] = None) -> TaskRecord:
+def _record(job: Job, status: Status, started: float, reason: str = "", usage: Optional[Usage] = None) -> TaskRecord:
     return TaskRecord(task_id=job.task_id, status=status, attempt=job.attempt, reason=reason, usage=usage or Usage(),
                       started=started, finished=time.time(), seconds=round(time.time() - started, 3))
 

@@ -18,12 +18,15 @@ from worker.models import model_override
 
 def plan_for(file: Optional[Path], resume: Optional[str], runs_dir: Path, model: Optional[str]) -> Plan:
     """The tasks file's plan, or the resumed run's own when no file is given; FanoutError if neither is."""
-    if file is None and not resume:
+    stored: Optional[Plan] = None
+    if file is not None:
+        plan = build_plan(file)
+        stored = _stored_or_none(runs_dir, resume) if resume else None
+    elif resume:
+        plan = stored = stored_plan(runs_dir, resume)
+    else:
         raise FanoutError("give a tasks file (see configs/examples/quickstart.yaml), or --resume RUN to finish a run")
-    stored = None
-    if resume:
-        stored = stored_plan(runs_dir, resume) if file is None else _stored_or_none(runs_dir, resume)
-    plan = with_model(build_plan(file) if file is not None else stored, model_override(model))
+    plan = with_model(plan, model_override(model))
     if stored is not None:
         check_same_models(plan, stored)
     return plan
