@@ -121,6 +121,11 @@ class Pool(Protocol[TicketT]):
 class EndpointGovernor(Protocol):
     """One model endpoint's rate limits and circuit (orchestrator/governor.py): in this process, or a Ray actor."""
 
+    @property
+    def instance(self) -> str:
+        """Tells a re-created governor (same name) from the one before."""
+        ...
+
     def acquire(self, client: str, tokens: int = 0) -> float: ...
 
     def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None: ...

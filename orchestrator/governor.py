@@ -20,9 +20,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from configs.logs import redact_text
+from orchestrator.executor import EndpointGovernor
 from orchestrator.records import Job
 from worker.types import ModelError, Reply, Usage
 
@@ -48,7 +49,7 @@ class GovernorState:
     """The decision logic, plain Python (the actor below wraps it)."""
 
     def __init__(self, key: str, rpm: Optional[int] = None, tpm: Optional[int] = None,
-                 circuit_after: int = 10, circuit_cooldown: float = 60.0, clock: Any = time.monotonic):
+                 circuit_after: int = 10, circuit_cooldown: float = 60.0, clock: Callable[[], float] = time.monotonic):
         self.key, self.clock = key, clock
         self.configure(rpm, tpm, circuit_after, circuit_cooldown)
         self.req_tat = self.tok_tat = 0.0
@@ -304,7 +305,7 @@ class GovernorLink:
 
     IDLE = 30.0  # stop watching after this long without a request (an idle pool must let the governor idle out)
 
-    def __init__(self, governor: Any):
+    def __init__(self, governor: EndpointGovernor):
         self.governor = governor
         self.calm = False
         self.version = -1
@@ -337,7 +338,7 @@ _LINKS: dict[str, GovernorLink] = {}
 _LINKS_LOCK = threading.Lock()
 
 
-def link_for(governor: Any) -> GovernorLink:
+def link_for(governor: EndpointGovernor) -> GovernorLink:
     key = governor.instance  # a re-created governor (same name) is a different one: a new link
     with _LINKS_LOCK:
         link = _LINKS.get(key)
@@ -351,7 +352,7 @@ class GovernedModel:
     """Wraps an LLMClient so every request asks the endpoint's governor first and reports back
     (unless the endpoint is calm: then the request goes straight out)."""
 
-    def __init__(self, client: Any, governor: Any, client_id: str):
+    def __init__(self, client: Any, governor: EndpointGovernor, client_id: str):
         self.client, self.governor, self.client_id = client, governor, client_id
         self.link = link_for(governor)
         self.asked = False  # this request went through the governor: report its outcome
