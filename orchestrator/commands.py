@@ -20,9 +20,8 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.display import status_counts, status_style
-from orchestrator.fanout import nested_here
+from orchestrator.fanout import nested_here, plan_for
 from orchestrator.runlisting import FULL_TABLE_MAX, print_run_digest
-from orchestrator.runplan import plan_for
 from orchestrator.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.tables import tasks_table
 from orchestrator.triggers.activity import user_job
