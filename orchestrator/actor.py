@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import structlog
 
@@ -24,6 +24,10 @@ from memory_shared import fsutil
 from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.types import Status, Usage
+
+if TYPE_CHECKING:
+    from configs import Settings
+    from worker.agent import Worker
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
@@ -179,7 +183,7 @@ class WorkerActor:
             record.files = _read_files(worker.history.folder, ["history.jsonl", "answer.md"])
         return record
 
-    def _wait(self, worker: Any, state: dict[str, Any], job: Job) -> dict[str, Any]:
+    def _wait(self, worker: Worker, state: dict[str, Any], job: Job) -> dict[str, Any]:
         """Run the Worker in its own thread; past the job's timeout cancel it (a thread that outlives that taints
         the actor)."""
         timeout = job.timeout
@@ -200,7 +204,7 @@ class WorkerActor:
                 self.tainted = True
         return outcome
 
-    def _run_here(self, worker: Any, state: dict[str, Any], timeout: Optional[float],
+    def _run_here(self, worker: Worker, state: dict[str, Any], timeout: Optional[float],
                   outcome: dict[str, Any]) -> dict[str, Any]:
         """In the driver's process the Worker runs in the task's own thread; one shared thread cancels it at its
         timeout. One that still does not stop is the driver's to abandon (the map loop's kill past KILL_MARGIN)."""
@@ -226,7 +230,7 @@ class WorkerActor:
             setup_logging(level)
             self._log_level = level
 
-    def _store(self, job: Job, settings: Any) -> Any:
+    def _store(self, job: Job, settings: Settings) -> Any:
         if job.memory == "none":
             return None
         if job.memory == "service":
@@ -292,7 +296,7 @@ def process_namespace() -> str:
         return ""
 
 
-def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:
+def _run_worker(worker: Worker, outcome: dict[str, Any]) -> None:
     try:
         outcome["result"] = worker.run()
     except BaseException as exc:  # noqa: BLE001  (reported to the driver as the task's failure)
@@ -304,7 +308,7 @@ def _record(job: Job, status: Status, started: float, reason: str = "", usage: O
                       started=started, finished=time.time(), seconds=round(time.time() - started, 3))
 
 
-def _outcome_record(job: Job, started: float, worker: Any, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
+def _outcome_record(job: Job, started: float, worker: Worker, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
     """The record of how the Worker ended: stopped (timeout, lease lost, cancelled), crashed, or its result."""
     if cancel:
         record = _record(job, "failed", started, reason=cancel, usage=worker.usage)
