@@ -22,10 +22,10 @@ from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop
 from orchestrator.records import Job, ReduceResult, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
+from worker.context.cut import cut_head_tail
 
 if TYPE_CHECKING:
     from orchestrator.display import Display
-from worker.context.cut import cut_head_tail
 
 MAX_LEVELS = 6
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
