@@ -107,7 +107,7 @@ class LocalPool(SlotPool):
         actor.stores = self.stores
         return Member(uid, actor)
 
-    # ---- the pool interface ----
+    # ---- the Pool protocol (orchestrator/executor.py) ----
 
     def submit(self, slot: Slot, job: Job) -> Future[TaskRecord]:
         future: Future[TaskRecord] = Future()
