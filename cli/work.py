@@ -20,8 +20,7 @@ from cli.worker import ask_person, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
-from orchestrator.fanout import nested_here
-from orchestrator.runplan import plan_for
+from orchestrator.fanout import nested_here, plan_for
 from orchestrator.triggers.activity import user_job
 from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
 from orchestrator.views.progress import status_counts, status_style

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import structlog
 
@@ -23,7 +23,11 @@ import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the 
 from memory_shared import fsutil
 from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
-from worker.types import Usage
+from worker.types import Status, Usage
+
+if TYPE_CHECKING:
+    from configs import Settings
+    from worker.agent import Worker
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
@@ -91,9 +95,9 @@ class WorkerActor:
         """Deliver a person's note into the task's next request; False when the task is not running here."""
         with self._lock:
             state = self.tasks.get(task_id)
-            worker = state["worker"] if state and not state["cancel"] else None
-            if worker is None:  # not here, not started yet, or being stopped
+            if state is None or state["cancel"] or state["worker"] is None:  # not here, not started, being stopped
                 return False
+            worker = state["worker"]
             state["steering"].append({"event": "told", "at": round(time.time(), 3), "text": text[:500]})
         worker.tell(text)
         return True
@@ -179,7 +183,7 @@ class WorkerActor:
             record.files = _read_files(worker.history.folder, ["history.jsonl", "answer.md"])
         return record
 
-    def _wait(self, worker: Any, state: dict[str, Any], job: Job) -> dict[str, Any]:
+    def _wait(self, worker: Worker, state: dict[str, Any], job: Job) -> dict[str, Any]:
         """Run the Worker in its own thread; past the job's timeout cancel it (a thread that outlives that taints
         the actor)."""
         timeout = job.timeout
@@ -200,7 +204,7 @@ class WorkerActor:
                 self.tainted = True
         return outcome
 
-    def _run_here(self, worker: Any, state: dict[str, Any], timeout: Optional[float],
+    def _run_here(self, worker: Worker, state: dict[str, Any], timeout: Optional[float],
                   outcome: dict[str, Any]) -> dict[str, Any]:
         """In the driver's process the Worker runs in the task's own thread; one shared thread cancels it at its
         timeout. One that still does not stop is the driver's to abandon (the map loop's kill past KILL_MARGIN)."""
@@ -226,12 +230,14 @@ class WorkerActor:
             setup_logging(level)
             self._log_level = level
 
-    def _store(self, job: Job, settings: Any) -> Any:
+    def _store(self, job: Job, settings: Settings) -> Any:
         if job.memory == "none":
             return None
         if job.memory == "service":
             from orchestrator.memory_service import NAMESPACE, ReplicaStore
 
+            if job.memory_service is None:
+                raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
             if key not in self.stores:
                 import ray
@@ -290,19 +296,19 @@ def process_namespace() -> str:
         return ""
 
 
-def _run_worker(worker: Any, outcome: dict[str, Any]) -> None:
+def _run_worker(worker: Worker, outcome: dict[str, Any]) -> None:
     try:
         outcome["result"] = worker.run()
     except BaseException as exc:  # noqa: BLE001  (reported to the driver as the task's failure)
         outcome["error"] = f"worker crashed: {type(exc).__name__}: {exc}"
 
 
-def _record(job: Job, status: str, started: float, reason: str = "", usage: Optional[Usage] = None) -> TaskRecord:
+def _record(job: Job, status: Status, started: float, reason: str = "", usage: Optional[Usage] = None) -> TaskRecord:
     return TaskRecord(task_id=job.task_id, status=status, attempt=job.attempt, reason=reason, usage=usage or Usage(),
                       started=started, finished=time.time(), seconds=round(time.time() - started, 3))
 
 
-def _outcome_record(job: Job, started: float, worker: Any, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
+def _outcome_record(job: Job, started: float, worker: Worker, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
     """The record of how the Worker ended: stopped (timeout, lease lost, cancelled), crashed, or its result."""
     if cancel:
         record = _record(job, "failed", started, reason=cancel, usage=worker.usage)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
+
+from configs import Settings
 
 DEFAULT_CONTEXT_WINDOW = 32000
 
@@ -20,13 +22,13 @@ class ModelFacts:
     price_input: float  # USD per million input tokens
     price_output: float
     max_tokens: int  # the longest reply
-    context_window: int  # tokens
+    context_window: Optional[int]  # tokens (None: unknown)
 
 
 class ModelBook:
     """ModelFacts by model name, each resolved once; None for a model that cannot be resolved."""
 
-    def __init__(self, settings: Any):
+    def __init__(self, settings: Settings):
         self.settings = settings
         self._facts: dict[Optional[str], Optional[ModelFacts]] = {}
         self._limits: dict[Optional[str], int] = {}
@@ -59,7 +61,7 @@ class ModelBook:
         return self._limits[name]
 
 
-def prompt_limit(settings: Any, context_window: Optional[int]) -> int:
+def prompt_limit(settings: Settings, context_window: Optional[int]) -> int:
     """The largest first prompt (JSON-serialized chars, as the context budget measures) that the worker
     sends uncut: the context budget (capped by the model's window) less the system prompt and L1 index."""
     from worker.prompt import SYSTEM_TEMPLATE
@@ -74,11 +76,11 @@ def prompt_chars(prompt: str) -> int:
     return len(json.dumps(prompt, ensure_ascii=False))
 
 
-def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float], settings: Any) -> Optional[float]:
+def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float], settings: Settings) -> Optional[float]:
     return ModelBook(settings).upper_bound(model_name, turns, max_cost)
 
 
-def model_facts(name: Optional[str], settings: Any) -> Optional[ModelFacts]:
+def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]:
     if name and name.startswith("scripted:"):
         from worker.models import DEFAULT_MAX_TOKENS
         from worker.scripted import ScriptError, load_script

@@ -1,24 +1,27 @@
 """One run from start to summary: governors, the leased pool, the map, the reduce, accounting."""
 from __future__ import annotations
 
-import functools
 import os
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import structlog
 
 from configs import Settings
+from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
 from orchestrator.governor import endpoint_key
 from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop, MapOutcome
+from orchestrator.nesting import Nesting
 from orchestrator.records import (
     BudgetLimits,
     Fallback,
     Job,
     ReduceResult,
     Run,
+    RunStatus,
     RunSummary,
     TaskCounts,
     TaskRecord,
@@ -29,33 +32,19 @@ from orchestrator.views.progress import Display, choose_mode
 from worker import telemetry
 from worker.models import nested_model_env
 
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
+
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")
-STOPPED = {"interrupted": ("interrupted", 130), "paused": ("paused", 1), "budget": ("budget_spent", 1)}  # run status, exit
-
-
-def _traced(execute: Callable[..., Any]) -> Callable[..., Any]:
-    """Driver.execute as the trace's `run` span (telemetry.otlp_endpoint); a nested run joins its parent's."""
-
-    @functools.wraps(execute)
-    def wrapper(driver: "Driver", todo: list[PlannedTask], spent: Usage, resumed: bool) -> Any:
-        with telemetry.span(driver.settings, f"run {driver.plan.name}", attributes={
-                "ga.run.id": driver.run.run_id, "ga.run.tasks": len(todo), "ga.run.depth": driver.nest.depth,
-                "ga.run.parent_task": driver.nest.parent_task}) as current:
-            run = execute(driver, todo, spent, resumed)
-            usage = run.summary.usage
-            telemetry.annotate(current, {"ga.run.status": run.status, "gen_ai.usage.input_tokens": usage.prompt,
-                                         "gen_ai.usage.output_tokens": usage.completion},
-                               error="" if run.status == "succeeded" else run.status)
-        telemetry.flush()
-        return run
-
-    return wrapper
+STOPPED: dict[str, tuple[RunStatus, int]] = {  # run status, exit code
+    "interrupted": ("interrupted", 130), "paused": ("paused", 1), "budget": ("budget_spent", 1)}
 
 
 class Driver:
-    def __init__(self, plan: Plan, run: RunDir, settings: Settings, models: dict[Optional[str], Any], nest: Any,
-                 max_depth: int, executor: Any, *, workers: int, display: Optional[str], cancel: Any = None):
+    def __init__(self, plan: Plan, run: RunDir, settings: Settings, models: dict[Optional[str], ModelConfig],
+                 nest: Nesting, max_depth: int, executor: Executor, *, workers: int, display: Optional[str],
+                 cancel: Optional[threading.Event] = None):
         self.plan, self.run, self.settings, self.models, self.nest = plan, run, settings, models, nest
         self.max_depth, self.executor, self.workers = max_depth, executor, max(1, workers)
         self.cluster = executor.info
@@ -63,13 +52,25 @@ class Driver:
         self.cancel = cancel  # a threading.Event: set when a nested run must stop (its code_run ended)
         self.display_mode = choose_mode(display)
         self.retries = plan.retries if plan.retries is not None else settings.fanout.retries
-        self.governors: dict[str, Any] = {}  # model name -> the endpoint's governor (governor.py)
-        self.memory: dict[str, Optional[str]] = {"mode": "store", "service": None, "replica": None}
+        self.governors: dict[str, EndpointGovernor] = {}  # model name -> the endpoint's governor (governor.py)
+        self.memory = MemoryPlacement()
 
     # ---- the run ----
 
-    @_traced
     def execute(self, todo: list[PlannedTask], spent: Usage, resumed: bool) -> Run:
+        """The run, as the trace's `run` span (telemetry.otlp_endpoint); a nested run joins its parent's."""
+        with telemetry.span(self.settings, f"run {self.plan.name}", attributes={
+                "ga.run.id": self.run.run_id, "ga.run.tasks": len(todo), "ga.run.depth": self.nest.depth,
+                "ga.run.parent_task": self.nest.parent_task}) as current:
+            run = self._execute(todo, spent, resumed)
+            usage = run.summary.usage
+            telemetry.annotate(current, {"ga.run.status": run.status, "gen_ai.usage.input_tokens": usage.prompt,
+                                         "gen_ai.usage.output_tokens": usage.completion},
+                               error="" if run.status == "succeeded" else run.status)
+        telemetry.flush()
+        return run
+
+    def _execute(self, todo: list[PlannedTask], spent: Usage, resumed: bool) -> Run:
         started = time.time()
         plan, run = self.plan, self.run
         run.ledger("run_resumed" if resumed else "run_started", tasks=len(plan.tasks), todo=len(todo),
@@ -128,7 +129,7 @@ class Driver:
     def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None, step: Optional[str] = None) -> Job:
         """What an actor needs to run one attempt of a task; `step` names a reduce step in its memory commit key."""
         config = self.models[task.model]
-        shipped = self.memory["mode"] == "service"  # no shared filesystem: inputs and outputs travel with the job
+        shipped = self.memory.mode == "service"  # no shared filesystem: inputs and outputs travel with the job
         secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
             config.api_key_env) else {}
         return Job(
@@ -139,8 +140,8 @@ class Driver:
             timeout=self.timeout_of(task),
             fallbacks=[Fallback(model_name=name, endpoint=self.models[name], governor=self.governors.get(name))
                        for name in config.fallbacks],
-            tools=self.tools_for(task), check=task.check, memory=self.memory["mode"],
-            memory_service=self.memory["service"], memory_replica=self.memory["replica"], secrets=secrets,
+            tools=self.tools_for(task), check=task.check, memory=self.memory.mode,
+            memory_service=self.memory.service, memory_replica=self.memory.replica, secrets=secrets,
             return_files=shipped, input_files={p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
             env={**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
                                        self.settings.home_dir), **nested_model_env(task.model, config),
@@ -211,11 +212,11 @@ class Driver:
             stop_reason=outcome.stop, stop_note=note,
             budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
             reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
-            governors=governors, memory=self.memory["mode"] or "store",
+            governors=governors, memory=self.memory.mode,
         )
 
 
-def run_status(counts: dict[str, int], total: int, reduce_result: Optional[ReduceResult]) -> tuple[str, int]:
+def run_status(counts: dict[str, int], total: int, reduce_result: Optional[ReduceResult]) -> tuple[RunStatus, int]:
     """A finished run: "succeeded" (exit 0) only when every task and the reduce succeeded; "unverified"
     (exit 1) when nothing failed but some answers are not backed by a successful tool run or check;
     otherwise "failed" (exit 1). Unattended callers fail closed on anything but 0."""

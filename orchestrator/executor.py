@@ -1,30 +1,27 @@
 """Where a run's workers live, behind one pool interface: threads in the `ga fanout` process, or Ray actors.
 
-Selection (`fanout.executor`, or `executor:` in a tasks file's config): "local" runs every worker as a
-thread of the driver's own process (orchestrator/local.py); "ray" uses Ray (orchestrator/pool.py);
-"auto" (the default) uses Ray when an address is given (--address, fanout.address, GA_RAY_ADDRESS, a
-parent run's cluster) or this process is already connected to Ray, and the in-process executor otherwise.
-The in-process executor never imports Ray. The choice is made by `fanout.open_executor` (a factory here, in
-the base, would import both executors and tie this module to them in a circle).
+The seams are the protocols below: `Executor` (what a run asks of where its workers live), `Pool` (the
+places tasks run, as the map loop, reduce and driver use them) and `EndpointGovernor` (one model endpoint's
+rate limits). Both executors satisfy them, checked by pyright: `local.LocalExecutor`/`LocalPool` (threads of
+the driver's own process, never importing Ray) and `pool.RayExecutor`/`RayPool` (Ray actor processes).
 
-The pool interface the map loop, reduce and driver use (both `local.LocalPool` and `pool.Pool` have it):
-  slots, members                     the places tasks run and the workers behind them
-  submit(slot, job) -> future        start one attempt of a task
-  wait(futures, timeout) -> [ready]  the finished ones (blocks until one is, or the timeout)
-  result(future) -> record           raises WorkerLost (the worker died or was killed) or WorkerError
-  send(member, method, *args)        a control call whose answer nobody waits for (cancel)
-  progress(members, timeout)         [(member, {task id: progress})] for those that answered in time
-  kill(member)                       stop it for good (a Ray process is killed; a thread is abandoned)
-  replace(member), retire(member)    a fresh worker takes its slots (shared: SlotPool below)
-  lease_for_job(), close()
+Selection (`fanout.executor`, or `executor:` in a tasks file's config): "local", "ray", or "auto" (the
+default): Ray when an address is given (--address, fanout.address, GA_RAY_ADDRESS, a parent run's cluster) or
+this process is already connected to Ray, the in-process executor otherwise. `fanout.open_executor` makes
+the choice (a factory here, in the base, would import both executors and tie this module to them).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar
 
-EXECUTORS = ("auto", "local", "ray")
+if TYPE_CHECKING:
+    from configs import Settings
+    from configs.settings import FanoutSettings
+    from orchestrator.records import Job, TaskRecord
+
+TicketT = TypeVar("TicketT")  # what `submit` hands back: a concurrent Future (threads) or a Ray ObjectRef
 
 
 class WorkerLost(RuntimeError):
@@ -35,12 +32,30 @@ class WorkerError(RuntimeError):
     """The call into the worker raised (a bug in our code, not the task's failure)."""
 
 
+class ClusterInfo(TypedDict):
+    """Where the workers run: the Ray address nested runs attach to (None when local), the driver's node."""
+
+    address: Optional[str]
+    node_id: Optional[str]
+    started: bool  # this process started the cluster (or has nothing to start: local)
+
+
+@dataclass(frozen=True)
+class MemoryPlacement:
+    """How a run's workers reach the memory store: the store itself (a shared filesystem), or through the
+    memory service and a node-local replica (orchestrator/memory_service.py)."""
+
+    mode: Literal["store", "service"] = "store"
+    service: Optional[str] = None  # the service actor's name
+    replica: Optional[str] = None  # the base directory of node-local replicas
+
+
 @dataclass
 class Member:
     """One worker (a Ray actor process, or an in-process actor object); several slots may share it."""
 
     uid: str
-    handle: Any
+    handle: Any  # the executor's own: a WorkerActor (threads) or a Ray actor handle; only its pool calls it
     dead: bool = False
     retiring: bool = False  # tainted: no new tasks; replaced once its slots are idle
 
@@ -60,6 +75,85 @@ class Slot:
     @property
     def handle(self) -> Any:
         return self.member.handle
+
+
+class Pool(Protocol[TicketT]):
+    """The places a run's tasks run, and the workers behind them."""
+
+    members: list[Member]
+    slots: list[Slot]
+
+    def submit(self, slot: Slot, job: Job) -> TicketT:
+        """Start one attempt of a task."""
+        ...
+
+    def wait(self, futures: list[TicketT], timeout: float) -> list[TicketT]:
+        """The finished ones (blocks until one is, or the timeout)."""
+        ...
+
+    def result(self, future: TicketT) -> TaskRecord:
+        """Raises WorkerLost (the worker died or was killed) or WorkerError."""
+        ...
+
+    def send(self, member: Member, method: str, *args: object) -> None:
+        """A control call whose answer nobody waits for (cancel)."""
+        ...
+
+    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, dict[str, Any]]]]:
+        """[(member, {task id: progress})] for those that answered in time."""
+        ...
+
+    def kill(self, member: Member) -> None:
+        """Stop it for good (a Ray process is killed; a thread is abandoned)."""
+        ...
+
+    def replace(self, member: Member) -> None: ...
+
+    def retire(self, member: Member) -> None: ...
+
+    def lease_for_job(self) -> Optional[dict[str, Any]]:
+        """What a job carries so its worker can tell when this driver is gone (None: the driver is this process)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class EndpointGovernor(Protocol):
+    """One model endpoint's rate limits and circuit (orchestrator/governor.py): in this process, or a Ray actor."""
+
+    @property
+    def instance(self) -> str:
+        """Tells a re-created governor (same name) from the one before."""
+        ...
+
+    def acquire(self, client: str, tokens: int = 0) -> float: ...
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None: ...
+
+    def rate_limited(self, client: str, retry_after: float) -> None: ...
+
+    def watch(self, version: int, timeout: float) -> tuple[int, bool]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+class Executor(Protocol):
+    """Where a run's workers live."""
+
+    @property
+    def kind(self) -> str:
+        """"local" or "ray"."""
+        ...
+
+    @property
+    def info(self) -> ClusterInfo: ...
+
+    # Pool[Any]: the ticket type is the executor's own; the map loop only hands tickets back to their pool.
+    def pool(self, run_id: str, size: int, fanout_settings: FanoutSettings, run_path: Path) -> Pool[Any]: ...
+
+    def governor(self, key: str, fanout_settings: FanoutSettings) -> EndpointGovernor: ...
+
+    def memory_mode(self, settings: Settings) -> MemoryPlacement: ...
 
 
 class SlotPool:
@@ -88,14 +182,3 @@ class SlotPool:
         member.retiring = True
         if not any(s.busy for s in self.slots if s.member is member):
             self.replace(member)
-
-
-class Executor(Protocol):
-    kind: str  # "local" or "ray"
-    info: dict[str, Any]  # address (None when local), node_id, started
-
-    def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> Any: ...
-
-    def governor(self, key: str, fanout_settings: Any) -> Any: ...
-
-    def memory_mode(self, settings: Any) -> dict[str, Optional[str]]: ...

@@ -13,13 +13,13 @@ result back, the same `Run` as a top-level call.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import structlog
 
@@ -28,10 +28,14 @@ from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.nesting import Nesting
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
 from worker.runlog import run_log
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -45,7 +49,7 @@ class FanoutError(ValueError):
 
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
-           display: Optional[str] = None, preflight: bool = True, nest: Optional["Nesting"] = None,
+           display: Optional[str] = None, preflight: bool = True, nest: Optional[Nesting] = None,
            cancel: Optional[threading.Event] = None, **top: Any) -> Run:
     """Run every task of `spec` on the worker pool (in this process, or on Ray: orchestrator/executor.py), then
     the reduce step; see the module doc.
@@ -120,7 +124,7 @@ def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]
     return RayExecutor(address, num_cpus)
 
 
-def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], Any]) -> None:
+def write_request_settings(run_path: Path, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """What shapes a run's requests besides its spec: the worker and context settings and each model's
     config (the context window sizes the context; key *names* only, never a key)."""
     data = {"format": REQUEST_SETTINGS_FORMAT, "worker": settings.worker.model_dump(mode="json"),
@@ -144,7 +148,83 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
     raise FanoutError(f"fanout() takes a tasks file path, a spec dict, a list of prompts or a Plan (got {type(spec).__name__})")
 
 
-def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
+# ---- the plan `ga fanout` runs ----
+# Its tasks file's, or for `--resume RUN` without a file the run's own (spec.yaml in the run directory), with the
+# model switch applied. Which model a task uses, first found of: `--model`, `GA_MODEL`
+# (worker.models.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
+# switch covers the reduce step too.
+
+
+def plan_for(file: Optional[Path], resume: Optional[str], runs_dir: Path, model: Optional[str]) -> Plan:
+    """The tasks file's plan, or the resumed run's own when no file is given; FanoutError if neither is."""
+    stored: Optional[Plan] = None
+    if file is not None:
+        plan = build_plan(file)
+        stored = _stored_or_none(runs_dir, resume) if resume else None
+    elif resume:
+        plan = stored = stored_plan(runs_dir, resume)
+    else:
+        raise FanoutError("give a tasks file (see configs/examples/quickstart.yaml), or --resume RUN to finish a run")
+    from worker.models import model_override
+
+    plan = with_model(plan, model_override(model))
+    if stored is not None:
+        check_same_models(plan, stored)
+    return plan
+
+
+def check_same_models(plan: Plan, stored: Plan) -> None:
+    """A resumed run keeps its tasks' models (they are part of what a task is): say which, before the
+    fingerprint check would call it a different tasks file."""
+    before = {task.id: task.model for task in stored.tasks}
+    for task in plan.tasks:
+        if task.id in before and before[task.id] != task.model:
+            old = before[task.id]
+            fix = f"resume with --model {old}" if old else "resume without --model and GA_MODEL"
+            raise FanoutError(f"task '{task.id}' of this run ran on model {old or '(the configured default)'}, not "
+                              f"{task.model or '(the configured default)'}; {fix}, or start a new run without --resume")
+
+
+def stored_plan(runs_dir: Path, resume: str) -> Plan:
+    """The plan a run started with, from its spec.yaml (ga's own file, written when the run was created)."""
+    try:
+        run = RunDir.existing(runs_dir, resume)
+    except FileNotFoundError as exc:
+        raise FanoutError(str(exc)) from None
+    try:
+        return Plan.from_dict(run.spec())
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise FanoutError(f"{run.path / 'spec.yaml'}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
+                          f"the tasks file instead: `ga fanout FILE --resume {run.run_id}`") from None
+
+
+def _stored_or_none(runs_dir: Path, resume: str) -> Optional[Plan]:
+    try:
+        return stored_plan(runs_dir, resume)
+    except FanoutError:
+        return None  # fanout() says what is wrong with the run
+
+
+def with_model(plan: Plan, name: Optional[str]) -> Plan:
+    """Every task and the reduce step on model `name` (None: the plan as it is)."""
+    if not name:
+        return plan
+    name = _absolute_script(name)
+    tasks = [dataclasses.replace(task, model=name) for task in plan.tasks]
+    reduce = plan.reduce.model_copy(update={"model": name}) if plan.reduce else None
+    return dataclasses.replace(plan, tasks=tasks, reduce=reduce)
+
+
+def _absolute_script(name: str) -> str:
+    """`scripted:FILE` relative to the current directory, made absolute: the run's spec.yaml records it and
+    a resume from another directory must find the same file (worker.models finds shipped examples)."""
+    if not name.startswith("scripted:"):
+        return name
+    path = Path(name[len("scripted:"):]).expanduser()
+    return f"scripted:{path.resolve()}" if not path.is_absolute() and path.is_file() else name
+
+
+def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
     from worker.llm import LLMClient
     from worker.models import ModelConfigError, resolve_model
@@ -152,7 +232,7 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     names = {t.model for t in plan.tasks}
     if plan.reduce:
         names.add(plan.reduce.model or _reduce_default_model(plan))
-    models: dict[Optional[str], Any] = {}
+    models: dict[Optional[str], ModelConfig] = {}
     pending = sorted(names, key=str)
     while pending:  # the models named, then their fallbacks
         name = pending.pop(0)
@@ -171,11 +251,11 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     return models
 
 
-def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Any]) -> None:
+def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
     from orchestrator.costs import prompt_limit
 
-    limits = {name: prompt_limit(settings, getattr(config, "context_window", None)) for name, config in models.items()}
+    limits = {name: prompt_limit(settings, config.context_window) for name, config in models.items()}
     fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
     try:
         specs.check_prompt_sizes(plan, lambda name: limits.get(name, fallback))
@@ -237,43 +317,6 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
     except BaseException:
         shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)
         raise
-
-
-@dataclass
-class Nesting:
-    """Where this fan-out stands: top level (depth 0) or inside a task of a parent run."""
-
-    depth: int = 0
-    address: Optional[str] = None
-    parent_run_dir: Optional[Path] = None
-    parent_task: Optional[str] = None
-    max_depth: Optional[int] = None
-    session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
-
-    @classmethod
-    def from_env(cls, env: dict[str, str]) -> "Nesting":
-        """Where a run asked for by a task stands, from that task's environment (Driver.job sets it)."""
-        depth = int(env.get("GA_DEPTH") or 0)
-        if not depth:
-            return cls(session=env.get("GA_SESSION") or None)
-        return cls(depth, env.get("GA_RAY_ADDRESS") or None,
-                   Path(env["GA_RUN_DIR"]) if env.get("GA_RUN_DIR") else None, env.get("GA_PARENT_TASK") or None,
-                   int(env["GA_MAX_DEPTH"]) if env.get("GA_MAX_DEPTH") else None)
-
-    def limit(self, own: int) -> int:
-        return own if self.max_depth is None else min(own, self.max_depth)
-
-    def runs_dir(self) -> Optional[Path]:
-        if self.parent_run_dir and self.parent_task:
-            return self.parent_run_dir / "tasks" / self.parent_task / "runs"
-        return None
-
-    def child_env(self, address: Optional[str], run_dir: Path, task_id: str, max_depth: int,
-                  home: Path) -> dict[str, str]:
-        """What a task's worker keeps for the nested runs it may ask for (never given to its scripts' sandbox)."""
-        cluster = {"GA_RAY_ADDRESS": address, "RAY_ADDRESS": address} if address else {}
-        return {"GA_RUN_DIR": str(run_dir), "GA_PARENT_TASK": task_id, "GA_DEPTH": str(self.depth + 1),
-                "GA_MAX_DEPTH": str(max_depth), "GA_HOME": str(home), **cluster}
 
 
 def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
@@ -392,8 +435,9 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
 
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir
-    top = request.get("top") if isinstance(request.get("top"), dict) else {}
+    top: dict[str, Any] = request["top"] if isinstance(request.get("top"), dict) else {}
     source, lines = None, None
+    data: dict[str, Any]
     try:
         if "file" in request:
             source = base / str(request["file"])
@@ -408,8 +452,8 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
             data = {**top, "tasks": [{"prompt": p} if isinstance(p, str) else p for p in request["prompts"]]}
         else:
             raise FanoutError("nested fan-out: the request names no tasks")
-        matrices = data.get("matrix") if isinstance(data.get("matrix"), list) else [data.get("matrix")]
-        for matrix in matrices:
+        matrix_entry = data.get("matrix")
+        for matrix in matrix_entry if isinstance(matrix_entry, list) else [matrix_entry]:
             if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
                 _refuse_unseen(base / matrix["from"], "a matrix's items file", parent)
         plan = specs.from_data(data, source=source, lines=lines, base_dir=base)

@@ -20,11 +20,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from configs.logs import redact_text
+from orchestrator.executor import EndpointGovernor
 from orchestrator.records import Job
 from worker.types import ModelError, Reply, Usage
+
+if TYPE_CHECKING:
+    from configs.settings import FanoutSettings
 
 NAMESPACE = "ga"
 CIRCUIT_OPEN = -1.0
@@ -45,7 +49,7 @@ class GovernorState:
     """The decision logic, plain Python (the actor below wraps it)."""
 
     def __init__(self, key: str, rpm: Optional[int] = None, tpm: Optional[int] = None,
-                 circuit_after: int = 10, circuit_cooldown: float = 60.0, clock: Any = time.monotonic):
+                 circuit_after: int = 10, circuit_cooldown: float = 60.0, clock: Callable[[], float] = time.monotonic):
         self.key, self.clock = key, clock
         self.configure(rpm, tpm, circuit_after, circuit_cooldown)
         self.req_tat = self.tok_tat = 0.0
@@ -157,11 +161,10 @@ class Governor:
         self.state = GovernorState(key, rpm, tpm, circuit_after, circuit_cooldown)
         self.instance = uuid.uuid4().hex  # a re-created governor (same name) is told apart by this
         self.last_call = time.monotonic()
-        self.idle_seconds = idle_seconds
         self.version = 0
         self.changed = threading.Condition()
         if idle_seconds:
-            threading.Thread(target=self._reap_when_idle, daemon=True).start()
+            threading.Thread(target=self._reap_when_idle, args=(idle_seconds,), daemon=True).start()
 
     def _touch(self, bump: bool = False) -> None:
         self.last_call = time.monotonic()
@@ -204,12 +207,12 @@ class Governor:
             self._touch()
             return self.state.snapshot()
 
-    def _reap_when_idle(self) -> None:
+    def _reap_when_idle(self, idle_seconds: float) -> None:
         import ray
 
         while True:
-            time.sleep(min(5.0, self.idle_seconds / 2))
-            if time.monotonic() - self.last_call > self.idle_seconds:
+            time.sleep(min(5.0, idle_seconds / 2))
+            if time.monotonic() - self.last_call > idle_seconds:
                 ray.kill(ray.get_runtime_context().current_actor)
                 return
 
@@ -228,6 +231,7 @@ class RemoteGovernor:
 
     def _get(self, ref: Any, timeout: Optional[float] = None) -> Any:
         import ray
+        import ray.exceptions
 
         try:
             return ray.get(ref, timeout=timeout)
@@ -251,15 +255,17 @@ class RemoteGovernor:
 
 
 @functools.lru_cache(maxsize=1)
-def _governor_actor() -> Any:
+def _governor_actor() -> Any:  # a Ray actor class: ray's types do not show `.remote` on its handles' methods
     import ray
 
-    return ray.remote(num_cpus=0, max_concurrency=64)(Governor)
+    # type: ignore below: ray's typed overload of remote(**options) lists task options, not actor ones (max_concurrency)
+    return ray.remote(num_cpus=0, max_concurrency=64)(Governor)  # type: ignore[call-overload]
 
 
-def governor_for(key: str, fanout_settings: Any) -> RemoteGovernor:
+def governor_for(key: str, fanout_settings: FanoutSettings) -> RemoteGovernor:
     """The endpoint's governor actor on the cluster, created on first use (the newest run's rates apply)."""
     import ray
+    import ray.exceptions
 
     s = fanout_settings
     for attempt in range(3):
@@ -267,7 +273,7 @@ def governor_for(key: str, fanout_settings: Any) -> RemoteGovernor:
                                            get_if_exists=True, max_restarts=0).remote(
             key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
         try:
-            instance = ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
+            instance: str = ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
             return RemoteGovernor(handle, instance)
         except ray.exceptions.RayActorError:  # it was ending itself (idle) as we asked: make a new one
             time.sleep(0.2 * (attempt + 1))
@@ -278,7 +284,7 @@ _LOCAL: dict[str, Governor] = {}
 _LOCAL_LOCK = threading.Lock()
 
 
-def local_governor(key: str, fanout_settings: Any) -> Governor:
+def local_governor(key: str, fanout_settings: FanoutSettings) -> Governor:
     """The endpoint's governor in this process (in-process executor): shared by every run of the process."""
     s = fanout_settings
     with _LOCAL_LOCK:
@@ -299,7 +305,7 @@ class GovernorLink:
 
     IDLE = 30.0  # stop watching after this long without a request (an idle pool must let the governor idle out)
 
-    def __init__(self, governor: Any):
+    def __init__(self, governor: EndpointGovernor):
         self.governor = governor
         self.calm = False
         self.version = -1
@@ -332,7 +338,7 @@ _LINKS: dict[str, GovernorLink] = {}
 _LINKS_LOCK = threading.Lock()
 
 
-def link_for(governor: Any) -> GovernorLink:
+def link_for(governor: EndpointGovernor) -> GovernorLink:
     key = governor.instance  # a re-created governor (same name) is a different one: a new link
     with _LINKS_LOCK:
         link = _LINKS.get(key)
@@ -346,7 +352,7 @@ class GovernedModel:
     """Wraps an LLMClient so every request asks the endpoint's governor first and reports back
     (unless the endpoint is calm: then the request goes straight out)."""
 
-    def __init__(self, client: Any, governor: Any, client_id: str):
+    def __init__(self, client: Any, governor: EndpointGovernor, client_id: str):
         self.client, self.governor, self.client_id = client, governor, client_id
         self.link = link_for(governor)
         self.asked = False  # this request went through the governor: report its outcome

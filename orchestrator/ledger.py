@@ -136,6 +136,7 @@ class RunDir:
         self._events: Optional[JsonlFile] = None
         self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
         self._finished: dict[str, TaskRecord] = {}
+        self._lock_fd: Optional[int] = None  # held by lock()
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, spec: dict[str, Any]) -> "RunDir":
@@ -166,7 +167,7 @@ class RunDir:
     def lock(self) -> bool:
         """Hold the run for this process (released when it exits, even on kill -9); False if another holds it."""
         try:
-            self._lock_fd: Optional[int] = hold(self.path / ".lock")
+            self._lock_fd = hold(self.path / ".lock")
         except HeldElsewhere:
             return False
         return True
@@ -188,7 +189,7 @@ class RunDir:
         for handle in (self._ledger, self._results, self._events):
             if handle:
                 handle.close()
-        if getattr(self, "_lock_fd", None) is not None:
+        if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 

@@ -11,43 +11,61 @@ timeouts, retries, steering and resume as on Ray. What it gives up against proce
   `--resume` picks it up, as after a kill of the driver;
 - every task shares the process's memory and CPU (no per-worker isolation beyond its own workdir,
   history and sandboxed code_run).
-`ga runs tell/stop` reach a task through files in the run directory (orchestrator/mailbox.py).
+`ga runs tell/stop` (another process) reach a task through files in the run directory (Mailbox, below): they
+write `steer/<id>.json`; the driver's Mailbox thread answers each with `steer/<id>.reply` and removes the
+request; the asker reads the reply and removes it. Files, not a socket: they work wherever the run directory
+is shared (a nested run's driver in a code_run sandbox with its own network namespace included) and need no
+cleanup beyond the run directory.
 """
 from __future__ import annotations
 
 import functools
+import json
 import threading
+import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from memory_shared.fsutil import atomic_write_text
 from orchestrator import reaper
-from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost
+from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost
 from orchestrator.records import Job, TaskRecord
 
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor, WrappedLogger
+
+    from configs import Settings
+    from configs.settings import FanoutSettings
+    from orchestrator.governor import Governor
+
 TASK_THREAD = "ga-task-"
+POLL = 0.1  # seconds between looks at the mailbox (the driver) and for the reply (the asker)
+REPLY_WAIT = 10.0  # an asker gives up after this long without a reply (the driver is stuck or gone)
 
 
 class LocalExecutor:
+    """The Executor of orchestrator/executor.py, in this process."""
+
     kind = "local"
 
     def __init__(self) -> None:
-        self.info: dict[str, Any] = {"address": None, "node_id": None, "started": True}
+        self.info: ClusterInfo = {"address": None, "node_id": None, "started": True}
         reaper.ensure()  # code_run's process groups go when this process dies, even by kill -9
         _quiet_worker_logs()
 
-    def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "LocalPool":
+    def pool(self, run_id: str, size: int, fanout_settings: FanoutSettings, run_path: Path) -> LocalPool:
         return LocalPool(run_id, size, run_path)
 
-    def governor(self, key: str, fanout_settings: Any) -> Any:
+    def governor(self, key: str, fanout_settings: FanoutSettings) -> Governor:
         from orchestrator.governor import local_governor
 
         return local_governor(key, fanout_settings)
 
-    def memory_mode(self, settings: Any) -> dict[str, Optional[str]]:
-        return {"mode": "store", "service": None, "replica": None}  # one machine: the store itself
+    def memory_mode(self, settings: Settings) -> MemoryPlacement:
+        return MemoryPlacement("store")  # one machine: the store itself
 
 
 @functools.lru_cache(maxsize=1)  # once per process
@@ -59,27 +77,25 @@ def _quiet_worker_logs() -> None:
 
     from orchestrator.actor import WORKER_THREAD
 
-    def drop(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    def drop(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
         if method in ("debug", "info") and threading.current_thread().name.startswith((WORKER_THREAD, TASK_THREAD)):
             raise structlog.DropEvent
         return event
 
-    processors = list(structlog.get_config()["processors"])
-    structlog.configure(processors=[drop, *processors])
+    processors: list[Processor] = [drop, *structlog.get_config()["processors"]]
+    structlog.configure(processors=processors)
 
 
 class LocalPool(SlotPool):
-    """`size` in-process workers, one slot each; the pool interface of orchestrator/executor.py."""
+    """`size` in-process workers, one slot each: the Pool of orchestrator/executor.py, its tickets Futures."""
 
     def __init__(self, run_id: str, size: int, run_path: Path):
         self.run_id = run_id
         self.stores: dict[str, Any] = {}  # one MemoryStore per root, shared by every worker of the run
         self.members = [self._member() for _ in range(size)]
         self.slots = [Slot(i, member) for i, member in enumerate(self.members)]
-        self._futures: dict[str, list[Future]] = {}  # member uid -> its tasks' futures
+        self._futures: dict[str, list[Future[TaskRecord]]] = {}  # member uid -> its tasks' futures
         self._lock = threading.Lock()
-        from orchestrator.mailbox import Mailbox
-
         self.mailbox = Mailbox(run_path, self._steer)
         self.mailbox.start()
 
@@ -91,10 +107,10 @@ class LocalPool(SlotPool):
         actor.stores = self.stores
         return Member(uid, actor)
 
-    # ---- the pool interface ----
+    # ---- the Pool protocol (orchestrator/executor.py) ----
 
-    def submit(self, slot: Slot, job: Job) -> Future:
-        future: Future = Future()
+    def submit(self, slot: Slot, job: Job) -> Future[TaskRecord]:
+        future: Future[TaskRecord] = Future()
         member = slot.member
         with self._lock:
             self._futures.setdefault(member.uid, []).append(future)
@@ -103,9 +119,9 @@ class LocalPool(SlotPool):
             try:
                 record = member.handle.run_task(job)
             except BaseException as exc:  # noqa: BLE001  (reported as the call's error)
-                self._settle(future, error=WorkerError(f"{type(exc).__name__}: {exc}"))
+                self._settle(future, WorkerError(f"{type(exc).__name__}: {exc}"))
             else:
-                self._settle(future, record=record)
+                self._settle(future, record)
             with self._lock:
                 futures = self._futures.get(member.uid, [])
                 if future in futures:
@@ -114,24 +130,23 @@ class LocalPool(SlotPool):
         threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
-    def _settle(self, future: Future, record: Optional[TaskRecord] = None,
-                error: Optional[BaseException] = None) -> None:
+    def _settle(self, future: Future[TaskRecord], outcome: TaskRecord | BaseException) -> None:
         with self._lock:  # a killed worker's future is settled already: its late result is dropped
             if future.done():
                 return
-            if error is not None:
-                future.set_exception(error)
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
             else:
-                future.set_result(record)
+                future.set_result(outcome)
 
-    def wait(self, futures: list[Future], timeout: float) -> list[Future]:
+    def wait(self, futures: list[Future[TaskRecord]], timeout: float) -> list[Future[TaskRecord]]:
         done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
         return list(done)
 
-    def result(self, future: Future) -> TaskRecord:
+    def result(self, future: Future[TaskRecord]) -> TaskRecord:
         return future.result()
 
-    def send(self, member: Member, method: str, *args: Any) -> None:
+    def send(self, member: Member, method: str, *args: object) -> None:
         getattr(member.handle, method)(*args)
 
     def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, Any]]]:
@@ -144,7 +159,7 @@ class LocalPool(SlotPool):
         with self._lock:
             futures = list(self._futures.pop(member.uid, []))
         for future in futures:
-            self._settle(future, error=WorkerLost("its worker thread did not stop and was abandoned"))
+            self._settle(future, WorkerLost("its worker thread did not stop and was abandoned"))
 
     def _successor(self, member: Member) -> Member:
         return self._member()  # the old thread, if it still runs, is abandoned (see kill)
@@ -170,3 +185,62 @@ class LocalPool(SlotPool):
             if task_id in member.handle.tasks:
                 return {"ok": bool(getattr(member.handle, op)(task_id, str(request.get("text", ""))))}
         return {"ok": False, "gone": True}
+
+
+# ---- steering, as files in the run directory ----
+
+
+def _folder(run_path: Path) -> Path:
+    return Path(run_path) / "steer"
+
+
+class Mailbox:
+    """The driver's side: a thread answering requests with `handle(request) -> reply`."""
+
+    def __init__(self, run_path: Path, handle: Callable[[dict[str, Any]], dict[str, Any]]):
+        self.folder, self.handle = _folder(run_path), handle
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="ga-steer-mailbox")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2 * POLL + 1)
+
+    def _serve(self) -> None:
+        while not self._stop.wait(POLL):
+            if not self.folder.is_dir():
+                continue
+            for path in sorted(self.folder.glob("*.json")):
+                try:
+                    request = json.loads(path.read_text(encoding="utf-8"))
+                    reply = self.handle(request) if isinstance(request, dict) else {"ok": False, "error": "bad request"}
+                except (OSError, ValueError) as exc:
+                    reply = {"ok": False, "error": f"unreadable request: {exc}"}
+                except Exception as exc:  # noqa: BLE001  (one odd request must not end steering for the run)
+                    reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+                atomic_write_text(path.with_suffix(".reply"), json.dumps(reply))
+                path.unlink(missing_ok=True)
+
+
+def ask(run_path: Path, request: dict[str, Any], wait: float = REPLY_WAIT) -> Optional[dict[str, Any]]:
+    """Send one request to the run's driver; its reply, or None when none came within `wait` seconds."""
+    folder = _folder(run_path)
+    folder.mkdir(exist_ok=True)
+    name = uuid.uuid4().hex
+    atomic_write_text(folder / f"{name}.json", json.dumps(request))
+    reply_path = folder / f"{name}.reply"
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if reply_path.is_file():
+            try:
+                return json.loads(reply_path.read_text(encoding="utf-8"))
+            finally:
+                reply_path.unlink(missing_ok=True)
+        time.sleep(POLL / 2)
+    (folder / f"{name}.json").unlink(missing_ok=True)  # not answered: do not leave it for later
+    return None

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional
 
 import structlog
 
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
-from orchestrator.executor import Member, Slot, WorkerError, WorkerLost
+from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
 from orchestrator.ledger import RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 from orchestrator.steer import interrupt_note
+
+if TYPE_CHECKING:
+    from orchestrator.views.progress import Display
 
 log = structlog.get_logger("ga.fanout")
 HOUSEKEEPING_EVERY = 1.0
@@ -52,13 +56,13 @@ class MapOutcome:
     per_worker: dict[str, WorkerTotals] = field(default_factory=dict)
 
 
-class MapLoop:
-    def __init__(self, pool: Any, run: RunDir, make_job: Callable[[PlannedTask, int], Job], *,
+class MapLoop(Generic[TicketT]):
+    def __init__(self, pool: Pool[TicketT], run: RunDir, make_job: Callable[[PlannedTask, int], Job], *,
                  retries: int, timeout_of: Callable[[PlannedTask], Optional[float]],
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
-                 spent: Optional[Usage] = None, display: Any = None,
+                 spent: Optional[Usage] = None, display: Optional[Display] = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0, cancel: Any = None):
+                 failed_before: int = 0, cancel: Optional[threading.Event] = None):
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
@@ -73,13 +77,13 @@ class MapLoop:
         self.live_tokens: dict[str, int] = {}
         self.progress: dict[int, dict[str, Any]] = {}
         self.interrupts = 0
-        self.cancel = cancel  # a threading.Event that stops the run like Ctrl-C (a nested run's code_run ended)
+        self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
 
     # ---- the loop ----
 
     def run_all(self, tasks: list[PlannedTask]) -> MapOutcome:
         pending: deque[PlannedTask] = deque(tasks)
-        inflight: dict[Any, Inflight] = {}
+        inflight: dict[TicketT, Inflight] = {}
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
@@ -124,14 +128,14 @@ class MapLoop:
         self._show()
         return self.outcome
 
-    def _interrupt(self, inflight: dict[Any, Inflight], note: str) -> float:
+    def _interrupt(self, inflight: dict[TicketT, Inflight], note: str) -> float:
         """Stop the run: no new task starts, running ones are cancelled; the deadline to wait for them."""
         self._stop("interrupted", note)
         for item in inflight.values():
             _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")
         return time.monotonic() + INTERRUPT_WAIT
 
-    def _start_free(self, pending: deque, inflight: dict[Any, Inflight]) -> None:
+    def _start_free(self, pending: deque, inflight: dict[TicketT, Inflight]) -> None:
         for slot in self.pool.slots:
             if not pending or self.outcome.stop is not None:
                 return
@@ -178,7 +182,7 @@ class MapLoop:
 
     # ---- results ----
 
-    def _collect(self, ref: Any, item: Inflight, pending: deque) -> None:
+    def _collect(self, ref: TicketT, item: Inflight, pending: deque) -> None:
         task, slot = item.task, item.slot
         self.live_tokens.pop(task.id, None)
         self.progress.pop(slot.index, None)
@@ -289,7 +293,7 @@ class MapLoop:
 
     # ---- while waiting ----
 
-    def _housekeeping(self, inflight: dict[Any, Inflight]) -> None:
+    def _housekeeping(self, inflight: dict[TicketT, Inflight]) -> None:
         now = time.monotonic()
         for item in inflight.values():
             if item.deadline and now > item.deadline and not item.killed_for_timeout:
@@ -319,7 +323,7 @@ class MapLoop:
                                 running=[self.progress[k] for k in sorted(self.progress)],
                                 tokens=usage.total + sum(self.live_tokens.values()), cost=usage.cost)
 
-    def _abandon(self, inflight: dict[Any, Inflight]) -> None:
+    def _abandon(self, inflight: dict[TicketT, Inflight]) -> None:
         for item in inflight.values():
             _quiet(self.pool.kill, item.member)
             self._unfinished(item.task, "interrupted", "abandoned")

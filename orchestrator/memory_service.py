@@ -22,27 +22,29 @@ from typing import Any, Optional
 
 import ray
 
+from configs import Settings
+from orchestrator.executor import MemoryPlacement
+
 NAMESPACE = "ga"
 PACKS_KEPT = 4  # generations kept packed in the object store
 
 
-def memory_mode(settings: Any) -> dict[str, Optional[str]]:
-    """{"mode": "store"} with a shared filesystem, else the service's name and the node-local replica base."""
+def memory_mode(settings: Settings) -> MemoryPlacement:
+    """The store itself with a shared filesystem, else the service's name and the node-local replica base."""
     wanted = settings.fanout.memory_service
     if wanted is None:
         wanted = sum(1 for node in ray.nodes() if node.get("Alive")) > 1
     if not wanted:
-        return {"mode": "store", "service": None, "replica": None}
+        return MemoryPlacement("store")
     service_for(settings)
-    return {"mode": "service", "service": service_name(settings.memory_root),
-            "replica": str(settings.home_dir / "memory-replicas")}
+    return MemoryPlacement("service", service_name(settings.memory_root), str(settings.home_dir / "memory-replicas"))
 
 
 def service_name(root: Path) -> str:
     return "ga-memory-" + hashlib.sha1(str(root).encode()).hexdigest()[:12]
 
 
-def service_for(settings: Any) -> Any:
+def service_for(settings: Settings) -> Any:
     root = settings.memory_root
     return MemoryService.options(name=service_name(root), namespace=NAMESPACE, lifetime="detached",
                                  get_if_exists=True, max_restarts=0,
@@ -56,10 +58,10 @@ class MemoryService:
         from memory_shared import MemoryStore
 
         self.store = MemoryStore(Path(root), create=True, l1_max_lines=l1_max_lines, l1_max_chars=l1_max_chars)
-        self.packs: dict[int, Any] = {}
+        self.packs: dict[int, ray.ObjectRef[dict[str, bytes]]] = {}  # generation -> its files, packed
         self.txns: dict[str, Any] = {}
 
-    def head(self) -> tuple[int, list[Any]]:
+    def head(self) -> tuple[int, list[ray.ObjectRef[dict[str, bytes]]]]:
         """The current generation and, wrapped in a list (so it travels as a reference), its packed tree."""
         with self.store.snapshot() as snap:
             generation = snap.generation
@@ -119,7 +121,8 @@ class ReplicaStore:
         self._lock = threading.Lock()
 
     def snapshot(self) -> ReplicaSnapshot:
-        generation, (ref,) = ray.get(self.service.head.remote())
+        head: tuple[int, list[ray.ObjectRef[dict[str, bytes]]]] = ray.get(self.service.head.remote())
+        generation, (ref,) = head
         path = self.root / "generations" / str(generation)
         with self._lock:
             if not path.is_dir():

@@ -17,17 +17,32 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
 
 import ray  # noqa: E402
+import ray.exceptions  # noqa: E402  (a submodule: `import ray` alone does not make it an attribute for pyright)
+from ray import ObjectRef  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from orchestrator import reaper  # noqa: E402
 from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
-from orchestrator.executor import Member, Slot, SlotPool, WorkerError, WorkerLost  # noqa: E402
+from orchestrator.executor import (  # noqa: E402
+    ClusterInfo,
+    Member,
+    MemoryPlacement,
+    Slot,
+    SlotPool,
+    WorkerError,
+    WorkerLost,
+)
 from orchestrator.records import Job, TaskRecord  # noqa: E402
+
+if TYPE_CHECKING:
+    from configs import Settings
+    from configs.settings import FanoutSettings
+    from orchestrator.governor import RemoteGovernor
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -44,28 +59,29 @@ RemoteWorkerActor = ray.remote(num_cpus=0)(WorkerActor)
 
 
 class RayExecutor:
-    """Workers as Ray actor processes (a cluster, or a local Ray started on first use)."""
+    """Workers as Ray actor processes (a cluster, or a local Ray started on first use): the Executor of
+    orchestrator/executor.py."""
 
     kind = "ray"
 
     def __init__(self, address: Optional[str], num_cpus: Optional[int]):
         self.info = connect(address, num_cpus)
 
-    def pool(self, run_id: str, size: int, fanout_settings: Any, run_path: Path) -> "Pool":
-        return Pool(run_id, size, fanout_settings.pool_idle_seconds, fanout_settings.slots_per_actor)
+    def pool(self, run_id: str, size: int, fanout_settings: FanoutSettings, run_path: Path) -> RayPool:
+        return RayPool(run_id, size, fanout_settings.pool_idle_seconds, fanout_settings.slots_per_actor)
 
-    def governor(self, key: str, fanout_settings: Any) -> Any:
+    def governor(self, key: str, fanout_settings: FanoutSettings) -> RemoteGovernor:
         from orchestrator.governor import governor_for
 
         return governor_for(key, fanout_settings)
 
-    def memory_mode(self, settings: Any) -> dict[str, Optional[str]]:
+    def memory_mode(self, settings: Settings) -> MemoryPlacement:
         from orchestrator.memory_service import memory_mode
 
         return memory_mode(settings)
 
 
-def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> dict[str, Any]:
+def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> ClusterInfo:
     """Attach to `address` (ip:port, "auto", "ray://...") or start a local Ray on 127.0.0.1; reuse a live connection.
 
     With no address, a cluster started on this machine with `ray start` is used when there is one.
@@ -152,7 +168,7 @@ def _system_messages_to_stderr() -> None:
     ray_worker.print_to_stdstream = to_stderr
 
 
-def cluster_info(started: bool, address: Optional[str] = None) -> dict[str, Any]:
+def cluster_info(started: bool, address: Optional[str] = None) -> ClusterInfo:
     """What tasks need to attach nested runs: the GCS address (through Ray Client: the ray:// address)."""
     context = ray.get_runtime_context()
     try:
@@ -316,9 +332,10 @@ def driver_identity() -> dict[str, Any]:
     return {"pid": os.getpid(), "pid_started": start_time(os.getpid()), "namespace": process_namespace()}
 
 
-class Pool(SlotPool):
+class RayPool(SlotPool):
     """The driver's side of a lease: `size` slots over ceil(size / slots_per_actor) actors, renewed in the
-    background; an actor that dies (or must retire) is replaced for all of its slots."""
+    background; an actor that dies (or must retire) is replaced for all of its slots. The Pool of
+    orchestrator/executor.py, its tickets Ray ObjectRefs."""
 
     def __init__(self, run_id: str, size: int, idle_seconds: float, slots_per_actor: int = 1):
         self.run_id = run_id
@@ -360,19 +377,20 @@ class Pool(SlotPool):
                     except Exception:  # noqa: BLE001  (a dead actor shows up in the run loop)
                         pass
 
-    # ---- the pool interface (orchestrator/executor.py) ----
+    # ---- the Pool protocol (orchestrator/executor.py) ----
 
-    def submit(self, slot: Slot, job: Job) -> Any:
+    def submit(self, slot: Slot, job: Job) -> ObjectRef[TaskRecord]:
         return slot.handle.run_task.remote(job)
 
-    def wait(self, futures: list[Any], timeout: float) -> list[Any]:
-        ready, rest = ray.wait(futures, num_returns=1, timeout=timeout)
+    def wait(self, futures: list[ObjectRef[TaskRecord]], timeout: float) -> list[ObjectRef[TaskRecord]]:
+        waiting: list[ObjectRef[TaskRecord] | ray.ObjectRefGenerator] = list(futures)
+        ready, rest = ray.wait(waiting, num_returns=1, timeout=timeout)
         if ready and rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
-        return ready
+        return [ref for ref in ready if isinstance(ref, ObjectRef)]  # all of them: no generator is submitted
 
-    def result(self, future: Any) -> TaskRecord:
+    def result(self, future: ObjectRef[TaskRecord]) -> TaskRecord:
         try:
             return ray.get(future)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
@@ -380,7 +398,7 @@ class Pool(SlotPool):
         except ray.exceptions.RayTaskError as exc:
             raise WorkerError(str(exc)) from None
 
-    def send(self, member: Member, method: str, *args: Any) -> None:
+    def send(self, member: Member, method: str, *args: object) -> None:
         try:
             getattr(member.handle, method).remote(*args)
         except Exception:  # noqa: BLE001  (the actor is gone already)

@@ -9,9 +9,13 @@ import inspect
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from worker.endpoint import invalid_url, probe, unreachable
+
+if TYPE_CHECKING:
+    from configs import Settings
+    from worker.models import ModelConfig
 
 MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
@@ -20,7 +24,7 @@ class PreflightError(ValueError):
     """One line: what is wrong, where, and the fix."""
 
 
-def preflight(settings: Any, models: dict[Optional[str], Any], runs_dir: Path, *, probe_endpoints: bool = True,
+def preflight(settings: Settings, models: dict[Optional[str], ModelConfig], runs_dir: Path, *, probe_endpoints: bool = True,
               check_memory: bool = True) -> None:
     if check_memory:
         check_memory_store(settings)
@@ -29,7 +33,7 @@ def preflight(settings: Any, models: dict[Optional[str], Any], runs_dir: Path, *
     check_runs_dir(runs_dir)
 
 
-def check_memory_store(settings: Any) -> None:
+def check_memory_store(settings: Settings) -> None:
     from memory_shared import MemoryStore, MemoryStoreError
 
     root = settings.memory_root
@@ -75,7 +79,7 @@ def check_runs_dir(runs_dir: Path) -> None:
                 pass
 
 
-def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
+def check_endpoints(models: Iterable[tuple[Optional[str], ModelConfig]]) -> None:
     """Probe each distinct base_url once. A model whose endpoint is down is an error unless it can fail
     over to a fallback that answers, or is itself only the backup of a model that answers."""
     configs = dict(models)
@@ -98,11 +102,11 @@ def check_endpoints(models: Iterable[tuple[Optional[str], Any]]) -> None:
         raise PreflightError(unreachable(name, base, down[base]))
 
 
-def _base(config: Any) -> str:
+def _base(config: ModelConfig) -> str:
     return str(getattr(config, "base_url", "") or "")
 
 
-def _probe(base: str, configs: dict[Optional[str], Any]) -> Optional[str]:
+def _probe(base: str, configs: dict[Optional[str], ModelConfig]) -> Optional[str]:
     try:
         return probe(base)
     except ValueError as exc:  # http.client.InvalidURL, unknown scheme

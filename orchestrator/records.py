@@ -74,7 +74,7 @@ class TaskRecord(Record):
     history_path: Optional[str] = None
     task_dir: Optional[str] = None
     actor: Optional[ActorInfo] = None
-    files: Optional[dict[str, str]] = Field(None, exclude=True)  # sent back when the driver cannot see the node's disk
+    files: Optional[dict[str, str]] = Field(default=None, exclude=True)  # sent back when the driver cannot see the node's disk
 
     @property
     def spent(self) -> Usage:

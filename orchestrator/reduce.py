@@ -12,13 +12,20 @@ model and prompt) as it finishes, and a resumed run reuses it. Its memory commit
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
+from configs import Settings
 from memory_shared.fsutil import atomic_write_text
+from orchestrator.executor import Pool
+from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop
 from orchestrator.records import Job, ReduceResult, TaskRecord, Usage
-from orchestrator.spec import PlannedTask
+from orchestrator.spec import Plan, PlannedTask
 from worker.context.cut import cut_head_tail
+
+if TYPE_CHECKING:
+    from orchestrator.views.progress import Display
 
 MAX_LEVELS = 6
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
@@ -26,9 +33,24 @@ STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by
                "present an unverified or failed answer as established.")
 
 
+class RunHost(Protocol):
+    """What the reduce step uses of the run it ends (orchestrator/driver.py's Driver)."""
+
+    plan: Plan
+    run: RunDir
+    settings: Settings
+    retries: int
+
+    def job(self, task: PlannedTask, attempt: int, base: Optional[Path] = None, step: Optional[str] = None) -> Job: ...
+
+    def timeout_of(self, task: PlannedTask) -> Optional[float]: ...
+
+
 class Reducer:
-    def __init__(self, driver: Any, pool: Any, display: Any):
+    def __init__(self, driver: RunHost, pool: Pool[Any], display: Display):
         self.driver, self.pool, self.display = driver, pool, display
+        if driver.plan.reduce is None:
+            raise ValueError("this run's plan has no reduce step")
         self.cfg = driver.plan.reduce
         ctx = driver.settings.context
         self.budget_chars = (self.cfg.chunk_tokens or ctx.context_tokens // 2) * ctx.chars_per_token

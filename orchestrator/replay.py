@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
@@ -29,7 +29,6 @@ from orchestrator.actor import WorkerActor
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
-    Nesting,
     SpecInput,
     build_plan,
     open_run,
@@ -37,9 +36,13 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
+from orchestrator.nesting import Nesting
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
@@ -249,12 +252,12 @@ def _fork_point(source: str, recorded: list[Recorded], from_turn: int) -> str:
 
 
 def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
-                     tool_mode: Optional[str]) -> dict[Optional[str], Any]:
+                     tool_mode: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
     a replay calls no model, the config only sizes the context)."""
     from worker.models import ModelConfig, ModelConfigError, resolve_model
 
-    configs: dict[Optional[str], Any] = {}
+    configs: dict[Optional[str], ModelConfig] = {}
     for name in {t.model for t in plan.tasks}:
         data = (stored or {}).get("models", {}).get(str(name))
         if data is not None:
@@ -268,7 +271,7 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
     return configs
 
 
-def _live_models(plan: Plan, settings: Settings, name: Optional[str]) -> dict[Optional[str], Any]:
+def _live_models(plan: Plan, settings: Settings, name: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now."""
     from worker.models import ModelConfigError, resolve_model
 
@@ -279,7 +282,7 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str]) -> dict[Op
         raise ReplayError(str(exc)) from None
 
 
-def _live_name(live: dict[Optional[str], Any]) -> str:
+def _live_name(live: dict[Optional[str], ModelConfig]) -> str:
     return ", ".join(sorted({config.name for config in live.values()}))
 
 
@@ -310,8 +313,8 @@ class ReplayActor(WorkerActor):
         return model
 
 
-def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settings, models: dict[Optional[str], Any],
-             live: dict[Optional[str], Any], notes: list[str], *, source: str, keep_going: bool, workers: int,
+def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settings, models: dict[Optional[str], ModelConfig],
+             live: dict[Optional[str], ModelConfig], notes: list[str], *, source: str, keep_going: bool, workers: int,
              origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode
 from configs.usererrors import FieldError
@@ -76,8 +77,8 @@ class _Strict(BaseModel):
 
 
 class Limits(_Strict):
-    max_tokens: Optional[int] = Field(None, gt=0)
-    max_cost: Optional[float] = Field(None, gt=0)
+    max_tokens: Optional[int] = Field(default=None, gt=0)
+    max_cost: Optional[float] = Field(default=None, gt=0)
 
 
 class SandboxOption(_Strict):
@@ -99,8 +100,8 @@ class Options(_Strict):
     """What `defaults` sets and each task (or matrix) may override."""
 
     model: Optional[str] = None
-    max_turns: Optional[int] = Field(None, ge=1)
-    timeout: Optional[float] = Field(None, gt=0)
+    max_turns: Optional[int] = Field(default=None, ge=1)
+    timeout: Optional[float] = Field(default=None, gt=0)
     tools: Optional[list[str]] = None
     limits: Optional[Limits] = None
     check: Optional[TaskCheck] = None  # {script, type, timeout, pattern}: decides success (worker/taskcheck.py)
@@ -114,7 +115,7 @@ class Options(_Strict):
 
 
 class TaskEntry(Options):
-    id: Optional[str] = Field(None, pattern=ID_PATTERN)
+    id: Optional[str] = Field(default=None, pattern=ID_PATTERN)
     prompt: str = Field(min_length=1)
     inputs: list[str] = []
 
@@ -122,23 +123,23 @@ class TaskEntry(Options):
 class Matrix(Options):
     template: str = Field(min_length=1)
     items: Optional[list[Union[dict[str, Any], str, int, float]]] = None
-    from_: Optional[str] = Field(None, alias="from")
+    from_: Optional[str] = Field(default=None, alias="from")
     id: Optional[str] = None
     inputs: list[str] = []
 
 
 class Budget(_Strict):
-    tokens: Optional[int] = Field(None, gt=0)
-    cost: Optional[float] = Field(None, gt=0)
+    tokens: Optional[int] = Field(default=None, gt=0)
+    cost: Optional[float] = Field(default=None, gt=0)
 
 
 class Reduce(_Strict):
     prompt: str = Field(min_length=1)
     output: str = "answer.md"
     model: Optional[str] = None
-    max_turns: Optional[int] = Field(None, ge=1)
-    timeout: Optional[float] = Field(None, gt=0)
-    chunk_tokens: Optional[int] = Field(None, ge=1000)  # default: the reduce worker's context budget / 2
+    max_turns: Optional[int] = Field(default=None, ge=1)
+    timeout: Optional[float] = Field(default=None, gt=0)
+    chunk_tokens: Optional[int] = Field(default=None, ge=1000)  # default: the reduce worker's context budget / 2
 
 
 class MemoryOption(_Strict):
@@ -147,16 +148,16 @@ class MemoryOption(_Strict):
 
 class TasksFile(_Strict):
     version: int = SPEC_VERSION
-    name: Optional[str] = Field(None, pattern=ID_PATTERN)
+    name: Optional[str] = Field(default=None, pattern=ID_PATTERN)
     defaults: Options = Options()
     tasks: list[TaskEntry] = []
     matrix: Optional[Union[Matrix, list[Matrix]]] = None
-    concurrency: Optional[int] = Field(None, ge=1)
-    retries: Optional[int] = Field(None, ge=0)
+    concurrency: Optional[int] = Field(default=None, ge=1)
+    retries: Optional[int] = Field(default=None, ge=0)
     budget: Optional[Budget] = None
     reduce: Optional[Reduce] = None
     memory: MemoryOption = MemoryOption()
-    max_depth: Optional[int] = Field(None, ge=0)
+    max_depth: Optional[int] = Field(default=None, ge=0)
     allow_paths: list[str] = []  # inputs may come from these files/directories besides the tasks file's
 
     @field_validator("version")
@@ -306,7 +307,7 @@ def _line_number(problem: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _merge_misspelled(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge_misspelled(errors: list[ErrorDetails]) -> list[ErrorDetails]:
     """`promt:` gives 'prompt missing' and 'promt unknown': report only the unknown key (it names the fix)."""
     extras = {tuple(e["loc"][:-1]): str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden"}
     kept = []
@@ -318,7 +319,7 @@ def _merge_misspelled(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-def _describe(error: dict[str, Any], where: str, lines: dict) -> str:
+def _describe(error: ErrorDetails, where: str, lines: dict) -> str:
     problem = FieldError.of(error, tags={"Matrix"})
     loc = tuple("from" if p == "from_" else p for p in problem.loc)
     place = f"{where}:{line_of(lines, loc) or 1}"
@@ -427,8 +428,9 @@ class _Expander:
     def check_model(self, name: str, loc: tuple) -> None:
         if name not in self.checked_models:
             self.checked_models[name] = self.model_problem(name)
-        if self.checked_models[name]:
-            self.problem(loc, self.checked_models[name])
+        problem = self.checked_models[name]
+        if problem:
+            self.problem(loc, problem)
 
     def model_problem(self, name: str) -> Optional[str]:
         if name.startswith("scripted:"):
@@ -540,8 +542,9 @@ class _Expander:
             values = item if isinstance(item, dict) else {"item": item}
             values = {**{str(k): v for k, v in values.items()}, "index": index}
             prompt = self.render(matrix.template, values, loc + ("template",), index)
-            inputs = [self.render(i, values, loc + ("inputs", n), index) for n, i in enumerate(matrix.inputs)]
-            if prompt is None or None in inputs:
+            rendered = [self.render(i, values, loc + ("inputs", n), index) for n, i in enumerate(matrix.inputs)]
+            inputs = [i for i in rendered if i is not None]
+            if prompt is None or len(inputs) < len(rendered):
                 return tasks  # one report per template is enough
             if matrix.id:
                 raw = self.render(matrix.id, values, loc + ("id",), index)

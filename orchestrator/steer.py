@@ -5,7 +5,7 @@ directory, e.g. `run.run_dir` of a nested fan-out) use these.
 On Ray, delivery goes through Ray, so it works on a cluster: the run's ledger names its cluster and the
 actor running the task; the pool manager (a named actor) hands out that actor's handle. With the
 in-process executor (the ledger's run_started says `executor: local`) a request file in the run
-directory reaches the driver (orchestrator/mailbox.py). The actor records each steering event with the
+directory reaches the driver (orchestrator/local.py, Mailbox). The actor records each steering event with the
 task, and the driver writes it to the ledger when the task's result comes back. Stopping a whole run
 interrupts its driver as Ctrl-C does (same machine).
 """
@@ -93,7 +93,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})
     uid = _running_uid(run_dir, records, task_id)
     if opened.get("executor") == "local":
-        from orchestrator.mailbox import ask
+        from orchestrator.local import ask
 
         reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text})
         if reply is None:

@@ -122,7 +122,7 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
     """spec.yaml is written as JSON without a task's unset fields; the plan read back (what `--resume RUN`
     without a file runs) is the plan that ran, a task with no tools and one with a check included."""
     from orchestrator import spec as specs
-    from orchestrator.runplan import stored_plan
+    from orchestrator.fanout import stored_plan
 
     server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
                           tmp_path / "requests.jsonl")

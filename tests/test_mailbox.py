@@ -1,10 +1,10 @@
-"""The in-process run's steering mailbox (orchestrator/mailbox.py): real files, a real serving thread."""
+"""The in-process run's steering mailbox (orchestrator/local.py): real files, a real serving thread."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from orchestrator.mailbox import Mailbox, ask
+from orchestrator.local import Mailbox, ask
 
 
 def test_an_odd_request_gets_an_error_reply_and_the_mailbox_keeps_serving(tmp_path: Path) -> None:

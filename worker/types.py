@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, computed_field
+from typing_extensions import Self
 
 # succeeded: answered after a successful tool run, or a task check passed; unverified: answered, but
 # nothing backs the answer (no tool ran, or the last one failed): the reason says which
@@ -53,7 +54,7 @@ class Usage(Record):
     def total(self) -> int:
         return self.prompt + self.completion
 
-    def __add__(self, other: Optional["Usage"]) -> "Usage":
+    def __add__(self, other: Optional[Usage]) -> Self:  # a WorkerTotals plus a Usage is a WorkerTotals
         if other is None:
             return self.model_copy()
         return self.model_copy(update={"prompt": self.prompt + other.prompt, "completion": self.completion + other.completion,

@@ -139,8 +139,10 @@ def last_active(home: Union[Path, str], kinds: Iterable[str] = USER_JOB_KINDS) -
     for kind in kinds:
         ended = _read_json(folder / "ended" / f"{_safe(kind)}.json")
         started = _read_json(folder / "commands" / f"{_safe(kind)}.json")
-        times += [_parse_time(data.get(key)) for data, key in ((ended, "ended"), (started, "time")) if data]
-    times = [t for t in times if t is not None]
+        for data, key in ((ended, "ended"), (started, "time")):
+            moment = _parse_time(data.get(key)) if data else None
+            if moment is not None:
+                times.append(moment)
     return max(times) if times else None
 
 

@@ -48,9 +48,9 @@ def latest_slot(job: Job, now: datetime) -> Optional[datetime]:
                 return slot
             slot -= timedelta(days=1)
         return None
-    limit = now
+    every, limit = _interval(job), now
     for _ in range(SEARCH_DAYS):
-        slot = _grid_floor(job.every, limit)
+        slot = _grid_floor(every, limit)
         if slot.weekday() in job.allowed_days:
             return slot
         limit = slot.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(microseconds=1)
@@ -68,13 +68,21 @@ def next_slot(job: Job, now: datetime) -> Optional[datetime]:
                 return slot
             slot += timedelta(days=1)
         return None
-    slot = _grid_floor(job.every, now) + job.every
+    every = _interval(job)
+    slot = _grid_floor(every, now) + every
     for _ in range(SEARCH_DAYS * 2):
         if slot.weekday() in job.allowed_days:
             return slot
         day_after = slot.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-        slot = _grid_floor(job.every, day_after - timedelta(microseconds=1)) + job.every
+        slot = _grid_floor(every, day_after - timedelta(microseconds=1)) + every
     return None
+
+
+def _interval(job: Job) -> timedelta:
+    """An `every` job's interval (Job's validator: a job without `at` has one)."""
+    if job.every is None:
+        raise ValueError(f"job {job.name}: give 'at' or 'every'")
+    return job.every
 
 
 def decide(job: Job, state: JobState, now: datetime) -> Decision:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from configs.usererrors import FieldError, field_errors
 from configs.yamlsource import YamlError, line_of, load_mapping
@@ -62,7 +63,7 @@ class Job(BaseModel):
     at: Optional[time] = None
     every: Optional[Duration] = None
     repeat: Optional[Literal["daily", "weekdays", "once"]] = None
-    days: Optional[list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]]] = Field(None, min_length=1)
+    days: Optional[list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]]] = Field(default=None, min_length=1)
     cooldown: Duration = timedelta(0)
     max_delay: Duration = timedelta(hours=1)
     model: Optional[str] = None
@@ -154,17 +155,18 @@ def load_jobs(path: Path) -> list[Job]:
         raise JobsError(_describe(exc.errors()[0], path, lines, data)) from None
 
 
-def _describe(error: dict, path: Path, lines: dict, data: dict) -> str:
+def _describe(error: ErrorDetails, path: Path, lines: dict, data: dict) -> str:
     problem = FieldError.of(error)
     loc = problem.loc
     where = f"{path}:{line_of(lines, loc) or 1}"
     job = _job_label(loc, data)
-    key = loc[2] if len(loc) > 2 else None
+    in_a_job = len(loc) > 2  # ("jobs", index, key, ...)
+    key, last = (loc[2] if in_a_job else None), (loc[-1] if loc else None)
     if error["type"] == "extra_forbidden":
-        allowed = ", ".join(Job.model_fields) if len(loc) > 2 else "jobs"
-        return f"{where}: {job}unknown key {loc[-1]!r}; allowed: {allowed}"
+        allowed = ", ".join(Job.model_fields) if in_a_job else "jobs"
+        return f"{where}: {job}unknown key {last!r}; allowed: {allowed}"
     if error["type"] == "missing":
-        return f"{where}: {job}{loc[-1]!r} is required; see {EXAMPLE}"
+        return f"{where}: {job}{last!r} is required; see {EXAMPLE}"
     subject = f"{key!r}: " if key is not None else ""
     return f"{where}: {job}{subject}{problem.message}; see {EXAMPLE}"
 

@@ -26,7 +26,7 @@ import structlog
 from configs import Settings
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
 from orchestrator.triggers.activity import Clock, local_now
-from orchestrator.triggers.jobrules import Decision, JobState, after_run_started, after_skip, decide
+from orchestrator.triggers.jobrules import JobState, after_run_started, after_skip, decide
 from orchestrator.triggers.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
 from orchestrator.triggers.worktask import append_jsonl, run_task
 
@@ -138,10 +138,11 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
                     break
                 stored.setdefault(job.name, StoredJob())
                 decision = decide(job, stored[job.name].state, clock())
-                if decision.action == "skip":
-                    _skip(job, decision, stored, state_path, note)
-                elif decision.action == "run":
-                    _run(job, decision, stored, state_path, settings, clock, model_name, note)
+                slot = decision.slot  # set for "skip" and "run"
+                if decision.action == "skip" and slot is not None:
+                    _skip(job, slot, decision.reason, stored, state_path, note)
+                elif decision.action == "run" and slot is not None:
+                    _run(job, slot, decision.reason, stored, state_path, settings, clock, model_name, note)
             summary.ticks += 1
             if once or (max_ticks is not None and summary.ticks >= max_ticks):
                 break
@@ -150,31 +151,33 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
     return summary
 
 
-def _skip(job: Job, decision: Decision, stored: dict[str, StoredJob], state_path: Path,
+def _skip(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], state_path: Path,
           note: Callable[[dict[str, Any]], None]) -> None:
     entry = stored[job.name]
-    entry.state = after_skip(entry.state, decision.slot)
+    entry.state = after_skip(entry.state, slot)
     save_state(state_path, stored)
-    note({"job": job.name, "event": "skipped", "slot": decision.slot.isoformat(), "why": decision.reason})
-    log.warning("job_skipped", job=job.name, reason=decision.reason)
+    note({"job": job.name, "event": "skipped", "slot": slot.isoformat(), "why": reason})
+    log.warning("job_skipped", job=job.name, reason=reason)
 
 
-def _run(job: Job, decision: Decision, stored: dict[str, StoredJob], state_path: Path, settings: Settings,
+def _run(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], state_path: Path, settings: Settings,
          clock: Clock, model_name: Optional[str], note: Callable[[dict[str, Any]], None]) -> None:
     entry = stored[job.name]
     started = clock()
-    entry.state = after_run_started(entry.state, decision.slot, started)
+    entry.state = after_run_started(entry.state, slot, started)
     entry.running_pid = os.getpid()
     save_state(state_path, stored)  # before the run: a crash during it must not repeat it
-    log.info("job_started", job=job.name, reason=decision.reason)
+    log.info("job_started", job=job.name, reason=reason)
     if job.builtin is not None:
         result = run_builtin(job, settings, clock)
-    else:
+    elif job.task is not None:
         result = run_task(job.task, settings, kind="schedule", model_name=job.model or model_name,
                           workdir=job.workdir, now=clock)
+    else:  # Job's validator refuses a job with neither
+        raise JobsError(f"job {job.name}: give 'task' or 'builtin'")
     entry.running_pid, entry.last_status, entry.last_end = None, result["status"], clock()
     save_state(state_path, stored)
-    note({"job": job.name, "event": "ran", "slot": decision.slot.isoformat(), "why": decision.reason, **result})
+    note({"job": job.name, "event": "ran", "slot": slot.isoformat(), "why": reason, **result})
     log.info("job_finished", job=job.name, status=result["status"], reason=result.get("reason") or None)
 
 
