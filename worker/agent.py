@@ -12,6 +12,7 @@ import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
@@ -191,7 +192,7 @@ class Worker:
             return self._result("limit", "", turn, limit)
         return None
 
-    def _context_settings(self, schemas: list[dict[str, Any]]) -> Any:
+    def _context_settings(self, schemas: list[dict[str, Any]]) -> ContextSettings:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
@@ -203,7 +204,7 @@ class Worker:
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
-             turn: int, cfg: Any, anchor: Any) -> tuple[list[dict[str, Any]], Reply, Any]:
+             turn: int, cfg: ContextSettings, anchor: Any) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
