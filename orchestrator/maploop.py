@@ -23,6 +23,7 @@ from orchestrator.ledger import RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 from orchestrator.steer import interrupt_note
+from worker.record import Failure, Stop
 
 log = structlog.get_logger("ga.fanout")
 HOUSEKEEPING_EVERY = 1.0
@@ -205,9 +206,9 @@ class MapLoop:
             self.pool.retire(item.member)
         if record.stop and self._stopped(record, item, pending):
             return
-        if record.error == "setup":
+        if record.error == Failure.setup:
             self._retry_or_fail(task, item, record.reason or "worker setup failed", pending)
-        elif record.error == "check" and item.attempt <= self.retries and self.outcome.stop != "interrupted":
+        elif record.error == Failure.check and item.attempt <= self.retries and self.outcome.stop != "interrupted":
             self.outcome.usage += record.usage
             self.run.ledger("retried", task.id, attempt=item.attempt, reason=record.reason or "check failed")
             pending.appendleft(task)
@@ -226,15 +227,15 @@ class MapLoop:
         """A task that did not finish: left for --resume, paused with the run, or sent again. False when the stop
         ends the task instead (a timeout, or sent again too often): it is then recorded like any result."""
         task, stop = item.task, record.stop
-        requeue = stop in ("lease_lost", "rate_limited") and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES
-        if stop not in ("stopped", "cancelled", "paused") and not requeue:
+        requeue = stop in (Stop.lease_lost, Stop.rate_limited) and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES
+        if stop not in (Stop.stopped, Stop.cancelled, Stop.paused) and not requeue:
             return False
         self.outcome.usage += record.usage  # tokens spent count against the budget all the same
-        if stop == "stopped":
+        if stop == Stop.stopped:
             self._unfinished(task, "stopped", record.reason)
-        elif stop == "cancelled":
+        elif stop == Stop.cancelled:
             self._unfinished(task, "interrupted", record.reason)
-        elif stop == "paused":
+        elif stop == Stop.paused:
             pending.appendleft(task)
             self.attempts[task.id] = item.attempt - 1
             self.run.ledger("paused", task.id, reason=record.reason)
@@ -243,7 +244,7 @@ class MapLoop:
             # machine): send it again first; rate_limited: to the back of the queue
             self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
             self.attempts[task.id] = item.attempt - 1
-            if stop == "lease_lost":
+            if stop == Stop.lease_lost:
                 pending.appendleft(task)
             else:
                 pending.append(task)

@@ -1,7 +1,8 @@
 """The records a run passes between its parts and writes to disk (DESIGN §2, §5).
 
-`Job` goes from the driver to an actor; an actor answers with a `TaskRecord`, which is also a line of
-`results.jsonl` and the `record` of a `reduce_result` ledger event; `LedgerEvent` is a line of
+`Job` goes from the driver to an actor; an actor answers with a `TaskRecord` (worker/record.py: the record
+its Worker returned, with the actor's part added), which is also a line of `results.jsonl` and the `record`
+of a `reduce_result` ledger event; `LedgerEvent` is a line of
 `ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. `Usage` is
 the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
 generated from these models (`write_schemas`); a test checks they are current.
@@ -20,70 +21,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from configs import Settings
 from worker.context.cut import cut_head_tail
+from worker.record import ActorInfo, NestedUsage, TaskRecord
 from worker.types import Record, Status, Usage
 
 __all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunSummary", "TaskCounts",
            "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
-Stop = Literal["timeout", "lease_lost", "cancelled", "stopped", "paused", "rate_limited"]
-
-
-class NestedUsage(Usage):
-    """The usage of the fan-outs a task started from its code_run, and how many there were."""
-
-    runs: int = 0
 
 
 class WorkerTotals(Usage):
     """One worker slot's share of a run."""
 
     tasks: int = 0
-
-
-class ActorInfo(Record):
-    uid: str
-    pid: Optional[int] = None
-    node_id: Optional[str] = None
-    tainted: bool = False
-
-
-class TaskRecord(Record):
-    """One finished attempt of a task (or of a reduce step), as the actor returns it and results.jsonl keeps it."""
-
-    task_id: str
-    status: Status
-    attempt: int = 0
-    answer: str = ""
-    turns: int = 0
-    reason: str = ""
-    usage: Usage = Field(default_factory=Usage)
-    started: Optional[float] = None
-    finished: Optional[float] = None
-    seconds: Optional[float] = None
-    question: Optional[str] = None
-    memory_generation: Optional[int] = None
-    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
-    error: Optional[Literal["setup", "crash", "check"]] = None  # why the driver may retry it
-    stop: Optional[Stop] = None  # it did not finish: how it was stopped (the driver requeues or leaves it)
-    steering: Optional[list[dict[str, Any]]] = None  # notes a person or the parent agent sent it
-    failovers: Optional[list[dict[str, Any]]] = None  # model switches: {from, to, at, reason}
-    usage_by_model: Optional[dict[str, Usage]] = None
-    nested_usage: Optional[NestedUsage] = None
-    usage_with_nested: Optional[Usage] = None  # set by the driver: usage + nested_usage
-    history_path: Optional[str] = None
-    task_dir: Optional[str] = None
-    actor: Optional[ActorInfo] = None
-    files: Optional[dict[str, str]] = Field(None, exclude=True)  # sent back when the driver cannot see the node's disk
-
-    @property
-    def spent(self) -> Usage:
-        """What the task cost, the fan-outs it started included."""
-        return self.usage_with_nested or self.usage
-
-    def line(self) -> dict[str, Any]:
-        """The JSON object written to disk."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 class LedgerEvent(Record):
