@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from configs import Settings
 from worker.context.cut import cut_head_tail
@@ -146,6 +147,49 @@ COMPACT_ROWS = 100  # results --json lists; a larger run lists those that did no
 ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
 
 
+class ReadsLikeJson(BaseModel):
+    """The records of what `fanout()` returns also read like the JSON they are written as (`r["answer"]`,
+    `r.get("usage")`, `"question" in r`; a nested record comes as its JSON object): scripts written against
+    them (a parent agent's code_run) index them so. Only these do: every other record is read by attribute."""
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return to_jsonable_python(getattr(self, key))
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and getattr(self, key, None) is not None
+
+
+class TaskResult(ReadsLikeJson, TaskRecord):
+    """A task's record as `fanout()` returns it."""
+
+
+class RunResultSummary(ReadsLikeJson, RunSummary):
+    """The run's summary as `fanout()` returns it."""
+
+
+class ReduceOutcome(ReadsLikeJson, ReduceResult):
+    """The reduce step's result as `fanout()` returns it."""
+
+
+Public = TypeVar("Public", bound=ReadsLikeJson)
+
+
+def _reads_like_json(record: BaseModel, public: type[Public]) -> Public:
+    """The same record as its public class (no copy of its values, no validation again)."""
+    if isinstance(record, public):
+        return record
+    return public.model_construct(_fields_set=record.model_fields_set, **dict(record))
+
+
 @dataclass
 class Run:
     """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
@@ -158,6 +202,11 @@ class Run:
     summary: RunSummary
     reduce: Optional[ReduceResult] = None
     unfinished: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [_reads_like_json(r, TaskResult) for r in self.results]
+        self.summary = _reads_like_json(self.summary, RunResultSummary)
+        self.reduce = _reads_like_json(self.reduce, ReduceOutcome) if self.reduce is not None else None
 
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
         """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only

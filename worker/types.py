@@ -12,29 +12,9 @@ Status = Literal["succeeded", "unverified", "failed", "needs_input", "limit"]
 
 
 class Record(BaseModel):
-    """A typed record that also reads like the JSON object it is written as (`r["status"]`, `r.get("usage")`):
-    scripts written against `orchestrator.fanout()`'s results (a parent agent's code_run) index them so."""
+    """A typed record (read by attribute); unknown keys are kept, so what older versions wrote stays readable."""
 
     model_config = ConfigDict(extra="allow")
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and getattr(self, key, None) is not None
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):
-            return self.model_dump() == other
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]  (mutable, like the dict it stands for)
 
 
 class Usage(Record):
