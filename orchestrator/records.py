@@ -22,13 +22,21 @@ from pydantic_core import to_jsonable_python
 
 from configs import Settings
 from worker.context.cut import cut_head_tail
-from worker.record import ActorInfo, NestedUsage, TaskRecord
+from worker.record import ActorInfo, Kind, NestedUsage, TaskRecord
 from worker.types import Record, Status, Usage
 
-__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunSummary", "TaskCounts",
+__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts",
            "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
+
+
+class RunStop(Kind):
+    """Why a run stopped before every task ran: a ledger event of that name, summary.json's stop_reason."""
+
+    budget = "budget"  # the run's budget is spent: no new task starts
+    paused = "paused"  # the model endpoint keeps refusing: resume later
+    interrupted = "interrupted"  # Ctrl-C, SIGTERM, `ga runs stop`, or the code_run that asked for it ended
 
 
 class WorkerTotals(Usage):
@@ -97,7 +105,7 @@ class RunSummary(Record):
     per_task: dict[str, Optional[Usage]] = Field(default_factory=dict)
     per_worker: dict[str, WorkerTotals] = Field(default_factory=dict)
     nested_runs: int = 0
-    stop_reason: Optional[str] = None
+    stop_reason: Optional[str] = None  # a RunStop
     stop_note: str = ""
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     reduce: Optional[ReduceResult] = None
