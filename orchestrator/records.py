@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeVar
+from typing import Any, Literal, Optional, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
@@ -192,10 +192,10 @@ Public = TypeVar("Public", bound=ReadsLikeJson)
 
 
 def _reads_like_json(record: BaseModel, public: type[Public]) -> Public:
-    """The same record as its public class (no copy of its values, no validation again)."""
-    if isinstance(record, public):
-        return record
-    return public.model_construct(_fields_set=record.model_fields_set, **dict(record))
+    """The record itself, its class narrowed to the public one (which adds only the JSON reading): no copy, no
+    validation again, so a run of 100,000 tasks returns at once."""
+    object.__setattr__(record, "__class__", public)
+    return cast(Public, record)
 
 
 @dataclass
