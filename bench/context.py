@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import worker.context  # noqa: E402
 from configs import load_settings  # noqa: E402
 from configs.logs import setup_logging  # noqa: E402
+from configs.settings import ContextSettings  # noqa: E402
 from memory_shared import MemoryStore  # noqa: E402
 from worker import Worker  # noqa: E402
 from worker.types import Reply, ToolCall, Usage  # noqa: E402
@@ -157,11 +158,10 @@ def make_workdir(workdir: Path, rng: random.Random, widths: list[int]) -> None:
     (workdir / "notes.md").write_text("# Notes\nSTATUS: open\n", encoding="utf-8")
 
 
-def reference_maintain(messages: list[dict[str, Any]], turn: int, settings: Any, anchor: Any = None) -> list[dict[str, Any]]:
+def reference_maintain(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings, anchor: Any = None) -> list[dict[str, Any]]:
     """The GenericAgent reference's trim_messages_history, ported literally (its paper's pseudocode 3.7.2):
     tags compressed every 5 turns (10 newest exempt); over the cap, strict compression (4 exempt), then
     single messages popped from the front while more than 9 remain and the size is over 60 %."""
-    ctx = getattr(settings, "context", settings)
     if worker.context.compression_due(turn, 5):
         messages = worker.context.compress_tags(messages, 10, ctx.tag_keep_chars)
     if worker.context.serialized_size(messages) <= ctx.budget_chars:

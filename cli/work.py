@@ -67,7 +67,7 @@ def run(
     except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.run_json())
     else:
         streamed = stream is not None and stream.close()
         if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already

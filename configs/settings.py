@@ -178,6 +178,16 @@ def network_mode(value: Any) -> Any:
     return value
 
 
+def sandbox_shorthand(value: Any) -> Any:
+    """`sandbox:` as settings and tasks files both write it: `off` or `bwrap` for the whole section, and a mode
+    YAML read as a boolean (`off` is false; true is bwrap)."""
+    if isinstance(value, (bool, str)):
+        value = {"mode": value}
+    if isinstance(value, dict) and isinstance(value.get("mode"), bool):
+        value = {**value, "mode": "bwrap" if value["mode"] else "off"}
+    return value
+
+
 class SandboxSettings(Section):
     """How code_run (and the exploration verifier's re-runs) are confined; see worker/sandbox.py."""
 
@@ -187,16 +197,7 @@ class SandboxSettings(Section):
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
     limits: SandboxLimits = SandboxLimits()
 
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:  # `sandbox: off` (YAML reads off as false) / `sandbox: bwrap`
-        return {"mode": value} if isinstance(value, (bool, str)) else value
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _yaml_off(cls, value: Any) -> Any:
-        return {False: "off", True: "bwrap"}.get(value, value) if isinstance(value, bool) else value
-
+    _shorthand = model_validator(mode="before")(sandbox_shorthand)
     _network = field_validator("network", mode="before")(network_mode)
 
 

@@ -2,7 +2,8 @@
 (orchestrator/pool.py wraps this class with `ray.remote`); with the in-process executor (orchestrator/local.py)
 it is a plain object in the `ga fanout` process and its tasks are threads there.
 
-The driver sends a `Job` (see `Driver.job`); the actor answers with a `TaskRecord` (orchestrator/records.py).
+The driver sends a `Job` (see `Driver.job`); the actor answers with the `TaskRecord` its Worker returned
+(worker/record.py), its own part added: attempt, times, how it was stopped, where it ran.
 One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
 keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `fanout.slots_per_actor`
 = 1 gives every task a process of its own.
@@ -23,6 +24,7 @@ import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the 
 from memory_shared import fsutil
 from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
+from worker.record import Failure, Stop
 from worker.types import Status, Usage
 
 if TYPE_CHECKING:
@@ -32,8 +34,8 @@ if TYPE_CHECKING:
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
 WATCH_EVERY = 0.1  # seconds between checks that the drivers of the running tasks are alive
-LEASE_LOST = "driver gone"  # the start of a cancel reason the driver (if it is alive after all) requeues
-STOPPED = "stopped by the person"  # the start of a cancel reason from `ga runs stop`: unfinished, resumable
+LEASE_LOST = "driver gone"  # the start of the reason of a Stop.lease_lost (the driver, if alive after all, requeues)
+STOPPED = "stopped by the person"  # the start of the reason of a Stop.stopped (`ga runs stop`)
 WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
 TASK_FILE_CAP = 64 << 20  # bytes read of a file in a task directory: history, answer, a nested run's summary
 log = structlog.get_logger("ga.actor")
@@ -50,7 +52,7 @@ class WorkerActor:
         import worker.llm  # noqa: F401
 
         self.uid, self.slots = uid, slots
-        self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel"}
+        self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel" (its reason), "stop", ...}
         self.stores: dict[str, Any] = {}
         self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
         self.leases: dict[str, float] = {}  # lessee -> monotonic time its driver's lease runs out
@@ -89,7 +91,7 @@ class WorkerActor:
             for task_id, lease in running:
                 why = _driver_lost(lease, expiries.get(lease["lessee"], 0.0), now)
                 if why:
-                    self.cancel(task_id, f"{LEASE_LOST}: {why}")
+                    self.cancel(task_id, f"{LEASE_LOST}: {why}", Stop.lease_lost)
 
     def tell(self, task_id: str, text: str) -> bool:
         """Deliver a person's note into the task's next request; False when the task is not running here."""
@@ -102,12 +104,18 @@ class WorkerActor:
         worker.tell(text)
         return True
 
-    def cancel(self, task_id: Optional[str] = None, reason: str = "cancelled") -> int:
-        """Stop one task (or all): its Worker stops at the next step and its processes are killed."""
+    def stop_task(self, task_id: str, text: str) -> bool:
+        """A person stops the task (`ga runs stop`): it ends unfinished, and --resume runs it again."""
+        return self.cancel(task_id, f"{STOPPED}: {text}", Stop.stopped) > 0
+
+    def cancel(self, task_id: Optional[str] = None, reason: str = "cancelled", stop: Stop = Stop.cancelled) -> int:
+        """Stop one task (or all): its Worker stops at the next step and its processes are killed. The record
+        says `stop` with `reason` (one that timed out already stays timed out)."""
         with self._lock:
             targets = [s for t, s in self.tasks.items() if task_id is None or t == task_id]
             for state in targets:
-                state["cancel"] = reason
+                if state["stop"] != Stop.timeout:
+                    state["cancel"], state["stop"] = reason, stop
         for state in targets:
             if state["worker"] is not None:
                 state["worker"].cancel()
@@ -117,7 +125,7 @@ class WorkerActor:
         started = time.time()
         task_id, lease = job.task_id, job.lease
         with self._lock:
-            self.tasks[task_id] = {"worker": None, "cancel": "", "lease": lease, "steering": [], "progress": {
+            self.tasks[task_id] = {"worker": None, "cancel": "", "stop": None, "lease": lease, "steering": [], "progress": {
                 "task_id": task_id, "turn": 0, "tool": "", "since": started, "tokens": 0, "started": started,
                 "attempt": job.attempt, "pid": os.getpid()}}
             if lease:  # the job just came from a live driver
@@ -126,7 +134,7 @@ class WorkerActor:
             record = self._run(job, started)
         except Exception as exc:  # a setup problem in this process: report it, the driver decides
             record = _record(job, "failed", started, reason=f"worker setup failed: {type(exc).__name__}: {exc}")
-            record.error = "setup"
+            record.error = Failure.setup
         finally:
             with self._lock:
                 self.tasks.pop(task_id, None)
@@ -167,14 +175,14 @@ class WorkerActor:
         if cancelled_early:
             worker.cancel()
         outcome = self._wait(worker, state, job)
-        record = _outcome_record(job, started, worker, state["cancel"], outcome)
+        with self._lock:
+            stopped = state["cancel"], state["stop"]
+        record = _outcome_record(job, started, worker, stopped, outcome)
         record.steering = state["steering"] or None
         if getattr(model, "switches", None):
             record.failovers, record.usage_by_model = model.switches, model.usage
         if getattr(model, "circuit_open", False):
-            record.stop = "paused"
-        elif record.status == "failed" and "HTTP 429" in record.reason:
-            record.stop = "rate_limited"
+            record.stop = Stop.paused
         account = worker.account  # nested runs were run by this process (the gateway): its own count
         record.nested_usage = NestedUsage.model_validate({**account.nested.model_dump(), "runs": account.runs})
         record.history_path, record.task_dir = str(task_dir / "history.jsonl"), str(task_dir)
@@ -196,8 +204,7 @@ class WorkerActor:
         thread.join(timeout)
         if thread.is_alive():
             with self._lock:
-                state["cancel"] = f"timeout after {timeout:g}s"
-            outcome["timed_out"] = True
+                state["cancel"], state["stop"] = f"timeout after {timeout:g}s", Stop.timeout
             worker.cancel()
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
@@ -210,8 +217,7 @@ class WorkerActor:
         timeout. One that still does not stop is the driver's to abandon (the map loop's kill past KILL_MARGIN)."""
         def time_out() -> None:
             with self._lock:
-                state["cancel"] = f"timeout after {timeout:g}s"
-            outcome["timed_out"] = True
+                state["cancel"], state["stop"] = f"timeout after {timeout:g}s", Stop.timeout
             worker.cancel()
 
         deadline = DEADLINES.add(timeout, time_out) if timeout else None
@@ -308,23 +314,25 @@ def _record(job: Job, status: Status, started: float, reason: str = "", usage: O
                       started=started, finished=time.time(), seconds=round(time.time() - started, 3))
 
 
-def _outcome_record(job: Job, started: float, worker: Worker, cancel: str, outcome: dict[str, Any]) -> TaskRecord:
-    """The record of how the Worker ended: stopped (timeout, lease lost, cancelled), crashed, or its result."""
-    if cancel:
-        record = _record(job, "failed", started, reason=cancel, usage=worker.usage)
-        record.stop = "timeout" if outcome.get("timed_out") else "lease_lost" if cancel.startswith(LEASE_LOST) \
-            else "stopped" if cancel.startswith(STOPPED) else "cancelled"
+def _outcome_record(job: Job, started: float, worker: Worker, stopped: tuple[str, Optional[Stop]],
+                    outcome: dict[str, Any]) -> TaskRecord:
+    """The record of how the Worker ended: stopped (timeout, lease lost, cancelled: the reason and the Stop the
+    actor was given), crashed, or its result."""
+    reason, stop = stopped
+    if reason:
+        record = _record(job, "failed", started, reason=reason, usage=worker.usage)
+        record.stop = stop
         return record
     if "error" in outcome:
         record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage)
-        record.error = "crash"
+        record.error = Failure.crash
         return record
-    result = outcome["result"]
-    record = _record(job, result.status, started, reason=result.reason, usage=result.usage)
-    record.answer, record.turns, record.question = result.answer or "", result.turns, result.question
-    record.memory_generation, record.check = result.memory_generation, result.check
-    if result.check is not None and not result.check["passed"]:
-        record.error = "check"  # the map loop retries it like a lost worker
+    record: TaskRecord = outcome["result"]  # the Worker's own record: the actor adds its part
+    record.attempt, record.started = job.attempt, started
+    record.finished = time.time()
+    record.seconds = round(record.finished - started, 3)
+    if record.check is not None and not record.check["passed"]:
+        record.error = Failure.check  # the map loop retries it like a lost worker
     return record
 
 

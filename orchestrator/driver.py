@@ -22,6 +22,7 @@ from orchestrator.records import (
     ReduceResult,
     Run,
     RunStatus,
+    RunStop,
     RunSummary,
     TaskCounts,
     TaskRecord,
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")
-STOPPED: dict[str, tuple[RunStatus, int]] = {  # run status, exit code
-    "interrupted": ("interrupted", 130), "paused": ("paused", 1), "budget": ("budget_spent", 1)}
+STOPPED: dict[RunStop, tuple[RunStatus, int]] = {  # run status, exit code
+    RunStop.interrupted: ("interrupted", 130), RunStop.paused: ("paused", 1), RunStop.budget: ("budget_spent", 1)}
 
 
 class Driver:
@@ -185,14 +186,14 @@ class Driver:
         counts = {s: sum(1 for r in results if r.status == s) for s in FINAL_STATUSES}
         total = len(self.plan.tasks)
         unfinished = total - len(results)
-        status, code = STOPPED.get(outcome.stop or "") or run_status(counts, total, reduce_result)
+        status, code = STOPPED[outcome.stop] if outcome.stop else run_status(counts, total, reduce_result)
         note = ""
-        if outcome.stop == "budget":
+        if outcome.stop == RunStop.budget:
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
                     f"raise the budget in the tasks file and resume with `ga fanout FILE --resume {self.run.run_id}`")
-        elif outcome.stop == "paused":
+        elif outcome.stop == RunStop.paused:
             note = f"the model endpoint kept refusing requests: run paused; resume later with `ga fanout --resume {self.run.run_id}`"
-        elif outcome.stop == "interrupted":
+        elif outcome.stop == RunStop.interrupted:
             note = f"interrupted: {unfinished} task(s) unfinished; resume with `ga fanout --resume {self.run.run_id}`"
         governors = []
         for governor in {id(g): g for g in self.governors.values()}.values():

@@ -177,9 +177,9 @@ class LocalPool(SlotPool):
     # ---- steering ----
 
     def _steer(self, request: dict[str, Any]) -> dict[str, Any]:
-        """{"op": "tell" or "cancel", "task_id", "text"}: the actor method of that name, on the task's worker."""
+        """{"op": "tell" or "stop_task", "task_id", "text"}: the actor method of that name, on the task's worker."""
         op, task_id = request.get("op"), request.get("task_id")
-        if op not in ("tell", "cancel"):
+        if op not in ("tell", "stop_task"):
             return {"ok": False, "error": f"unknown request {op!r}"}
         for member in self.members:
             if task_id in member.handle.tasks:

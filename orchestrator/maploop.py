@@ -21,9 +21,10 @@ from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
 from orchestrator.ledger import RunDir
-from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord, Usage, WorkerTotals
+from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 from orchestrator.steer import interrupt_note
+from worker.record import Failure, Stop
 
 if TYPE_CHECKING:
     from orchestrator.views.progress import Display
@@ -33,6 +34,8 @@ HOUSEKEEPING_EVERY = 1.0
 KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
 INTERRUPT_WAIT = 15.0  # seconds running tasks get to stop after Ctrl-C
 RATE_LIMIT_REQUEUES = 5
+SKIPPED_BECAUSE = {RunStop.budget: "budget spent", RunStop.paused: "run paused",  # why a stopped run did not
+                   RunStop.interrupted: "interrupted"}  # start a task (its "skipped" ledger line)
 
 
 @dataclass
@@ -46,10 +49,9 @@ class Inflight:
     killed_for_timeout: bool = False
     seen_running: bool = False
 
-
 @dataclass
 class MapOutcome:
-    stop: Optional[str] = None  # None (all done), "budget", "paused", "interrupted"
+    stop: Optional[RunStop] = None  # None: every task ran
     finished: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -120,8 +122,7 @@ class MapLoop(Generic[TicketT]):
                 signal.signal(signal.SIGTERM, previous)
         for task in pending:
             if task.id not in self.done_ids:
-                reason = {"budget": "budget spent", "paused": "run paused", "interrupted": "interrupted"}.get(
-                    self.outcome.stop or "", "not started")
+                reason = SKIPPED_BECAUSE[self.outcome.stop] if self.outcome.stop else "not started"
                 self.run.ledger("skipped", task.id, reason=reason)
                 self.outcome.unfinished.append(task.id)
         self.progress.clear()
@@ -130,7 +131,7 @@ class MapLoop(Generic[TicketT]):
 
     def _interrupt(self, inflight: dict[TicketT, Inflight], note: str) -> float:
         """Stop the run: no new task starts, running ones are cancelled; the deadline to wait for them."""
-        self._stop("interrupted", note)
+        self._stop(RunStop.interrupted, note)
         for item in inflight.values():
             _quiet(self.pool.send, item.member, "cancel", item.task.id, "interrupted")
         return time.monotonic() + INTERRUPT_WAIT
@@ -142,7 +143,7 @@ class MapLoop(Generic[TicketT]):
             if slot.busy or slot.member.retiring or slot.member.dead:
                 continue
             if self._budget_spent():
-                self._stop("budget", "budget spent: no new tasks start")
+                self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
             task = pending.popleft()
             attempt = self.attempts.get(task.id, 0) + 1
@@ -171,7 +172,7 @@ class MapLoop(Generic[TicketT]):
         return (max(0, self.budget_tokens - tokens) if self.budget_tokens else None,
                 max(0.0, self.budget_cost - usage.cost) if self.budget_cost else None)
 
-    def _stop(self, reason: str, note: str) -> None:
+    def _stop(self, reason: RunStop, note: str) -> None:
         if self.outcome.stop is None:
             self.outcome.stop = reason
             self.run.ledger(reason, note=note)
@@ -194,7 +195,7 @@ class MapLoop(Generic[TicketT]):
             if item.killed_for_timeout:
                 self._finish(_lost(task, item, f"timeout after {self.timeout_of(task):g}s; its worker was killed"),
                              slot.index)
-            elif self.outcome.stop == "interrupted":
+            elif self.outcome.stop == RunStop.interrupted:
                 self._unfinished(task, "interrupted", "worker died while stopping")
             else:
                 self._retry_or_fail(task, item, f"worker died: {_first_line(exc)}", pending)
@@ -209,9 +210,9 @@ class MapLoop(Generic[TicketT]):
             self.pool.retire(item.member)
         if record.stop and self._stopped(record, item, pending):
             return
-        if record.error == "setup":
+        if record.error == Failure.setup:
             self._retry_or_fail(task, item, record.reason or "worker setup failed", pending)
-        elif record.error == "check" and item.attempt <= self.retries and self.outcome.stop != "interrupted":
+        elif record.error == Failure.check and item.attempt <= self.retries and self.outcome.stop != RunStop.interrupted:
             self.outcome.usage += record.usage
             self.run.ledger("retried", task.id, attempt=item.attempt, reason=record.reason or "check failed")
             pending.appendleft(task)
@@ -230,24 +231,24 @@ class MapLoop(Generic[TicketT]):
         """A task that did not finish: left for --resume, paused with the run, or sent again. False when the stop
         ends the task instead (a timeout, or sent again too often): it is then recorded like any result."""
         task, stop = item.task, record.stop
-        requeue = stop in ("lease_lost", "rate_limited") and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES
-        if stop not in ("stopped", "cancelled", "paused") and not requeue:
+        requeue = stop in (Stop.lease_lost, Stop.rate_limited) and self.requeues.get(task.id, 0) < RATE_LIMIT_REQUEUES
+        if stop not in (Stop.stopped, Stop.cancelled, Stop.paused) and not requeue:
             return False
         self.outcome.usage += record.usage  # tokens spent count against the budget all the same
-        if stop == "stopped":
+        if stop == Stop.stopped:
             self._unfinished(task, "stopped", record.reason)
-        elif stop == "cancelled":
+        elif stop == Stop.cancelled:
             self._unfinished(task, "interrupted", record.reason)
-        elif stop == "paused":
+        elif stop == Stop.paused:
             pending.appendleft(task)
             self.attempts[task.id] = item.attempt - 1
             self.run.ledger("paused", task.id, reason=record.reason)
-            self._stop("paused", "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
+            self._stop(RunStop.paused, "the model endpoint keeps refusing (rate limit/quota): run paused, resume later")
         else:  # lease_lost: the actor took this (live) driver for dead, its renewals came late (a stalled
             # machine): send it again first; rate_limited: to the back of the queue
             self.requeues[task.id] = self.requeues.get(task.id, 0) + 1
             self.attempts[task.id] = item.attempt - 1
-            if stop == "lease_lost":
+            if stop == Stop.lease_lost:
                 pending.appendleft(task)
             else:
                 pending.append(task)
@@ -255,7 +256,7 @@ class MapLoop(Generic[TicketT]):
         return True
 
     def _retry_or_fail(self, task: PlannedTask, item: Inflight, reason: str, pending: deque) -> None:
-        if item.attempt <= self.retries and self.outcome.stop != "interrupted":
+        if item.attempt <= self.retries and self.outcome.stop != RunStop.interrupted:
             self.run.ledger("retried", task.id, attempt=item.attempt, reason=reason)
             log.warning("fanout.retry", task=task.id, attempt=item.attempt, reason=reason)
             pending.appendleft(task)

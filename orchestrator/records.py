@@ -1,7 +1,8 @@
 """The records a run passes between its parts and writes to disk (DESIGN §2, §5).
 
-`Job` goes from the driver to an actor; an actor answers with a `TaskRecord`, which is also a line of
-`results.jsonl` and the `record` of a `reduce_result` ledger event; `LedgerEvent` is a line of
+`Job` goes from the driver to an actor; an actor answers with a `TaskRecord` (worker/record.py: the record
+its Worker returned, with the actor's part added), which is also a line of `results.jsonl` and the `record`
+of a `reduce_result` ledger event; `LedgerEvent` is a line of
 `ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. `Usage` is
 the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
 generated from these models (`write_schemas`); a test checks they are current.
@@ -14,76 +15,34 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from configs import Settings
 from worker.context.cut import cut_head_tail
+from worker.record import ActorInfo, Kind, NestedUsage, TaskRecord
 from worker.types import Record, Status, Usage
 
-__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunSummary", "TaskCounts",
+__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts",
            "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
-Stop = Literal["timeout", "lease_lost", "cancelled", "stopped", "paused", "rate_limited"]
 
 
-class NestedUsage(Usage):
-    """The usage of the fan-outs a task started from its code_run, and how many there were."""
+class RunStop(Kind):
+    """Why a run stopped before every task ran: a ledger event of that name, summary.json's stop_reason."""
 
-    runs: int = 0
+    budget = "budget"  # the run's budget is spent: no new task starts
+    paused = "paused"  # the model endpoint keeps refusing: resume later
+    interrupted = "interrupted"  # Ctrl-C, SIGTERM, `ga runs stop`, or the code_run that asked for it ended
 
 
 class WorkerTotals(Usage):
     """One worker slot's share of a run."""
 
     tasks: int = 0
-
-
-class ActorInfo(Record):
-    uid: str
-    pid: Optional[int] = None
-    node_id: Optional[str] = None
-    tainted: bool = False
-
-
-class TaskRecord(Record):
-    """One finished attempt of a task (or of a reduce step), as the actor returns it and results.jsonl keeps it."""
-
-    task_id: str
-    status: Status
-    attempt: int = 0
-    answer: str = ""
-    turns: int = 0
-    reason: str = ""
-    usage: Usage = Field(default_factory=Usage)
-    started: Optional[float] = None
-    finished: Optional[float] = None
-    seconds: Optional[float] = None
-    question: Optional[str] = None
-    memory_generation: Optional[int] = None
-    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
-    error: Optional[Literal["setup", "crash", "check"]] = None  # why the driver may retry it
-    stop: Optional[Stop] = None  # it did not finish: how it was stopped (the driver requeues or leaves it)
-    steering: Optional[list[dict[str, Any]]] = None  # notes a person or the parent agent sent it
-    failovers: Optional[list[dict[str, Any]]] = None  # model switches: {from, to, at, reason}
-    usage_by_model: Optional[dict[str, Usage]] = None
-    nested_usage: Optional[NestedUsage] = None
-    usage_with_nested: Optional[Usage] = None  # set by the driver: usage + nested_usage
-    history_path: Optional[str] = None
-    task_dir: Optional[str] = None
-    actor: Optional[ActorInfo] = None
-    files: Optional[dict[str, str]] = Field(default=None, exclude=True)  # sent back when the driver cannot see the node's disk
-
-    @property
-    def spent(self) -> Usage:
-        """What the task cost, the fan-outs it started included."""
-        return self.usage_with_nested or self.usage
-
-    def line(self) -> dict[str, Any]:
-        """The JSON object written to disk."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 class LedgerEvent(Record):
@@ -146,7 +105,7 @@ class RunSummary(Record):
     per_task: dict[str, Optional[Usage]] = Field(default_factory=dict)
     per_worker: dict[str, WorkerTotals] = Field(default_factory=dict)
     nested_runs: int = 0
-    stop_reason: Optional[str] = None
+    stop_reason: Optional[str] = None  # a RunStop
     stop_note: str = ""
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     reduce: Optional[ReduceResult] = None
@@ -196,6 +155,49 @@ COMPACT_ROWS = 100  # results --json lists; a larger run lists those that did no
 ANSWER_NOTE = "see the answer file"  # a cut answer is whole in tasks/<id>/answer.md
 
 
+class ReadsLikeJson(BaseModel):
+    """The records of what `fanout()` returns also read like the JSON they are written as (`r["answer"]`,
+    `r.get("usage")`, `"question" in r`; a nested record comes as its JSON object): scripts written against
+    them (a parent agent's code_run) index them so. Only these do: every other record is read by attribute."""
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return to_jsonable_python(getattr(self, key))
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and getattr(self, key, None) is not None
+
+
+class TaskResult(ReadsLikeJson, TaskRecord):
+    """A task's record as `fanout()` returns it."""
+
+
+class RunResultSummary(ReadsLikeJson, RunSummary):
+    """The run's summary as `fanout()` returns it."""
+
+
+class ReduceOutcome(ReadsLikeJson, ReduceResult):
+    """The reduce step's result as `fanout()` returns it."""
+
+
+Public = TypeVar("Public", bound=ReadsLikeJson)
+
+
+def _reads_like_json(record: BaseModel, public: type[Public]) -> Public:
+    """The record itself, its class narrowed to the public one (which adds only the JSON reading): no copy, no
+    validation again, so a run of 100,000 tasks returns at once."""
+    object.__setattr__(record, "__class__", public)
+    return cast(Public, record)
+
+
 @dataclass
 class Run:
     """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
@@ -208,6 +210,11 @@ class Run:
     summary: RunSummary
     reduce: Optional[ReduceResult] = None
     unfinished: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [_reads_like_json(r, TaskResult) for r in self.results]
+        self.summary = _reads_like_json(self.summary, RunResultSummary)
+        self.reduce = _reads_like_json(self.reduce, ReduceOutcome) if self.reduce is not None else None
 
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
         """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from configs.settings import NetworkMode, network_mode
+from configs.settings import NetworkMode, network_mode, sandbox_shorthand
 from configs.usererrors import FieldError
 from configs.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
@@ -88,11 +88,7 @@ class SandboxOption(_Strict):
     network: Optional[NetworkMode] = None
     writable: Optional[list[str]] = None
 
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _yaml_off(cls, value: Any) -> Any:  # YAML reads `off` as false
-        return ("bwrap" if value else "off") if isinstance(value, bool) else value
-
+    _shorthand = model_validator(mode="before")(sandbox_shorthand)
     _network = field_validator("network", mode="before")(network_mode)
 
 
@@ -107,11 +103,6 @@ class Options(_Strict):
     check: Optional[TaskCheck] = None  # {script, type, timeout, pattern}: decides success (worker/taskcheck.py)
     truncate: Optional[bool] = None  # a prompt over the worker's context is cut (not refused)
     sandbox: Optional[SandboxOption] = None
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_shorthand(cls, value: Any) -> Any:  # `sandbox: off`
-        return {"mode": value} if isinstance(value, (bool, str)) else value
 
 
 class TaskEntry(Options):

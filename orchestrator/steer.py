@@ -45,9 +45,7 @@ def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = Non
     """Stop one running task (it ends `stopped`, its processes killed, and `--resume` runs it again), or, with
     no task, the whole run (as Ctrl-C would)."""
     if task_id is not None:
-        from orchestrator.actor import STOPPED
-
-        if not _call(run, task_id, runs_dir, "cancel", f"{STOPPED}: `ga runs stop`"):
+        if not _call(run, task_id, runs_dir, "stop_task", "`ga runs stop`"):
             raise SteerError(f"task '{task_id}' finished before it could be stopped")
         return
     path = _run_dir(run, runs_dir).path
@@ -87,7 +85,7 @@ def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
 
 
 def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: str) -> bool:
-    """tell(task_id, text) or cancel(task_id, text) on the worker running the task; its answer."""
+    """tell(task_id, text) or stop_task(task_id, text) on the worker running the task; its answer."""
     run_dir = _run_dir(run, runs_dir)
     records = list(read_jsonl(run_dir.path / "ledger.jsonl"))
     opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})

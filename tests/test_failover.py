@@ -28,7 +28,7 @@ def test_a_failing_endpoint_fails_over_to_the_next_model(tmp_path: Path, monkeyp
         down.stop()
         up.stop()
     assert run.status == "succeeded", run.results
-    assert "from the backup" in run.results[0]["answer"]
+    assert "from the backup" in run.results[0].answer
     assert len(read_jsonl(tmp_path / "down.jsonl")) == 2  # the first request and its one retry, then no more
     assert len(read_jsonl(tmp_path / "up.jsonl")) == 2  # the backup served both turns
     (switch,) = [e for e in ledger(run.run_dir) if e["event"] == "failover"]
@@ -48,5 +48,5 @@ def test_without_fallbacks_the_task_fails_as_before(tmp_path: Path, monkeypatch:
                      out=tmp_path / "runs", display="quiet")
     finally:
         down.stop()
-    assert run.results[0]["status"] == "failed" and "500" in run.results[0]["reason"]
+    assert run.results[0].status == "failed" and "500" in run.results[0].reason
     assert not [e for e in ledger(run.run_dir) if e["event"] == "failover"]

@@ -12,6 +12,7 @@ import pytest
 from configs import load_settings
 from orchestrator import fanout
 from tests.fanout_support import ledger, read_jsonl, result_lines, start_server
+from worker.record import Stop
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -107,9 +108,9 @@ def test_task_past_its_timeout_is_stopped_and_its_processes_killed(tmp_path: Pat
                      out=tmp_path / "runs", display="quiet")
     finally:
         server.stop()
-    by_id = {r["task_id"]: r for r in run.results}
-    assert by_id["quick"]["status"] == "succeeded"
-    assert by_id["hang"]["status"] == "failed" and "timeout after 3s" in by_id["hang"]["reason"]
+    by_id = {r.task_id: r for r in run.results}
+    assert by_id["quick"].status == "succeeded"
+    assert by_id["hang"].status == "failed" and "timeout after 3s" in by_id["hang"].reason
     assert time.monotonic() - started < 60
     assert list((tmp_path / "runs").glob("*/tasks/hang/workdir/started")), "the script never ran"
     for _ in range(50):  # the killed process may take a moment to be reaped
@@ -183,6 +184,6 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
         ray.kill(actor)
         server.stop()
     assert still_running and code_run_pids(marker) == []
-    assert record["stop"] == "lease_lost" and record["reason"].startswith(LEASE_LOST)
+    assert record.stop == Stop.lease_lost and record.reason.startswith(LEASE_LOST)
     assert took < 30, f"the task ran {took:.1f}s past its last renewal"  # its script sleeps 60 s
     assert len(read_jsonl(log_path)) == 1  # the model was not asked again once the lease ran out

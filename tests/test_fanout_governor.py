@@ -79,12 +79,12 @@ def test_a_429_storm_costs_one_probe_per_pause_not_one_retry_per_worker(tmp_path
         proxy.stop()
         server.stop()
     # every task answered ("ok", with no tool run behind it: unverified); none failed in the storm
-    assert run.status == "unverified", [r.get("reason") for r in run.results]
+    assert run.status == "unverified", [r.reason for r in run.results]
     assert len(result_lines(run.run_dir)) == workers * 2
     each_on_its_own = workers * storm / retry_after  # every worker retrying every Retry-After through the storm
     assert proxy.rejected <= workers + storm / retry_after + 3, proxy.rejected
     assert proxy.rejected < each_on_its_own / 2
-    governor = run.summary["governors"][0]
+    governor = run.summary.governors[0]
     assert governor["pauses"] >= 2 and governor["waits"] > 0
 
 
@@ -99,7 +99,7 @@ def test_a_quota_that_never_recovers_pauses_the_run_which_resumes_later(tmp_path
         paused = fanout(spec, out=tmp_path / "runs", display="quiet", settings=settings)
         assert paused.status == "paused" and paused.exit_code == 1
         assert result_lines(paused.run_dir) == []  # nothing recorded as failed: all resumable
-        assert "resume" in paused.summary["stop_note"]
+        assert "resume" in paused.summary.stop_note
         proxy.calm()
         import time
 

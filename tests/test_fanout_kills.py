@@ -62,7 +62,7 @@ def test_five_kills_then_resume_send_no_finished_task_again_and_pay_the_reduce_o
         assert len(kill.finished_before) < n, f"kill {number} landed after the map ended (raise n)"
         assert kill.children_left == [], f"code_run processes outlived kill {number}: {kill.children_left}"
         assert kill.late_requests == 0, f"{kill.late_requests} model requests later than 2 s after kill {number}"
-    assert final.status == "succeeded" and final.reduce["status"] == "succeeded"
+    assert final.status == "succeeded" and final.reduce.status == "succeeded"
     lines = result_lines(report.run_dir)
     assert sorted(r["task_id"] for r in lines) == [task_id(i) for i in range(n)]  # each exactly once
 
@@ -76,7 +76,7 @@ def test_five_kills_then_resume_send_no_finished_task_again_and_pay_the_reduce_o
     assert reduce_requests(log) == 2  # the reduce's two turns, once
     assert _commits_by_task() == Counter({task_id(i): 1 for i in range(n)})  # one memory commit per task
 
-    assert again.status == "succeeded" and again.reduce["answer"] == final.reduce["answer"]
+    assert again.status == "succeeded" and again.reduce.answer == final.reduce.answer
     assert len(read_jsonl(log_path)) == requests_then, "resuming a finished run called the model"
     assert _memory_log_size() == commits_then, "resuming a finished run committed memory"
 
@@ -114,9 +114,9 @@ def test_kill_right_after_the_reduce_then_resume_neither_calls_the_model_nor_com
         finished_again = fanout(tasks, resume=run_dir.name, out=runs, display="quiet")
     finally:
         server.stop()
-    assert resumed.status == "succeeded" and resumed.reduce["answer"] == "merged everything"
-    assert resumed.reduce["memory_generation"] is not None and resumed.reduce["reused"] == ["reduce"]
-    assert finished_again.status == "succeeded" and finished_again.reduce["reused"] == ["reduce"]
+    assert resumed.status == "succeeded" and resumed.reduce.answer == "merged everything"
+    assert resumed.reduce.memory_generation is not None and resumed.reduce.reused == ["reduce"]
+    assert finished_again.status == "succeeded" and finished_again.reduce.reused == ["reduce"]
     assert len(read_jsonl(log_path)) == requests_then, "a resume called the model again"
     assert _memory_log_size() == commits_then, "a resume committed memory again"
     assert reduce_requests(read_jsonl(log_path)) == 4  # the reduce's four turns, once

@@ -71,9 +71,9 @@ def test_a_task_past_its_timeout_is_cancelled_its_script_killed_and_the_others_f
         run = fanout(spec, out=tmp_path / "runs", display="quiet", settings=_local())
     finally:
         server.stop()
-    by_id = {r["task_id"]: r for r in run.results}
-    assert by_id["quick"]["status"] in ("succeeded", "unverified")
-    assert by_id["slow"]["status"] == "failed" and "timeout" in by_id["slow"]["reason"], by_id["slow"]
+    by_id = {r.task_id: r for r in run.results}
+    assert by_id["quick"].status in ("succeeded", "unverified")
+    assert by_id["slow"].status == "failed" and "timeout" in by_id["slow"].reason, by_id["slow"]
     beat = run.run_dir / "tasks" / "slow" / "workdir" / "beat"
     last = beat.read_text()
     time.sleep(1.0)
@@ -106,13 +106,13 @@ def test_tell_and_stop_reach_a_task_through_the_run_directory(tmp_path: Path) ->
         server.stop()
     assert said["tell"].exit_code == 0, said["tell"].output
     assert said["stop"].exit_code == 0, said["stop"].output
-    assert run.unfinished == ["long"] and {r["task_id"] for r in run.results} == {"short", "quick"}
+    assert run.unfinished == ["long"] and {r.task_id for r in run.results} == {"short", "quick"}
     short_requests = requests_for(read_jsonl(tmp_path / "requests.jsonl"), "short one")
     assert "the port is 8123" in short_requests[-1]["body"]["messages"][-1]["content"]
     events = [(e["event"], e.get("task_id")) for e in ledger(run.run_dir)]
     assert ("told", "short") in events and ("stopped", "long") in events
     assert list((run.run_dir / "steer").iterdir()) == []  # every request answered and cleaned up
-    assert {r["task_id"]: r["status"] for r in resumed.results}["long"] == "succeeded"
+    assert {r.task_id: r.status for r in resumed.results}["long"] == "succeeded"
 
 
 def test_a_429_storm_is_governed_in_process(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_a_429_storm_is_governed_in_process(tmp_path: Path) -> None:
         server.stop()
     assert len(result_lines(run.run_dir)) == workers * 2 and run.status == "unverified"  # none failed in the storm
     assert proxy.rejected <= workers + storm / retry_after + 3, proxy.rejected
-    governor = run.summary["governors"][0]
+    governor = run.summary.governors[0]
     assert governor["pauses"] >= 2 and governor["waits"] > 0
 
 
@@ -148,7 +148,7 @@ def test_kills_of_the_driver_leave_no_script_running_and_resume_sends_no_finishe
         assert kill.children_left == [], f"code_run processes outlived kill {number}: {kill.children_left}"
         assert kill.late_requests == 0, f"{kill.late_requests} model requests later than 2 s after kill {number}"
     assert code_run_pids(marker) == []
-    assert final.status == "succeeded" and final.reduce["status"] == "succeeded"
+    assert final.status == "succeeded" and final.reduce.status == "succeeded"
     assert sorted(r["task_id"] for r in result_lines(report.run_dir)) == [task_id(i) for i in range(n)]
     recorded = {e["task_id"]: e["time"] for e in ledger(report.run_dir)
                 if e["event"] == "succeeded" and e.get("task_id") and e.get("step") != "reduce"}

@@ -59,10 +59,10 @@ with ScriptedServer({"tasks": [learn(i) for i in range(4)] + [recall]}) as serve
     head_node = next(n["NodeID"] for n in ray.nodes() if n["Resources"].get("node:__internal_head__"))
     out = {
         "head_node": head_node, "service_node": ray.get(service.node.remote()),
-        "memory": [first.summary["memory"], second.summary["memory"]],
+        "memory": [first.summary.memory, second.summary.memory],
         "statuses": [first.status, second.status],
-        "learn": [{"id": r["task_id"], "node": r["actor"]["node_id"], "generation": r.get("memory_generation")} for r in first.results],
-        "recall": [{"id": r["task_id"], "node": r["actor"]["node_id"], "answer": r["answer"]} for r in second.results],
+        "learn": [{"id": r.task_id, "node": r.actor.node_id, "generation": r.memory_generation} for r in first.results],
+        "recall": [{"id": r.task_id, "node": r.actor.node_id, "answer": r.answer} for r in second.results],
         "memory_root": str(settings.memory_root), "replicas": str(settings.home_dir / "memory-replicas"),
     }
 print("RESULT " + json.dumps(out))

@@ -75,7 +75,7 @@ def test_resume_refuses_changed_tasks_and_retry_failed_reruns_failures(tmp_path:
     try:
         first = fanout(tasks_file, out=runs, display="quiet")
         assert first.status == "failed" and first.exit_code == 1
-        assert {r["task_id"]: r["status"] for r in first.results} == {"t0": "succeeded", "t1": "failed", "t2": "succeeded"}
+        assert {r.task_id: r.status for r in first.results} == {"t0": "succeeded", "t1": "failed", "t2": "succeeded"}
 
         again = fanout(tasks_file, resume=first.run_id, out=runs, display="quiet")  # failed ones stay failed
         assert again.status == "failed" and len(result_lines(first.run_dir)) == 3
@@ -172,9 +172,9 @@ def test_a_failed_reduce_is_kept_on_resume_and_run_again_with_retry_failed(tmp_p
         retried = fanout(tasks_file, resume=first.run_id, retry_failed=True, out=runs, display="quiet")
     finally:
         server.stop()
-    assert first.reduce["status"] == "failed" and first.status == "failed"
-    assert again.reduce["status"] == "failed" and again.reduce["reused"] == ["reduce"] and asked_again == asked
+    assert first.reduce.status == "failed" and first.status == "failed"
+    assert again.reduce.status == "failed" and again.reduce.reused == ["reduce"] and asked_again == asked
     # answered this time (with no tool run behind the answer: unverified, not failed)
-    assert retried.reduce["status"] == "unverified" and retried.reduce["answer"] == "merged"
+    assert retried.reduce.status == "unverified" and retried.reduce.answer == "merged"
     assert retried.status == "unverified" and len(read_jsonl(log_path)) == asked + 1
     assert (first.run_dir / "reduce" / "answer.md").read_text() == "merged\n"

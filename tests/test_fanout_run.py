@@ -67,24 +67,24 @@ def assert_usage_adds_up(run, ids: list[str], log: list[dict]) -> None:
         served = [r for r in requests_for(log, f"Count words in {task_id}")]
         assert len(served) == 2
     summary = run.summary
-    per_task_total = sum(u["total"] for u in summary["per_task"].values())
+    per_task_total = sum(u.total for u in summary.per_task.values() if u is not None)
     assert per_task_total > 0
-    assert summary["usage"]["total"] == per_task_total + run.reduce["usage"]["total"]
-    assert sum(w["tasks"] for w in summary["per_worker"].values()) == 4
-    assert summary["tasks"] == {"total": 4, "succeeded": 4, "unverified": 0, "failed": 0, "needs_input": 0, "limit": 0,
-                                "unfinished": 0}
+    assert summary.usage.total == per_task_total + run.reduce.usage.total
+    assert sum(w.tasks for w in summary.per_worker.values()) == 4
+    assert summary.tasks.model_dump() == {"total": 4, "succeeded": 4, "unverified": 0, "failed": 0, "needs_input": 0,
+                                          "limit": 0, "unfinished": 0}
 
 
 def test_map_reduce_run_writes_the_run_directory_and_accounts_usage(tmp_path: Path) -> None:
     run = run_word_count(tmp_path)
     # the map tasks answer after a successful code_run; the reduce answers without any tool run
     assert run.status == "unverified" and run.exit_code == 1
-    assert [r["status"] for r in run.results] == ["succeeded"] * 4
+    assert [r.status for r in run.results] == ["succeeded"] * 4
     ids = ["a.txt", "b.txt", "c.txt", "d.txt"]
     assert_each_task_ran_once_on_its_own_input(run, ids)
     assert (run.run_dir / "spec.yaml").is_file()
     assert (run.run_dir / "reduce" / "merged.md").read_text().strip() == "merged: all four files counted"
-    assert run.reduce["status"] == "unverified" and run.reduce["reason"] == "no tool ran"
+    assert run.reduce.status == "unverified" and run.reduce.reason == "no tool ran"
     assert_usage_adds_up(run, ids, read_jsonl(tmp_path / "requests.jsonl"))
     events = [e["event"] for e in ledger(run.run_dir)]
     assert events[0] == "run_started" and events[-1] == "run_finished"
@@ -114,8 +114,8 @@ def test_list_of_prompts_and_memory_commit(tmp_path: Path) -> None:
     store = MemoryStore(load_settings().memory_root)
     with store.snapshot() as snap:
         assert "2+2 as 4" in (Path(snap.path) / "L2" / "facts.md").read_text()
-    remembered = next(r for r in run.results if r["answer"] == "remembered")
-    assert remembered["memory_generation"] is not None
+    remembered = next(r for r in run.results if r.answer == "remembered")
+    assert remembered.memory_generation is not None
 
 
 def test_memory_commit_false_gives_workers_no_way_to_write_memory(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_memory_commit_false_gives_workers_no_way_to_write_memory(tmp_path: Path
                       "defaults": {"model": f"scripted@{server.base_url}"}}, out=tmp_path / "runs", display="quiet")
     finally:
         server.stop()
-    history = read_jsonl(Path(run.results[0]["history_path"]))
+    history = read_jsonl(Path(run.results[0].history_path))
     outputs = [t["output"] for line in history for t in line.get("tool_results", [])]
     assert any("unknown tool 'start_long_term_update'" in o for o in outputs)
 
@@ -147,7 +147,7 @@ def test_reduce_goes_hierarchical_when_results_exceed_the_chunk_budget(tmp_path:
     finally:
         server.stop()
     assert run.status == "unverified"  # every answer here is text with no tool run behind it
-    assert run.reduce["levels"] >= 1
+    assert run.reduce.levels >= 1
     partials = sorted(p.name for p in (run.run_dir / "reduce").iterdir() if p.name.startswith("reduce-1-"))
     assert len(partials) >= 2  # 6 x 1500 chars do not fit 3000 chars: at least two groups
     assert (run.run_dir / "reduce" / "answer.md").read_text().strip() == "final summary"

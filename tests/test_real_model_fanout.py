@@ -53,7 +53,7 @@ def test_recorded_fanout_reports_unverified_apart_and_retries_a_failed_check(tmp
     assert by_id["fibfile"]["attempt"] == 2
     assert [e["task_id"] for e in ledger(run.run_dir) if e["event"] == "retried"] == ["fibfile"]
 
-    assert run.reduce["status"] == "unverified" and run.reduce["reason"] == "no tool ran"
+    assert run.reduce.status == "unverified" and run.reduce.reason == "no tool ran"
     reduce_prompt = [r["body"]["messages"][1]["content"] for r in read_jsonl(tmp_path / "requests.jsonl")
                      if "List each task's reported number" in r["body"]["messages"][1]["content"]][0]
     assert "### fib (unverified)" in reduce_prompt and "(reason: last code_run failed: NameError" in reduce_prompt

@@ -98,7 +98,7 @@ def test_probes_from_a_fanout_task_all_fail_and_the_store_is_unchanged(tmp_path,
     with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
         run = fanout({"tasks": [{"id": "prober", "prompt": "probe"}], "defaults": {"model": f"scripted@{server.base_url}"}},
                      out=tmp_path / "runs", settings=settings, display="quiet")
-    answer = run.results[0]["answer"]
+    answer = run.results[0].answer
     codes = probe_results(answer)
     assert codes["chmod"] != 0 and codes["append"] != 0 and codes["gahome"] != 0 and codes["head"] != 0, answer
     assert codes["workdir"] == 0 and codes["tmp"] == 0, answer

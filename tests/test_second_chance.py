@@ -38,9 +38,9 @@ def test_a_model_told_its_script_failed_fixes_it_and_succeeds(tmp_path: Path) ->
     note = requests[2]["messages"][-1]
     assert note["role"] == "user" and "last code_run failed (NameError: name 'totl' is not defined" in note["content"]
     # the note and the turn it cost are in the history, and the usage counts all four requests
-    history = replay(result.history_path)
+    history = replay(Path(result.history_path))
     assert len(history) == 4 and history[2][-1] == note
-    recorded = [json.loads(line)["usage"] for line in result.history_path.read_text().splitlines()]
+    recorded = [json.loads(line)["usage"] for line in Path(result.history_path).read_text().splitlines()]
     assert len(recorded) == 4
     assert result.usage.total == sum(u["total"] for u in recorded)
 

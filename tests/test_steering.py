@@ -52,9 +52,9 @@ def test_tell_reaches_the_next_request_stop_ends_one_task_and_resume_runs_it(tmp
         assert said["stop"].exit_code == 0, said["stop"].output
         assert said["late"].exit_code == 2 and "'long'" in said["late"].output, said["late"].output  # being stopped
 
-        by_id = {r["task_id"]: r for r in run.results}
+        by_id = {r.task_id: r for r in run.results}
         assert set(by_id) == {"short", "quick"} and run.unfinished == ["long"]  # stopped: not a result
-        assert by_id["short"]["status"] == "succeeded"
+        assert by_id["short"].status == "succeeded"
         short_requests = requests_for(read_jsonl(tmp_path / "requests.jsonl"), "short one")
         assert "<note from the person>\nthe port is 8123\n</note>" in short_requests[-1]["body"]["messages"][-1]["content"]
         assert not any("8123" in str(r["body"]) for r in short_requests[:-1])  # delivered into the next request
@@ -66,7 +66,7 @@ def test_tell_reaches_the_next_request_stop_ends_one_task_and_resume_runs_it(tmp
         assert ("told", "short") in events and ("stopped", "long") in events
 
         resumed = fanout(spec, resume=run.run_id, out=runs, display="quiet")
-        assert {r["task_id"]: r["status"] for r in resumed.results} == {"short": "succeeded", "quick": "succeeded",
+        assert {r.task_id: r.status for r in resumed.results} == {"short": "succeeded", "quick": "succeeded",
                                                                          "long": "succeeded"}
     finally:
         server.stop()

@@ -69,7 +69,7 @@ def test_multi_turn_task_uses_each_tool(tmp_path, settings, store):
         assert "code_run python prints uppercase fine" in (snap.path / "L2" / "facts.md").read_text()
     assert "t1" in store.log()[-1].message
     # history: one line per turn, and replaying it gives exactly the requests the server received
-    assert [r["messages"] for r in requests] == replay(result.history_path)
+    assert [r["messages"] for r in requests] == replay(Path(result.history_path))
 
 
 def test_memory_write_refused_when_task_fails(tmp_path, settings, store):

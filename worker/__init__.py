@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from worker.agent import Worker
-    from worker.types import Usage, WorkerResult
+    from worker.record import TaskRecord
+    from worker.types import Usage
 
-__all__ = ["Usage", "Worker", "WorkerResult"]
+__all__ = ["TaskRecord", "Usage", "Worker"]
 # Loaded on first use: worker.agent pulls the tools (playwright, ~0.1 s) that `ga --help` and the
-# light modules of this package (types, models, conversations) never need.
-_HOMES = {"Worker": "worker.agent", "Usage": "worker.types", "WorkerResult": "worker.types"}
+# light modules of this package (types, record, models, conversations) never need.
+_HOMES = {"Worker": "worker.agent", "Usage": "worker.types", "TaskRecord": "worker.record"}
 
 
 def __getattr__(name: str) -> Any:

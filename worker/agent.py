@@ -12,11 +12,13 @@ import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.gateway import Account
 from worker.history import History
+from worker.record import Stop, TaskRecord
 from worker.replyguard import repetition
 from worker.taskcheck import TaskCheck, run_check
 from worker.taskmemory import MemorySession
@@ -26,10 +28,10 @@ from worker.types import (
     Model,
     ModelError,
     Reply,
+    Status,
     ToolCall,
     ToolResult,
     Usage,
-    WorkerResult,
 )
 
 log = structlog.get_logger("worker")
@@ -87,7 +89,7 @@ class Worker:
             kill()
 
     @telemetry.traced_agent
-    def run(self) -> WorkerResult:
+    def run(self) -> TaskRecord:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:
@@ -100,7 +102,7 @@ class Worker:
         log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
         return result
 
-    def _loop(self, memory: MemorySession) -> WorkerResult:
+    def _loop(self, memory: MemorySession) -> TaskRecord:
         messages = self.resumed or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
         schemas = _schemas(tuple(self.tools))
@@ -109,7 +111,7 @@ class Worker:
         malformed = 0
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
-                return self._result("failed", "", turn - 1, "cancelled")
+                return self._result("failed", "", turn - 1, "cancelled", stop=Stop.cancelled)
             messages = self._with_notes(messages)
             request = context.maintain(messages, turn, cfg, anchor)
             try:
@@ -118,7 +120,8 @@ class Worker:
                 return self._result("failed", "", turn, f"the request does not fit the model's context window {exc}; "
                                     f"set (or lower) context_window for {_model_name(self.model)} in models.yaml")
             except ModelError as exc:
-                return self._result("failed", "", turn, f"model error: {exc}")
+                return self._result("failed", "", turn, f"model error: {exc}",
+                                    stop=Stop.rate_limited if exc.status == 429 else None)
             self.account.add(reply.usage)
             messages = request + [reply.message]
             problem = _reply_problem(reply)
@@ -143,7 +146,7 @@ class Worker:
             done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
             if self._cancelled.is_set():
-                return self._result("failed", "", turn, "cancelled")
+                return self._result("failed", "", turn, "cancelled", stop=Stop.cancelled)
             ended = self._ended_by(done[-1][1], malformed, turn)
             if ended is not None:
                 return ended
@@ -179,7 +182,7 @@ class Worker:
             messages += _skipped(refused[1:], "not run: over the per-reply limit")
         return done, malformed
 
-    def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[WorkerResult]:
+    def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[TaskRecord]:
         """The task's result if the turn's calls end it (a stop, malformed calls, a spending limit), else None."""
         if last.stop:
             question = last.data.get("question")
@@ -191,7 +194,7 @@ class Worker:
             return self._result("limit", "", turn, limit)
         return None
 
-    def _context_settings(self, schemas: list[dict[str, Any]]) -> Any:
+    def _context_settings(self, schemas: list[dict[str, Any]]) -> ContextSettings:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
@@ -203,7 +206,7 @@ class Worker:
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
-             turn: int, cfg: Any, anchor: Any) -> tuple[list[dict[str, Any]], Reply, Any]:
+             turn: int, cfg: ContextSettings, anchor: Any) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
@@ -218,7 +221,7 @@ class Worker:
             except ContextOverflow as again:
                 raise ContextOverflow(f"even trimmed to {cfg.context_tokens:,} tokens ({again})") from None
 
-    def _answered(self, answer: str, turn: int) -> WorkerResult:
+    def _answered(self, answer: str, turn: int) -> TaskRecord:
         """The model answered: succeeded when its last tool run succeeded (or the task's check passed)."""
         status, reason = self._backing()
         if self.check is None:
@@ -240,7 +243,7 @@ class Worker:
                     "run what shows it is right, then answer.")
         return ""
 
-    def _backing(self) -> tuple[str, str]:
+    def _backing(self) -> tuple[Status, str]:
         if self._last_run is None:
             return "unverified", "no tool ran"
         name, ok, output = self._last_run
@@ -303,12 +306,13 @@ class Worker:
             self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
                           "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
-    def _result(self, status: str, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
-                check: Optional[dict[str, Any]] = None) -> WorkerResult:
+    def _result(self, status: Status, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
+                check: Optional[dict[str, Any]] = None, stop: Optional[Stop] = None) -> TaskRecord:
         if self._second_chances:
             reason = f"{reason}; after a second chance" if reason else "after a second chance"
-        return WorkerResult(self.task_id, status, answer, turns, self.usage, self.history.path, reason, question,  # type: ignore[arg-type]
-                            check=check)
+        return TaskRecord(task_id=self.task_id, status=status, answer=answer, turns=turns, usage=self.usage,
+                          history_path=str(self.history.path), reason=reason, question=question, check=check,
+                          stop=stop)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,6 +17,7 @@ from rich.text import Text
 from configs import Settings
 from worker import conversations
 from worker.oneshot import open_exchange, open_store
+from worker.record import Stop
 from worker.types import Usage
 
 HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so far · /model NAME  switch model · "
@@ -98,7 +99,7 @@ class Chat:
             if result.status == "unverified":  # an answer no successful tool run backs: say so, quietly
                 self.console.print(f"[dim](unverified: {result.reason})[/dim]", highlight=False)
         else:
-            shown = "stopped" if result.reason == "cancelled" else f"{result.status}: {result.reason}"
+            shown = "stopped" if result.stop == Stop.cancelled else f"{result.status}: {result.reason}"
             self.console.print(f"[yellow]{shown}[/yellow]", highlight=False)
             if result.answer:
                 self.console.print(result.answer, markup=False, highlight=False)

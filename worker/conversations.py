@@ -21,8 +21,9 @@ from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
 from worker.models import nested_model_env
+from worker.record import TaskRecord
 from worker.runlog import run_log
-from worker.types import Usage, WorkerResult
+from worker.types import Usage
 
 
 class SessionError(ValueError):
@@ -160,7 +161,7 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
     return worker
 
 
-def record(settings: Settings, session: Session, result: WorkerResult) -> Session:
+def record(settings: Settings, session: Session, result: TaskRecord) -> Session:
     """The session after an exchange: counts, usage and the answer, saved."""
     usage = Usage.from_dict(session.usage) + result.usage if session.usage else result.usage
     try:

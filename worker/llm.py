@@ -48,11 +48,12 @@ log = structlog.get_logger("ga.llm")
 
 
 class _Retry(Exception):
-    """An attempt failed in a way another attempt may not; `delay`: the wait the endpoint asked for."""
+    """An attempt failed in a way another attempt may not; `delay`: the wait the endpoint asked for; `status`:
+    the HTTP status it answered with, if any."""
 
-    def __init__(self, problem: str, delay: Optional[float] = None):
+    def __init__(self, problem: str, delay: Optional[float] = None, status: Optional[int] = None):
         super().__init__(problem)
-        self.problem, self.delay = problem, delay
+        self.problem, self.delay, self.status = problem, delay, status
 
 
 class LLMClient:
@@ -157,7 +158,7 @@ class LLMClient:
             return self._send(request)
         except ModelError as exc:
             text = str(exc)
-            if "stop" in request and re.search(r"\b400\b", text) and re.search(r"\bstop\b", text, re.I):
+            if "stop" in request and exc.status == 400 and re.search(r"\bstop\b", text, re.I):
                 self._stop_refused = True
                 log.warning("llm.stop_unsupported", model=self.config.name)
                 return self._send({k: v for k, v in request.items() if k != "stop"})
@@ -182,7 +183,8 @@ class LLMClient:
                     return self._attempt(payload, attempt.retry_state)
         except _Retry as exc:
             raise ModelError(self._clean(
-                f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts")) from None
+                f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts"),
+                exc.status) from None
         raise AssertionError("unreachable")
 
     def _encode(self, request: dict[str, Any]) -> bytes:
@@ -222,9 +224,9 @@ class LLMClient:
                 delay = self._jitter(state) if delay is None else delay  # the hook hears the wait this client takes
                 if self.on_rate_limit:
                     self.on_rate_limit(delay)
-            raise _Retry(self._status_text(reply.status, reply.body), delay)
+            raise _Retry(self._status_text(reply.status, reply.body), delay, reply.status)
         if not 200 <= reply.status < 300:
-            raise ModelError(self._status_text(reply.status, reply.body, reply.headers.get("location")))
+            raise ModelError(self._status_text(reply.status, reply.body, reply.headers.get("location")), reply.status)
         if stream is not None and stream.events:  # streamed: the assembled reply (a server may ignore `stream`)
             reply.body = stream.completion()
         try:

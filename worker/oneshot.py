@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 from configs import Settings
 from worker import conversations
-from worker.types import WorkerResult
+from worker.record import TaskRecord
 
 
 def new_id(prefix: str) -> str:
@@ -26,7 +26,7 @@ def open_store(settings: Settings) -> Any:
 def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, workdir: Optional[Path] = None,
             interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
             on_turn: Optional[Callable[[dict], None]] = None, continue_session: Optional[str] = None,
-            on_text: Optional[Callable[[str], None]] = None) -> WorkerResult:
+            on_text: Optional[Callable[[str], None]] = None) -> TaskRecord:
     """Run `task` in `workdir` (default: the current directory) as a new session (history under
     <runs_dir>/<id>/), or as a follow-up in the session `continue_session` (an id, a prefix of one, or
     `last`: its directory and model, unless `model_name` names another)."""

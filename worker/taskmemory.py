@@ -1,6 +1,7 @@
 """A worker's tie to the memory tier: pin a snapshot at start, gate staged writes and archive at the end."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import structlog
@@ -9,7 +10,7 @@ from memory_shared import AccessLog, Archive, consolidate
 from memory_shared.fsutil import Unsafe
 from memory_shared.layers import render_l1
 from worker.memview import MemoryView
-from worker.types import WorkerResult
+from worker.record import TaskRecord
 
 log = structlog.get_logger("worker.memory")
 
@@ -37,7 +38,7 @@ class MemorySession:
         if self.snapshot is not None:
             self.snapshot.release()
 
-    def finish(self, result: WorkerResult, executions: list[Any]) -> Optional[int]:
+    def finish(self, result: TaskRecord, executions: list[Any]) -> Optional[int]:
         """Pass staged memory writes through the consolidation gate; archive the raw session (L4)."""
         if self.store is None:
             return None
@@ -54,14 +55,10 @@ class MemorySession:
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
-        try:
-            recorded = result.history_path.lstat().st_size > 0  # created with the worker: empty if no turn ended
-        except FileNotFoundError:
-            recorded = False
-        if recorded:
+        history = Path(result.history_path) if result.history_path else None
+        if history is not None and _recorded(history):
             try:
-                Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id,
-                                                                                             result.history_path)
+                Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id, history)
             except Unsafe as exc:  # the task's code put something else at the history's path
                 log.warning("history_not_archived", task=self.task_id, problem=str(exc))
         return generation
@@ -72,3 +69,11 @@ class MemorySession:
         if not self.commit_key:
             return None
         return next((c.generation for c in reversed(self.store.log()) if c.author == author), None)
+
+
+def _recorded(history: Path) -> bool:
+    """Whether a turn ended (the history is created with the worker, empty until then)."""
+    try:
+        return history.lstat().st_size > 0
+    except FileNotFoundError:
+        return False

@@ -1,8 +1,7 @@
 """Plain data passed between the loop, the model client and the tools."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -14,29 +13,9 @@ Status = Literal["succeeded", "unverified", "failed", "needs_input", "limit"]
 
 
 class Record(BaseModel):
-    """A typed record that also reads like the JSON object it is written as (`r["status"]`, `r.get("usage")`):
-    scripts written against `orchestrator.fanout()`'s results (a parent agent's code_run) index them so."""
+    """A typed record (read by attribute); unknown keys are kept, so what older versions wrote stays readable."""
 
     model_config = ConfigDict(extra="allow")
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and getattr(self, key, None) is not None
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):
-            return self.model_dump() == other
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]  (mutable, like the dict it stands for)
 
 
 class Usage(Record):
@@ -95,7 +74,12 @@ class Model(Protocol):
 
 
 class ModelError(RuntimeError):
-    """The endpoint failed after retries (or cannot succeed): not the model's to fix."""
+    """The endpoint failed after retries (or cannot succeed): not the model's to fix. `status`: the HTTP status
+    of the endpoint's last refusal (None when it never answered with one)."""
+
+    def __init__(self, message: str = "", status: Optional[int] = None):
+        super().__init__(message)
+        self.status = status
 
 
 class ContextOverflow(ModelError):
@@ -109,30 +93,3 @@ class ToolResult:
     evidence: bool = True  # a successful execution that verifies something (gate input)
     stop: Optional[Status] = None  # end the task with this status after this call
     data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class WorkerResult:
-    task_id: str
-    status: Status
-    answer: str
-    turns: int
-    usage: Usage
-    history_path: Path
-    reason: str = ""
-    question: Optional[str] = None
-    memory_generation: Optional[int] = None  # the commit made by the consolidation gate, if any
-    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["usage"] = self.usage.to_dict()
-        data["history_path"] = str(self.history_path)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "WorkerResult":
-        data = dict(data)
-        data["usage"] = Usage.from_dict(data["usage"])
-        data["history_path"] = Path(data["history_path"])
-        return cls(**data)

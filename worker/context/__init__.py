@@ -2,10 +2,10 @@
 
 Per turn, before asking the model (the history ends with the anchor user message of the last turn):
 
-    request = maintain(messages, turn, settings)   # compress if due, then trim to budget; send this
+    request = maintain(messages, turn, ctx)   # compress if due, then trim to budget; send this
     ... messages = request + [reply, tool results, {"role": "user", "content": anchor.render(turn, key_info)}]
 
-(`maintain(messages, turn, settings, anchor)` under the watermark policy, so a break can restore
+(`maintain(messages, turn, ctx, anchor)` under the watermark policy, so a break can restore
 the full anchor.)
 
 `manage_context` does the same and also reports what happened (compression point, evictions, sizes).
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from configs.settings import ContextSettings
 from worker.context.anchor import Anchor, anchor_message, render_anchor, summarize_call, turn_line
 from worker.context.budget import (
     TrimReport,
@@ -55,19 +56,17 @@ class ContextStep:
     trim: TrimReport
 
 
-def compress_if_due(messages: list[dict[str, Any]], turn: int, settings: Any) -> list[dict[str, Any]]:
+def compress_if_due(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings) -> list[dict[str, Any]]:
     """Tag-level compression on every `compress_every`-th turn; the same list otherwise."""
-    ctx = getattr(settings, "context", settings)
     if not compression_due(turn, ctx.compress_every):
         return messages
     return compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars)
 
 
-def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any,
+def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
                    anchor: Optional[Anchor] = None) -> ContextStep:
     """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
     trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
-    ctx = getattr(settings, "context", settings)
     if ctx.policy == "watermark":
         if anchor is not None and serialized_size(messages) > ctx.budget_chars:
             messages = anchor.with_full_anchor(messages)
@@ -79,17 +78,16 @@ def manage_context(messages: list[dict[str, Any]], turn: int, settings: Any,
     return ContextStep(trimmed, due, report)
 
 
-def maintain(messages: list[dict[str, Any]], turn: int, settings: Any,
+def maintain(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
              anchor: Optional[Anchor] = None) -> list[dict[str, Any]]:
     """The request to send this turn (see manage_context)."""
-    return manage_context(messages, turn, settings, anchor).messages
+    return manage_context(messages, turn, ctx, anchor).messages
 
 
-def output_cap(settings: Any, kind: str, calls_in_turn: int = 1) -> int:
+def output_cap(ctx: ContextSettings, kind: str, calls_in_turn: int = 1) -> int:
     """The head+tail cap for one tool output (kind: a field of ContextSettings.caps, e.g. "code_run").
 
     Like the reference, a turn with several calls shares the cap among them (never below 1/5 of it).
     """
-    ctx = getattr(settings, "context", settings)
     cap = getattr(ctx.caps, kind)
     return max(cap // max(calls_in_turn, 1), cap // 5)

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any, Optional
 
+from configs.settings import ContextSettings
 from worker.context.cut import cut_head_tail
 
 TASK_CHARS = 300
@@ -27,11 +28,11 @@ class Anchor:
     after the turn: `render(turn, key_info)` is the text of the closing user message.
     """
 
-    def __init__(self, settings: Any = None, task: str = "", key_info: str = ""):
-        ctx = getattr(settings, "context", settings)
-        self.turns_shown: int = ctx.anchor_turns if ctx is not None else 20
+    def __init__(self, ctx: Optional[ContextSettings] = None, task: str = "", key_info: str = ""):
+        """ctx: the task's context settings (None: the defaults' turn count, every render in full)."""
+        self.turns_shown: int = ctx.anchor_turns if ctx is not None else ContextSettings().anchor_turns
         self.task, self.key_info = task, key_info
-        self.deltas = ctx is not None and getattr(ctx, "policy", "periodic") == "watermark"
+        self.deltas = ctx is not None and ctx.policy == "watermark"
         self.rendered_turn = 0  # the turn of the last render
         self._turns: list[tuple[int, list[str]]] = []
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from configs.settings import ContextSettings
 from worker.context.compress import compress_tags, compress_text
 from worker.context.cut import cut_arguments
 
@@ -29,16 +30,15 @@ def serialized_size(messages: list[Message]) -> int:
     return len(json.dumps(messages, ensure_ascii=False))
 
 
-def trim_to_budget(messages: list[Message], settings: Any) -> list[Message]:
-    """Messages within settings' budget_chars (unchanged if they already are)."""
-    return trim_with_report(messages, settings)[0]
+def trim_to_budget(messages: list[Message], ctx: ContextSettings) -> list[Message]:
+    """Messages within the budget_chars of `ctx` (unchanged if they already are)."""
+    return trim_with_report(messages, ctx)[0]
 
 
-def trim_with_report(messages: list[Message], settings: Any,
+def trim_with_report(messages: list[Message], ctx: ContextSettings,
                      evict_to: Optional[float] = None) -> tuple[list[Message], TrimReport]:
     """Over budget: strict compression, then FIFO eviction to `evict_to` of the budget (default the
     setting's), then a cut of every message as a last resort."""
-    ctx = getattr(settings, "context", settings)  # Settings or ContextSettings
     budget = ctx.budget_chars
     size = serialized_size(messages)
     report = TrimReport(before=size, after=size)

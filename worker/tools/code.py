@@ -134,7 +134,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     sandbox.remove_placeholders(placeholders)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
-    cap = output_cap(ctx.settings, "code_run", ctx.calls_in_turn)
+    cap = output_cap(ctx.settings.context, "code_run", ctx.calls_in_turn)
     with output:
         text, size = _read_ends(output.fileno(), cap)
     if not status.startswith("timeout") and (hit := verdict(code, text, limits, _forks_refused(ctx, cgroup))):

@@ -148,7 +148,7 @@ def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
     else:
         span = ""
     body = "\n".join(f"{i}|{line}" for i, line in shown)
-    limit = output_cap(ctx.settings, "file_read", ctx.calls_in_turn)
+    limit = output_cap(ctx.settings.context, "file_read", ctx.calls_in_turn)
     return cut_head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", limit)
 
 

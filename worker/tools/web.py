@@ -79,7 +79,7 @@ def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
     from worker.web.scan import web_scan as scan_tabs
 
     def run() -> ToolResult:
-        cap = output_cap(ctx.settings, "web_scan_text" if args.text_only else "web_scan_html", ctx.calls_in_turn)
+        cap = output_cap(ctx.settings.context, "web_scan_text" if args.text_only else "web_scan_html", ctx.calls_in_turn)
         notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
         head = "\n".join(filter(None, [notice, result["tabs"]]))
         if args.tabs_only:
@@ -139,7 +139,7 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
                 handle.write(text.encode("utf-8"))
             value = f"saved {len(text)} chars to {args.save_to_file}; preview: {text[:PREVIEW_CHARS]}"
         report = ("changes: " + "; ".join(outcome.changes)) if outcome.changes else ("" if args.no_monitor else "changes: none seen")
-        cap = output_cap(ctx.settings, "web_execute_js", ctx.calls_in_turn)
+        cap = output_cap(ctx.settings.context, "web_execute_js", ctx.calls_in_turn)
         head = f"{notice}\n" if notice else ""
         body = cut_head_tail(value, max(200, cap - len(head) - len(report) - 8))
         return ToolResult(f"{head}value: {body}" + (f"\n{report}" if report else ""), data={"changes": outcome.changes})
