@@ -5,11 +5,13 @@ or of one killed after its reduce, reuses them: the model is not paid and memory
 
 Only the driver writes these files. Every ledger and result line is written and flushed to the kernel
 before the run moves on, so a kill -9 loses at most the line being written, which is cut off on the
-next open. Outside the map loop each line is also made durable before the run moves on; inside it
-(`RunDir.batched`) the lines of one pass of the loop share one durability point (`RunDir.sync`, through
-memory_shared.groupsync, so they join the workers' history flushes), taken before the loop starts a
-task, reports a result or ends: a machine crash loses at most that pass's lines, never one the run
-acted on. `results.jsonl` is the truth about what finished: resume skips what it holds. The
+next open. Outside the map loop each line is also made durable before the run moves on. Inside it
+(`RunDir.batched`) the loop asks after each pass for its lines to be durable within BATCH_WINDOW
+without waiting (`RunDir.sync(wait=False)`, memory_shared.groupsync's `soon`): they ride along the
+workers' history flushes, or a timer flushes them. The map's tasks do not depend on each other's lines;
+what does (the reduce, the summary, the exit status, a parent reading a nested run) comes after the
+loop, which ends by waiting for them. So a machine crash can lose the last BATCH_WINDOW of lines, and
+a resume runs those tasks again; nothing was built on them. `results.jsonl` is the truth about what finished: resume skips what it holds. The
 "queued" lines of a run's tasks go in batches, one write and one fsync each (a run of 100,000 tasks
 fsynced them one by one for half a minute): they only say what the run means to do, and a crash between
 two batches leaves tasks without one, which a resume queues again.
@@ -35,6 +37,7 @@ from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
+BATCH_WINDOW = 0.2  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
 
 
 def new_run_id(name: str) -> str:
@@ -135,6 +138,7 @@ class RunDir:
         self._results: Optional[JsonlFile] = None
         self._events: Optional[JsonlFile] = None
         self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
+        self._pending: Optional[groupsync.Pending] = None  # the last sync(wait=False)
         self._finished: dict[str, TaskRecord] = {}
 
     @classmethod
@@ -185,6 +189,7 @@ class RunDir:
         return self
 
     def close(self) -> None:
+        self.sync()
         for handle in (self._ledger, self._results, self._events):
             if handle:
                 handle.close()
@@ -238,13 +243,19 @@ class RunDir:
         record = {"time": round(time.time(), 3), "event": event, **({"task_id": task_id} if task_id else {}), **fields}
         self._ledger.append(record, wait=not self.batched)
 
-    def sync(self) -> None:
-        """The ledger and result lines appended so far are durable when this returns (both files in one batch)."""
+    def sync(self, wait: bool = True) -> None:
+        """The ledger and result lines appended so far are durable when this returns (both files in one batch);
+        with wait=False, within BATCH_WINDOW from now (a later sync() waits for them)."""
         waiting = [h for h in (self._results, self._ledger) if h and h.unsynced]
-        if waiting:
+        if waiting and not wait:
+            self._pending = groupsync.soon(*(h.fileno() for h in waiting), within=BATCH_WINDOW)
+        elif waiting:
             groupsync.durable(*(h.fileno() for h in waiting))
-            for handle in waiting:
-                handle.unsynced = False
+        for handle in waiting:
+            handle.unsynced = False
+        if wait and self._pending is not None:
+            self._pending.wait()
+            self._pending = None
 
     def queued(self, task_ids: list[str]) -> None:
         """A "queued" line for each task, QUEUED_BATCH lines to a write and an fsync."""

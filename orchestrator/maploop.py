@@ -83,11 +83,11 @@ class MapLoop:
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
-        batched, self.run.batched = self.run.batched, True  # one durability point per pass (RunDir.sync)
+        batched, self.run.batched = self.run.batched, True  # durable within a window, not waited for (RunDir.sync)
         try:
             while pending or inflight:
                 try:
-                    self.run.sync()  # what the last pass wrote, before anything starts on it
+                    self.run.sync(wait=False)  # no task of the map depends on another's lines; the end waits
                     if self.outcome.stop is None:
                         self._start_free(pending, inflight)
                     if not inflight:
