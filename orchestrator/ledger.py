@@ -37,7 +37,7 @@ from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
-BATCH_WINDOW = 0.2  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
+BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
 
 
 def new_run_id(name: str) -> str:
