@@ -1,6 +1,7 @@
 """`ga runs ...`: list, show, report and tail fan-out runs; tell or stop a running task."""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -10,22 +11,18 @@ from rich import box
 from rich.table import Table
 
 from configs.clikit import console, emit_json, fail, settings
-from orchestrator.display import status_counts
-from orchestrator.fanout import load_run
+from orchestrator import runstream
 from orchestrator.ledger import RunDir, list_runs, read_jsonl
 from orchestrator.report import write_report
 from orchestrator.runshow import print_conversation
 from orchestrator.runview import (
-    REDUCE,
-    RunView,
-    TaskView,
     driver_holds,
     load_run_view,
     readable_spec,
     replayed_requests,
 )
 from orchestrator.steer import SteerError, stop, tell
-from orchestrator.tables import tasks_table, whole_id_column
+from orchestrator.tables import whole_id_column
 
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
 
@@ -72,35 +69,13 @@ def runs_show(
         _show_task(_runs_dir(ctx, out), run_id, task_id, as_json)
         return
     try:
-        data = load_run(_runs_dir(ctx, out), run_id)
+        run = RunDir.existing(_runs_dir(ctx, out), run_id)
     except FileNotFoundError as exc:
         fail(str(exc))
     if as_json:
-        emit_json(data)
-        return
-    view = load_run_view(_runs_dir(ctx, out), data["path"])
-    summary = data["summary"] or {}
-    console.print(f"run {data['run_id']}: {view.status}\ndirectory: {data['path']}", highlight=False)
-    usage = summary.get("usage") or task_usage_total(view.tasks)
-    counts = summary.get("tasks") or view_counts(view)
-    seconds = summary.get("seconds") or (view.finished or time.time()) - view.started
-    console.print(f"{status_counts(counts)} · {usage['total']:,} tokens · ${usage['cost']:.4f} · {seconds:.1f}s",
-                  highlight=False)
-    if summary.get("stop_note"):
-        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
-    console.print(tasks_table(view.tasks, attempts=True))
-
-
-def view_counts(view: RunView) -> dict[str, int]:
-    """status_counts' input for a run without a summary (in progress, or its driver killed)."""
-    statuses = [t.status for t in view.tasks if t.task_id != REDUCE]
-    finished = ("succeeded", "unverified", "failed", "needs_input", "limit")
-    return {"total": len(statuses), "succeeded": statuses.count("succeeded"), "unverified": statuses.count("unverified"),
-            "unfinished": sum(1 for s in statuses if s not in finished)}
-
-
-def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
-    return {key: sum(t.usage.get(key, 0) or 0 for t in tasks) for key in ("total", "cost")}
+        runstream.write_json(run, sys.stdout)
+    else:
+        runstream.print_table(console, run)
 
 
 def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:
