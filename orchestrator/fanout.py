@@ -278,6 +278,11 @@ class Nesting:
 
 def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     """The expanded plan with an upper bound on cost per task and in total; starts nothing."""
+    with specs.collections_paused():
+        return _dry_run(spec, settings, **top)
+
+
+def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
     from orchestrator.costs import ModelBook
