@@ -37,6 +37,8 @@ from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
+HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
+PACK_ANSWER_MAX = 200  # a packed task's answer is whole in results.jsonl; --json never cuts one this short
 BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
 
 
@@ -235,6 +237,49 @@ class RunDir:
 
     def task_dir(self, task_id: str) -> Path:
         return self.path / "tasks" / task_id
+
+    def packed_history(self, task_id: str) -> Path:
+        return self.path / HISTORIES / f"{task_id}.jsonl"
+
+    def history(self, task_id: str) -> Path:
+        """A task's history.jsonl: in its folder, or, once it finished leaving nothing else there, packed (see pack;
+        a retry with --retry-failed then starts a folder again, and the packed history is its first attempt)."""
+        own = self.task_dir(task_id) / "history.jsonl"
+        packed = self.packed_history(task_id)
+        return packed if not os.path.lexists(own) and packed.is_file() else own
+
+    def pack(self, record: TaskRecord) -> None:
+        """A task that answered (succeeded or unverified) and left in its folder nothing but its history, its
+        answer (short: whole in its results line, never cut by --json) and an empty workdir: the history moves to
+        histories/ID.jsonl and the folder goes, whose 4 KB directory block was most of a trivial task's bytes.
+        Any other entry, or one that is not a plain file (a task's code may have planted a symlink), keeps the
+        folder as it is. Updates the record's paths; an empty workdir is removed in any case."""
+        if not record.task_dir:
+            return
+        folder = Path(record.task_dir)
+        try:
+            os.rmdir(folder / "workdir")  # only when empty; never follows a symlink
+        except OSError:
+            pass
+        packed = self.packed_history(record.task_id)
+        if record.status not in ("succeeded", "unverified") or len(record.answer or "") > PACK_ANSWER_MAX \
+                or folder != self.task_dir(record.task_id) or os.path.lexists(packed):
+            return  # a reduce step's folder stays where the viewers look; a packed earlier attempt is kept
+        try:
+            with os.scandir(folder) as found:
+                entries = {entry.name: entry.is_file(follow_symlinks=False) for entry in found}
+            if entries != {"history.jsonl": True, "answer.md": True}:
+                return
+            packed.parent.mkdir(exist_ok=True)
+            os.rename(folder / "history.jsonl", packed)
+        except OSError:
+            return
+        record.history_path, record.task_dir = str(packed), None
+        try:
+            os.unlink(folder / "answer.md")
+            os.rmdir(folder)
+        except OSError:
+            pass
 
     # ---- writing ----
 

@@ -6,7 +6,6 @@ skipped for the budget) are left for `--resume`.
 """
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections import deque
@@ -273,9 +272,9 @@ class MapLoop:
             record.nested_usage = None  # the usual case: no nested fan-out, nothing to say on every results line
         total = record.usage + record.nested_usage if record.nested_usage else record.usage
         record.usage_with_nested = total if record.nested_usage else None  # TaskRecord.spent: usage without it
+        self.run.pack(record)
         if not self.record(record):
             return
-        _drop_if_empty(record.task_dir)
         self.done_ids.add(record.task_id)
         self.done += 1
         self.failed += record.status != "succeeded"
@@ -330,16 +329,6 @@ def _lost(task: PlannedTask, item: Inflight, reason: str) -> TaskRecord:
     """The record of a task whose worker is gone: failed, nothing spent that the driver knows of."""
     return TaskRecord(task_id=task.id, status="failed", attempt=item.attempt, reason=reason, finished=time.time(),
                       nested_usage=NestedUsage(), actor=ActorInfo(uid=item.member.uid))
-
-
-def _drop_if_empty(task_dir: Optional[str]) -> None:
-    """A finished task's workdir goes when the task left nothing in it: a directory is 4 KB on disk, more than
-    the rest of a trivial task's records. rmdir removes only an empty directory and never follows a symlink."""
-    if task_dir:
-        try:
-            os.rmdir(Path(task_dir) / "workdir")
-        except OSError:
-            pass
 
 
 def _first_line(exc: BaseException) -> str:

@@ -145,16 +145,19 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
 
 
 def history_path(run_path: Path, task_id: str) -> Path:
-    return run_path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
-        run_path / "tasks" / task_id / "history.jsonl"
+    return run_path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else RunDir(run_path).history(task_id)
 
 
 def every_attempt(run_path: Path, task_id: str) -> list[list[Turn]]:
-    """A task's turns, attempt by attempt: a retry moves the earlier attempt's directory aside (.ID.attempt-N)."""
-    current = history_path(run_path, task_id)
-    earlier = sorted(current.parent.parent.glob(f".{current.parent.name}.attempt-*/history.jsonl"),
+    """A task's turns, attempt by attempt: a retry moves the earlier attempt's directory aside (.ID.attempt-N); a
+    packed history (RunDir.pack) beside a folder is the attempt before them all."""
+    folder = run_path / REDUCE / REDUCE if task_id == REDUCE else run_path / "tasks" / task_id
+    earlier = sorted(folder.parent.glob(f".{folder.name}.attempt-*/history.jsonl"),
                      key=lambda p: int(p.parent.name.rpartition("-")[2]))
-    return [attempt for path in [*earlier, current] for attempt in conversation(path)]
+    packed = RunDir(run_path).packed_history(task_id)
+    if task_id != REDUCE and folder.is_dir() and packed.is_file():
+        earlier.insert(0, packed)
+    return [attempt for path in [*earlier, history_path(run_path, task_id)] for attempt in conversation(path)]
 
 
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
