@@ -4,8 +4,9 @@ it is a plain object in the `ga fanout` process and its tasks are threads there.
 
 The driver sends a `Job` (see `Driver.job`); the actor answers with a `TaskRecord` (orchestrator/records.py).
 One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
-keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `fanout.slots_per_actor`
-= 1 gives every task a process of its own.
+keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low: by default a pool has no more
+processes than the cluster has CPUs (orchestrator/pool.py, slots_for); `fanout.slots_per_actor` = 1 gives
+every task a process of its own.
 """
 from __future__ import annotations
 
