@@ -22,7 +22,7 @@ from rich.text import Text
 from orchestrator.display import status_counts, status_style
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.records import TaskRecord
-from orchestrator.runview import REDUCE, TaskView, _task_view, driver_holds, every_attempt, read_attempts
+from orchestrator.runview import REDUCE, TaskView, driver_holds, every_attempt, read_attempts, task_view
 
 LEDGER_TAIL = 20
 ROWS_PER_PRINT = 500  # rows handed to the console at a time
@@ -82,7 +82,7 @@ def unfinished(run: RunDir, done: set[str], planned: list[str], status: str,
     if REDUCE in attempts and REDUCE not in done:
         todo.append(REDUCE)
     for task_id in todo:
-        task = _task_view(task_id, None, attempts.get(task_id, []), "", every_attempt(run.path, task_id))
+        task = task_view(task_id, None, attempts.get(task_id, []), "", every_attempt(run.path, task_id))
         for attempt in task.attempts:  # a run that ended without finishing it: open attempts end then, or now
             if attempt.end is None and status != "running":
                 attempt.end, attempt.status = finished_at or now, "stopped"
@@ -98,7 +98,7 @@ def reduce_row(run: RunDir) -> Optional[TaskView]:
     except (OSError, ValueError):
         return None
     turns = every_attempt(run.path, REDUCE)
-    return _task_view(REDUCE, {"task_id": REDUCE, "turns": len(turns[-1]) if turns else 0, **result}, [], "", [])
+    return task_view(REDUCE, {"task_id": REDUCE, "turns": len(turns[-1]) if turns else 0, **result}, [], "", [])
 
 
 def ledger_tail(path: Path, count: int = LEDGER_TAIL) -> list[dict[str, Any]]:
@@ -202,7 +202,7 @@ def print_table(console: Console, run: RunDir) -> None:
     done: set[str] = set()
     for record in finished(run.path):
         done.add(record.task_id)
-        show(_task_view(record.task_id, record.model_dump(), [], "", []), record.attempt or 1)
+        show(task_view(record.task_id, record.model_dump(), [], "", []), record.attempt or 1)
     reduce = reduce_row(run)
     for task in unfinished(run, done | ({REDUCE} if reduce else set()), planned, status):
         show(task, len(task.attempts))

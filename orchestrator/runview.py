@@ -126,7 +126,7 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
         results[REDUCE] = {"task_id": REDUCE, "turns": turns, **reduce_result}
     attempts = read_attempts(records)
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
-    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
+    tasks = [task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
                         [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
     recorded = run.summary()
     summary = recorded.model_dump() if recorded else {}
@@ -245,7 +245,7 @@ def reason_kind(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", text) or "(no reason given)"
 
 
-def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
+def task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
                turns: list[list[Turn]]) -> TaskView:
     if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
