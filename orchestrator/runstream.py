@@ -189,12 +189,11 @@ def print_table(console: Console, run: RunDir) -> None:
     counts = {"total": 0, "succeeded": 0, "unverified": 0, "unfinished": 0}
     spent = {"total": 0, "cost": 0.0}
 
-    def show(task: TaskView, attempts: int) -> None:
+    def show(task: TaskView, attempts: int, finished: bool) -> None:
         rows.row(task, attempts)
-        if task.task_id != REDUCE:
+        if task.task_id != REDUCE:  # results.jsonl says what finished, whatever the ledger says
             counts["total"] += 1
-            key = task.status if task.status in ("succeeded", "unverified", "failed", "needs_input", "limit") \
-                else "unfinished"
+            key = task.status if finished else "unfinished"
             counts[key] = counts.get(key, 0) + 1
         for key in spent:
             spent[key] += task.usage.get(key) or 0
@@ -202,12 +201,12 @@ def print_table(console: Console, run: RunDir) -> None:
     done: set[str] = set()
     for record in finished(run.path):
         done.add(record.task_id)
-        show(task_view(record.task_id, record.model_dump(), [], "", []), record.attempt or 1)
+        show(task_view(record.task_id, record.model_dump(), [], "", []), record.attempt or 1, True)
     reduce = reduce_row(run)
     for task in unfinished(run, done | ({REDUCE} if reduce else set()), planned, status):
-        show(task, len(task.attempts))
+        show(task, len(task.attempts), False)
     if reduce is not None:
-        show(reduce, 1)
+        show(reduce, 1, True)
     rows.flush()
     if not summary:
         console.print(f"{status_counts(counts)} · {spent['total']:,} tokens · ${spent['cost']:.4f}", highlight=False,
