@@ -127,7 +127,7 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     attempts = read_attempts(records)
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
     tasks = [task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
-                        [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
+                       [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
     recorded = run.summary()
     summary = recorded.model_dump() if recorded else {}
     started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
@@ -246,7 +246,7 @@ def reason_kind(reason: str) -> str:
 
 
 def task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
-               turns: list[list[Turn]]) -> TaskView:
+              turns: list[list[Turn]]) -> TaskView:
     if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
         return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", turns=len(turns[-1]) if turns else 0,
