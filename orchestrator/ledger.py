@@ -12,9 +12,10 @@ workers' history flushes, or a timer flushes them. The map's tasks do not depend
 what does (the reduce, the summary, the exit status, a parent reading a nested run) comes after the
 loop, which ends by waiting for them. So a machine crash can lose the last BATCH_WINDOW of lines, and
 a resume runs those tasks again; nothing was built on them. `results.jsonl` is the truth about what
-finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches, one write and one fsync each (a run of 100,000 tasks
-fsynced them one by one for half a minute): they only say what the run means to do, and a crash between
-two batches leaves tasks without one, which a resume queues again.
+finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches, one write and
+one fsync each (a run of 100,000 tasks fsynced them one by one for half a minute): they only say what
+the run means to do, and a crash between two batches leaves tasks without one, which a resume queues
+again.
 
 spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
 through PyYAML took minutes before the first task could start; `spec()` reads either form.
