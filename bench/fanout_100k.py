@@ -99,9 +99,10 @@ def full_run(tree: Path, tasks: Path, env: dict, out: Path) -> tuple[float, int,
     if proc.returncode not in (0, 1):  # 1: the tasks end unverified (no tool backs "done")
         raise SystemExit(f"ga fanout in {tree} failed ({proc.returncode}): {proc.stderr[-800:]}")
     run_dir = next(out.iterdir())
-    n = sum(1 for _ in (run_dir / "tasks").iterdir())
+    n = len((run_dir / "results.jsonl").read_bytes().splitlines())
     total = _apparent_bytes(run_dir)
-    histories = sum(p.stat().st_size for p in (run_dir / "tasks").glob("*/history.jsonl"))
+    histories = sum(p.stat().st_size for p in [*(run_dir / "tasks").glob("*/history.jsonl"),
+                                                *(run_dir / "histories").glob("*.jsonl")])  # packed (RunDir.pack)
     shutil.rmtree(out, ignore_errors=True)
     return seconds, len(proc.stdout.splitlines()), total / n, (total - histories) / n
 

@@ -1,21 +1,23 @@
 """`ga runs ...`: list, show, report and tail fan-out runs; tell or stop a running task."""
 from __future__ import annotations
 
-import time
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from cli.kit import console, emit_json, fail, settings
-from orchestrator.fanout import load_run
 from orchestrator.ledger import RunDir, list_runs
 from orchestrator.steer import SteerError, stop, tell
+from orchestrator.views import runstream
 from orchestrator.views.conversation import print_conversation
-from orchestrator.views.progress import status_counts
 from orchestrator.views.report import write_report
-from orchestrator.views.runview import load_run_view, replayed_requests, task_usage_total, view_counts
-from orchestrator.views.tables import runs_table, tasks_table
+from orchestrator.views.runview import (
+    load_run_view,
+    replayed_requests,
+)
+from orchestrator.views.tables import runs_table
 from orchestrator.views.tail import print_events
 
 runs_app = typer.Typer(no_args_is_help=True, help="Fan-out runs: list, show, report, tail; tell or stop a running task.")
@@ -55,23 +57,13 @@ def runs_show(
         _show_task(_runs_dir(ctx, out), run_id, task_id, as_json)
         return
     try:
-        data = load_run(_runs_dir(ctx, out), run_id)
+        run = RunDir.existing(_runs_dir(ctx, out), run_id)
     except FileNotFoundError as exc:
         fail(str(exc))
     if as_json:
-        emit_json(data)
-        return
-    view = load_run_view(_runs_dir(ctx, out), data["path"])
-    summary = data["summary"] or {}
-    console.print(f"run {data['run_id']}: {view.status}\ndirectory: {data['path']}", highlight=False)
-    usage = summary.get("usage") or task_usage_total(view.tasks)
-    counts = summary.get("tasks") or view_counts(view)
-    seconds = summary.get("seconds") or (view.finished or time.time()) - view.started
-    console.print(f"{status_counts(counts)} · {usage['total']:,} tokens · ${usage['cost']:.4f} · {seconds:.1f}s",
-                  highlight=False)
-    if summary.get("stop_note"):
-        console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False)
-    console.print(tasks_table(view.tasks, attempts=True))
+        runstream.write_json(run, sys.stdout)
+    else:
+        runstream.print_table(console, run)
 
 
 def _show_task(runs_dir: Path, run_id: str, task_id: str, as_json: bool) -> None:

@@ -111,7 +111,7 @@ class FanoutSettings(Section):
     pool_idle_seconds: float = Field(default=600.0, gt=0)
     num_cpus: Optional[int] = Field(default=None, ge=1)
     memory_service: Optional[bool] = None
-    slots_per_actor: int = Field(default=4, ge=1)
+    slots_per_actor: Optional[int] = Field(default=None, ge=1)
 
 
 class WebSettings(Section):

@@ -5,11 +5,13 @@ it is a plain object in the `ga fanout` process and its tasks are threads there.
 The driver sends a `Job` (see `Driver.job`); the actor answers with the `TaskRecord` its Worker returned
 (worker/record.py), its own part added: attempt, times, how it was stopped, where it ran.
 One process runs up to `slots` tasks at once (threads: the work is waiting on the model), which
-keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low; `fanout.slots_per_actor`
-= 1 gives every task a process of its own.
+keeps Ray's per-process cost (start-up, ~130 MB, background CPU) per slot low: by default a pool has no more
+processes than the cluster has CPUs (orchestrator/pool.py, slots_for); `fanout.slots_per_actor` = 1 gives
+every task a process of its own.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -88,10 +90,13 @@ class WorkerActor:
                 running = [(task_id, state["lease"]) for task_id, state in self.tasks.items()
                            if state.get("lease") and not state["cancel"]]
                 expiries = dict(self.leases)
+            verdicts: dict[str, str] = {}  # one check per driver, not per task: an actor runs many of one run's
             for task_id, lease in running:
-                why = _driver_lost(lease, expiries.get(lease["lessee"], 0.0), now)
-                if why:
-                    self.cancel(task_id, f"{LEASE_LOST}: {why}", Stop.lease_lost)
+                lessee = lease["lessee"]
+                if lessee not in verdicts:
+                    verdicts[lessee] = _driver_lost(lease, expiries.get(lessee, 0.0), now)
+                if verdicts[lessee]:
+                    self.cancel(task_id, f"{LEASE_LOST}: {verdicts[lessee]}", Stop.lease_lost)
 
     def tell(self, task_id: str, text: str) -> bool:
         """Deliver a person's note into the task's next request; False when the task is not running here."""
@@ -293,6 +298,7 @@ def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:
     return f"its lease was not renewed for {lease['ttl']:g}s" if now > expires else ""
 
 
+@functools.lru_cache(maxsize=1)
 def process_namespace() -> str:
     """This machine's boot and pid namespace: a pid seen here means the same process everywhere it is equal."""
     try:

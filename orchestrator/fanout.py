@@ -27,7 +27,7 @@ from configs import Settings, load_settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
-from orchestrator.ledger import RunDir, new_run_id, read_jsonl
+from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.nesting import Nesting
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
@@ -321,6 +321,11 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
 
 def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     """The expanded plan with an upper bound on cost per task and in total; starts nothing."""
+    with specs.collections_paused():
+        return _dry_run(spec, settings, **top)
+
+
+def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
     from orchestrator.costs import ModelBook
@@ -355,15 +360,6 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
             "budget": {"tokens": plan.budget_tokens, "cost": plan.budget_cost},
             "reduce": plan.reduce.model_dump() if plan.reduce else None,
             "memory_commit": plan.memory_commit}
-
-
-def load_run(runs_dir: Path, run_id: str) -> dict[str, Any]:
-    """`ga runs show`: summary (or progress so far), results and the ledger's last events."""
-    run = RunDir.existing(runs_dir, run_id)
-    summary = run.summary()
-    return {"run_id": run.run_id, "path": str(run.path), "summary": summary.model_dump(mode="json") if summary else None,
-            "results": [r.line() for r in run.results().values()],
-            "ledger_tail": list(read_jsonl(run.path / "ledger.jsonl"))[-20:]}
 
 
 # ---- nested runs: the sandbox's side and the parent's side ----

@@ -5,14 +5,17 @@ or of one killed after its reduce, reuses them: the model is not paid and memory
 
 Only the driver writes these files. Every ledger and result line is written and flushed to the kernel
 before the run moves on, so a kill -9 loses at most the line being written, which is cut off on the
-next open. Outside the map loop each line is also made durable before the run moves on; inside it
-(`RunDir.batched`) the lines of one pass of the loop share one durability point (`RunDir.sync`, through
-memory_shared.groupsync, so they join the workers' history flushes), taken before the loop starts a
-task, reports a result or ends: a machine crash loses at most that pass's lines, never one the run
-acted on. `results.jsonl` is the truth about what finished: resume skips what it holds. The
-"queued" lines of a run's tasks go in batches, one write and one fsync each (a run of 100,000 tasks
-fsynced them one by one for half a minute): they only say what the run means to do, and a crash between
-two batches leaves tasks without one, which a resume queues again.
+next open. Outside the map loop each line is also made durable before the run moves on. Inside it
+(`RunDir.batched`) the loop asks after each pass for its lines to be durable within BATCH_WINDOW
+without waiting (`RunDir.sync(wait=False)`, memory_shared.groupsync's `soon`): they ride along the
+workers' history flushes, or a timer flushes them. The map's tasks do not depend on each other's lines;
+what does (the reduce, the summary, the exit status, a parent reading a nested run) comes after the
+loop, which ends by waiting for them. So a machine crash can lose the last BATCH_WINDOW of lines, and
+a resume runs those tasks again; nothing was built on them. `results.jsonl` is the truth about what
+finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches, one write and
+one fsync each (a run of 100,000 tasks fsynced them one by one for half a minute): they only say what
+the run means to do, and a crash between two batches leaves tasks without one, which a resume queues
+again.
 
 spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
 through PyYAML took minutes before the first task could start; `spec()` reads either form.
@@ -35,6 +38,9 @@ from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
+HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
+PACK_ANSWER_MAX = 200  # a packed task's answer is whole in results.jsonl; --json never cuts one this short
+BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
 
 
 def new_run_id(name: str) -> str:
@@ -135,6 +141,7 @@ class RunDir:
         self._results: Optional[JsonlFile] = None
         self._events: Optional[JsonlFile] = None
         self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
+        self._pending: Optional[groupsync.Pending] = None  # the last sync(wait=False)
         self._finished: dict[str, TaskRecord] = {}
         self._lock_fd: Optional[int] = None  # held by lock()
 
@@ -186,6 +193,7 @@ class RunDir:
         return self
 
     def close(self) -> None:
+        self.sync()
         for handle in (self._ledger, self._results, self._events):
             if handle:
                 handle.close()
@@ -232,6 +240,49 @@ class RunDir:
     def task_dir(self, task_id: str) -> Path:
         return self.path / "tasks" / task_id
 
+    def packed_history(self, task_id: str) -> Path:
+        return self.path / HISTORIES / f"{task_id}.jsonl"
+
+    def history(self, task_id: str) -> Path:
+        """A task's history.jsonl: in its folder, or, once it finished leaving nothing else there, packed (see pack;
+        a retry with --retry-failed then starts a folder again, and the packed history is its first attempt)."""
+        own = self.task_dir(task_id) / "history.jsonl"
+        packed = self.packed_history(task_id)
+        return packed if not os.path.lexists(own) and packed.is_file() else own
+
+    def pack(self, record: TaskRecord) -> None:
+        """A task that answered (succeeded or unverified) and left in its folder nothing but its history, its
+        answer (short: whole in its results line, never cut by --json) and an empty workdir: the history moves to
+        histories/ID.jsonl and the folder goes, whose 4 KB directory block was most of a trivial task's bytes.
+        Any other entry, or one that is not a plain file (a task's code may have planted a symlink), keeps the
+        folder as it is. Updates the record's paths; an empty workdir is removed in any case."""
+        if not record.task_dir:
+            return
+        folder = Path(record.task_dir)
+        try:
+            os.rmdir(folder / "workdir")  # only when empty; never follows a symlink
+        except OSError:
+            pass
+        packed = self.packed_history(record.task_id)
+        if record.status not in ("succeeded", "unverified") or len(record.answer or "") > PACK_ANSWER_MAX \
+                or folder != self.task_dir(record.task_id) or os.path.lexists(packed):
+            return  # a reduce step's folder stays where the viewers look; a packed earlier attempt is kept
+        try:
+            with os.scandir(folder) as found:
+                entries = {entry.name: entry.is_file(follow_symlinks=False) for entry in found}
+            if entries != {"history.jsonl": True, "answer.md": True}:
+                return
+            packed.parent.mkdir(exist_ok=True)
+            os.rename(folder / "history.jsonl", packed)
+        except OSError:
+            return
+        record.history_path, record.task_dir = str(packed), None
+        try:
+            os.unlink(folder / "answer.md")
+            os.rmdir(folder)
+        except OSError:
+            pass
+
     # ---- writing ----
 
     def ledger(self, event: str, task_id: Optional[str] = None, **fields: Any) -> None:
@@ -239,13 +290,19 @@ class RunDir:
         record = {"time": round(time.time(), 3), "event": event, **({"task_id": task_id} if task_id else {}), **fields}
         self._ledger.append(record, wait=not self.batched)
 
-    def sync(self) -> None:
-        """The ledger and result lines appended so far are durable when this returns (both files in one batch)."""
+    def sync(self, wait: bool = True) -> None:
+        """The ledger and result lines appended so far are durable when this returns (both files in one batch);
+        with wait=False, within BATCH_WINDOW from now (a later sync() waits for them)."""
         waiting = [h for h in (self._results, self._ledger) if h and h.unsynced]
-        if waiting:
+        if waiting and not wait:
+            self._pending = groupsync.soon(*(h.fileno() for h in waiting), within=BATCH_WINDOW)
+        elif waiting:
             groupsync.durable(*(h.fileno() for h in waiting))
-            for handle in waiting:
-                handle.unsynced = False
+        for handle in waiting:
+            handle.unsynced = False
+        if wait and self._pending is not None:
+            self._pending.wait()
+            self._pending = None
 
     def queued(self, task_ids: list[str]) -> None:
         """A "queued" line for each task, QUEUED_BATCH lines to a write and an fsync."""

@@ -6,7 +6,6 @@ skipped for the budget) are left for `--resume`.
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -89,11 +88,11 @@ class MapLoop(Generic[TicketT]):
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
-        batched, self.run.batched = self.run.batched, True  # one durability point per pass (RunDir.sync)
+        batched, self.run.batched = self.run.batched, True  # durable within a window, not waited for (RunDir.sync)
         try:
             while pending or inflight:
                 try:
-                    self.run.sync()  # what the last pass wrote, before anything starts on it
+                    self.run.sync(wait=False)  # no task of the map depends on another's lines; the end waits
                     if self.outcome.stop is None:
                         self._start_free(pending, inflight)
                     if not inflight:
@@ -278,9 +277,9 @@ class MapLoop(Generic[TicketT]):
             record.nested_usage = None  # the usual case: no nested fan-out, nothing to say on every results line
         total = record.usage + record.nested_usage if record.nested_usage else record.usage
         record.usage_with_nested = total if record.nested_usage else None  # TaskRecord.spent: usage without it
+        self.run.pack(record)
         if not self.record(record):
             return
-        _drop_if_empty(record.task_dir)
         self.done_ids.add(record.task_id)
         self.done += 1
         self.failed += record.status != "succeeded"
@@ -335,16 +334,6 @@ def _lost(task: PlannedTask, item: Inflight, reason: str) -> TaskRecord:
     """The record of a task whose worker is gone: failed, nothing spent that the driver knows of."""
     return TaskRecord(task_id=task.id, status="failed", attempt=item.attempt, reason=reason, finished=time.time(),
                       nested_usage=NestedUsage(), actor=ActorInfo(uid=item.member.uid))
-
-
-def _drop_if_empty(task_dir: Optional[str]) -> None:
-    """A finished task's workdir goes when the task left nothing in it: a directory is 4 KB on disk, more than
-    the rest of a trivial task's records. rmdir removes only an empty directory and never follows a symlink."""
-    if task_dir:
-        try:
-            os.rmdir(Path(task_dir) / "workdir")
-        except OSError:
-            pass
 
 
 def _first_line(exc: BaseException) -> str:

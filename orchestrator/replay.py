@@ -139,14 +139,14 @@ def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path
     except (FanoutError, FileNotFoundError) as exc:
         raise ReplayError(str(exc)) from None
     earlier = {task_id: r for task_id, r in old.results().items()
-               if r.status != "succeeded" and (old.task_dir(task_id) / "history.jsonl").is_file()}
+               if r.status != "succeeded" and old.history(task_id).is_file()}
     if not earlier:
         raise ReplayError(f"run {old.run_id} has no finished task that did not succeed: nothing to fork")
     _, _, recorded, stored = _from_run(ref, runs_dir, list(earlier), every=True)
     notes: list[str] = []
     settings = _recorded_settings(settings, stored, notes)
     for item in recorded:
-        item.live_from = last_good_turn(old.task_dir(item.task.id) / "history.jsonl")
+        item.live_from = last_good_turn(old.history(item.task.id))
         item.attempt, item.commit_key = earlier[item.task.id].attempt + 1, None
     try:
         run, todo, spent = open_run(plan, Path(runs_dir), ref, True)  # the tasks file unchanged, the run not running
@@ -187,7 +187,7 @@ def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]],
     results = old.results()
     recorded = []
     for task_id in task_ids or list(known):
-        history = old.task_dir(task_id) / "history.jsonl"
+        history = old.history(task_id)
         if not history.is_file():
             if task_ids:
                 raise ReplayError(f"task {task_id} of run {old.run_id} has no history ({history}); it never ran")

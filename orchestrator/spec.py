@@ -33,16 +33,18 @@ entry; it is copied under its own name (a symlink's name, not its target's).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import difflib
 import functools
+import gc
 import hashlib
 import io
 import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Iterator, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -377,6 +379,10 @@ class _Expander:
         self.problems.append(f"{self.at(loc)}: {text}")
 
     def plan(self) -> Plan:
+        with collections_paused():
+            return self._plan()
+
+    def _plan(self) -> Plan:
         spec = self.spec
         self.check_options(spec.defaults, ("defaults",))
         tasks = [self.explicit(i, entry) for i, entry in enumerate(spec.tasks)]
@@ -641,3 +647,16 @@ def _file_hash(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     except OSError:
         return "missing"
+
+
+@contextlib.contextmanager
+def collections_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a plan's tasks are made: they make no cycles, and the collector went over
+    the growing heap again and again, a third of a 100,000-task dry run's CPU. Collections resume afterwards."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()

@@ -7,6 +7,7 @@ progress.py     while a run runs: a rich live view on a terminal, periodic log l
 tables.py       the tables of runs (`ga runs list`) and of tasks, made to fit 80 columns
 tail.py         a run's ledger events, one line each (`ga runs tail`, -f to follow)
 digest.py       the end of a run too large for a row per task (`ga fanout`)
+runstream.py    `ga runs show RUN` as a stream: rows printed as results.jsonl is read, bounded memory
 conversation.py one task's conversation, turn by turn (`ga runs show RUN TASK`)
 report.py       one self-contained HTML page and report.md (`ga runs report`; report_page.html)
 """

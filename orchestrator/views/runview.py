@@ -126,8 +126,8 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
         results[REDUCE] = {"task_id": REDUCE, "turns": turns, **reduce_result}
     attempts = read_attempts(records)
     order = [t["id"] for t in spec.get("tasks") or []] + ([REDUCE] if REDUCE in attempts or reduce_result else [])
-    tasks = [_task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
-                        [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
+    tasks = [task_view(task_id, results.get(task_id), attempts.get(task_id, []), models.get(task_id, ""),
+                       [] if task_id in results else every_attempt(run.path, task_id)) for task_id in order]
     recorded = run.summary()
     summary = recorded.model_dump() if recorded else {}
     started = summary.get("started") or next((r["time"] for r in records), run.path.stat().st_mtime)
@@ -145,16 +145,19 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
 
 
 def history_path(run_path: Path, task_id: str) -> Path:
-    return run_path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else \
-        run_path / "tasks" / task_id / "history.jsonl"
+    return run_path / REDUCE / REDUCE / "history.jsonl" if task_id == REDUCE else RunDir(run_path).history(task_id)
 
 
 def every_attempt(run_path: Path, task_id: str) -> list[list[Turn]]:
-    """A task's turns, attempt by attempt: a retry moves the earlier attempt's directory aside (.ID.attempt-N)."""
-    current = history_path(run_path, task_id)
-    earlier = sorted(current.parent.parent.glob(f".{current.parent.name}.attempt-*/history.jsonl"),
+    """A task's turns, attempt by attempt: a retry moves the earlier attempt's directory aside (.ID.attempt-N); a
+    packed history (RunDir.pack) beside a folder is the attempt before them all."""
+    folder = run_path / REDUCE / REDUCE if task_id == REDUCE else run_path / "tasks" / task_id
+    earlier = sorted(folder.parent.glob(f".{folder.name}.attempt-*/history.jsonl"),
                      key=lambda p: int(p.parent.name.rpartition("-")[2]))
-    return [attempt for path in [*earlier, current] for attempt in conversation(path)]
+    packed = RunDir(run_path).packed_history(task_id)
+    if task_id != REDUCE and folder.is_dir() and packed.is_file():
+        earlier.insert(0, packed)
+    return [attempt for path in [*earlier, history_path(run_path, task_id)] for attempt in conversation(path)]
 
 
 def view_counts(view: RunView) -> dict[str, int]:
@@ -255,8 +258,8 @@ def reason_kind(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", text) or "(no reason given)"
 
 
-def _task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
-               turns: list[list[Turn]]) -> TaskView:
+def task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
+              turns: list[list[Turn]]) -> TaskView:
     if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
         return TaskView(task_id, status, model, attempts[-1].reason if attempts else "", turns=len(turns[-1]) if turns else 0,
