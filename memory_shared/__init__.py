@@ -19,6 +19,7 @@ from .errors import (
     StoreMissing,
     StoreNeedsRepair,
 )
+from .handle import SnapshotHandle, StoreHandle, TransactionHandle
 from .layers import (
     L1_INDEX,
     L2_FACTS,
@@ -51,9 +52,12 @@ __all__ = [
     "SKILLTREE",
     "SOP_FIELDS",
     "Snapshot",
+    "SnapshotHandle",
+    "StoreHandle",
     "StoreMissing",
     "StoreNeedsRepair",
     "Transaction",
+    "TransactionHandle",
     "check_l1",
     "check_rel",
     "default_files",

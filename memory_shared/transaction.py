@@ -57,6 +57,9 @@ class Transaction:
         self.author = author
         self.key = key
         self.generation: Optional[int] = None
+        # True when a commit with this key is in the log (seen at open, or at commit under the lock): this
+        # transaction commits nothing and `generation` is that earlier commit's
+        self.already_committed = False
         self._core = core
         head: Optional[int] = None  # known only when the base is HEAD: the pin need not look it up again
         if base is None:
@@ -71,6 +74,14 @@ class Transaction:
         self._folders: set[str] = set()              # folders of the paths this transaction wrote
         self._plain: set[str] = set()                # base folders known not to be symlinks
         self._done = False
+        self._earlier(core.assess().keys)
+
+    def _earlier(self, keys: dict[str, int]) -> Optional[int]:
+        """The generation committed with this transaction's key according to `keys` (the log's), or None."""
+        earlier = keys.get(self.key) if self.key is not None else None
+        if earlier is not None:
+            self.generation, self.already_committed = earlier, True
+        return earlier
 
     # ---- staging changes ----------------------------------------------------------------------
 
@@ -166,9 +177,7 @@ class Transaction:
             return self.generation
         self._done = True
         try:
-            earlier = self._core.assess().keys.get(self.key) if self.key is not None else None
-            if earlier is not None:
-                self.generation = earlier
+            if self.already_committed or self._earlier(self._core.assess().keys) is not None:
                 return self.generation
             changes = {p: t for p, t in self._final.items() if t is not None or self._base_text(p) is not None}
             if not changes:
@@ -231,8 +240,9 @@ class Transaction:
             fixes.recover_locked(core, full=False)  # raises when the store needs repair
             found = core.assess()
         head, hashes = found.head, found.log.hashes
-        if self.key is not None and self.key in found.keys:
-            return found.keys[self.key]
+        earlier = self._earlier(found.keys)
+        if earlier is not None:
+            return earlier
         if head != self.base:
             self._rebase(builder, changes, head, tables)
             _flush(builder, bulk=False)
