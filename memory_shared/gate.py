@@ -3,16 +3,18 @@
 A staged memory change is committed only if its task succeeded and at least one successful tool
 execution that verifies something ran before the change was staged. Accepted changes land in ONE
 transaction on the session's base generation (the store rebases it); refused changes are logged.
+With a `key` (a fan-out task's run/task/attempt), a task that runs again commits nothing a second time.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import structlog
 
 from memory_shared import formats
 from memory_shared.errors import FormatRefused, MemoryStoreError
+from memory_shared.handle import StoreHandle, TransactionHandle
 
 log = structlog.get_logger("memory.gate")
 
@@ -48,10 +50,11 @@ class GateReport:
     generation: Optional[int]
     accepted: list[StagedChange] = field(default_factory=list)
     refused: list[tuple[StagedChange, str]] = field(default_factory=list)
+    already_committed: bool = False  # the key's commit was made before: `generation` is that one's
 
 
-def consolidate(store: Any, changes: list[StagedChange], executions: list[Execution], *, task_id: str,
-                task_succeeded: bool, author: str, base: int) -> GateReport:
+def consolidate(store: StoreHandle, changes: list[StagedChange], executions: list[Execution], *, task_id: str,
+                task_succeeded: bool, author: str, base: int, key: Optional[str] = None) -> GateReport:
     """Commit the changes that have evidence, in one transaction based on `base`; refuse the rest.
 
     A change the store refuses to stage (bad path, patch anchor not unique, ...) is refused alone;
@@ -70,21 +73,26 @@ def consolidate(store: Any, changes: list[StagedChange], executions: list[Execut
             candidates.append(change)
     report = GateReport(None, [], refused)
     if candidates:
-        _commit(store, candidates, proofs, report, task_id=task_id, author=author, base=base)
+        _commit(store, candidates, proofs, report, task_id=task_id, author=author, base=base, key=key)
     for change, reason in report.refused:
         log.info("memory_change_refused", task_id=task_id, path=change.path, op=change.op,
                  call_id=change.call_id, reason=reason)
-    if report.generation is not None:
+    if report.already_committed:
+        log.info("memory_commit_already_made", task_id=task_id, key=key, generation=report.generation)
+    elif report.generation is not None:
         log.info("memory_consolidated", task_id=task_id, generation=report.generation,
                  paths=[c.path for c in report.accepted])
     return report
 
 
-def _commit(store: Any, candidates: list[StagedChange], proofs: list[Execution], report: GateReport, *,
-            task_id: str, author: str, base: int) -> None:
+def _commit(store: StoreHandle, candidates: list[StagedChange], proofs: list[Execution], report: GateReport, *,
+            task_id: str, author: str, base: int, key: Optional[str]) -> None:
     staged: list[StagedChange] = []
     try:
-        with store.transaction(message=f"consolidate {task_id}", author=author, base=base) as txn:
+        with store.transaction(message=f"consolidate {task_id}", author=author, base=base, key=key) as txn:
+            if txn.already_committed:  # this task ran before and its commit landed: nothing to stage
+                report.generation, report.already_committed = txn.generation, True
+                return
             for change in candidates:
                 try:
                     _apply(txn, change)
@@ -101,11 +109,11 @@ def _commit(store: Any, candidates: list[StagedChange], proofs: list[Execution],
         already = {id(change) for change, _ in report.refused}
         report.refused += [(change, reason) for change in candidates if id(change) not in already]
         return
-    report.generation = txn.generation
-    report.accepted = staged
+    report.generation, report.already_committed = txn.generation, txn.already_committed
+    report.accepted = [] if txn.already_committed else staged
 
 
-def _check_formats(txn: Any, staged: list[StagedChange]) -> None:
+def _check_formats(txn: TransactionHandle, staged: list[StagedChange]) -> None:
     """Raise FormatRefused when a file of a known format (formats.py) would be committed invalid. Its final
     text is the transaction's (paths resolved as the store resolves them); a store whose transactions
     cannot be read back (a remote one) is checked on the last whole write, and a patch there is refused."""
@@ -131,7 +139,7 @@ def _message(task_id: str, accepted: list[StagedChange], evidence: list[str]) ->
     return "\n".join(lines)
 
 
-def _apply(txn: Any, change: StagedChange) -> None:
+def _apply(txn: TransactionHandle, change: StagedChange) -> None:
     if change.op == "write":
         txn.write(change.path, change.text or "")
     elif change.op == "patch":
