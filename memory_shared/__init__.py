@@ -69,8 +69,7 @@ __all__ = [
 
 # L4 archive, access statistics and the consolidation gate (beside the store)
 from .archive import Archive
-from .formats import register as register_format
-from .gate import Execution, GateReport, StagedChange, consolidate
+from .gate import Execution, GateReport, StagedChange, consolidate, register_format
 from .stats import AccessLog
 
 __all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate", "register_format"]

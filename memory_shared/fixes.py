@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 
 from . import events, foldertables, lostrecords, manifest, recovery
-from .core import StoreCore
+from .core import StoreCore, abandoned_entries
 from .errors import StoreNeedsRepair
 from .fsutil import flocked, remove_tree
-from .holds import abandoned_entries
 
 
 def recover(core: StoreCore) -> None:

@@ -20,10 +20,9 @@ from typing import Any, NamedTuple, Optional
 
 from . import commitlog, cow, events, faults, fixes, foldertables, layers, manifest
 from .commitlog import Commit
-from .core import StoreCore
+from .core import Hold, StoreCore, abandoned_entries, create_dir, live_pins
 from .errors import MemoryStoreError, StoreMissing, StoreNeedsRepair
 from .fsutil import flocked, fsync_dir, remove_tree
-from .holds import Hold, abandoned_entries, create_dir, live_pins
 from .paths import resolve
 from .repair import repair
 from .transaction import Transaction

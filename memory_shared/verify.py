@@ -12,9 +12,8 @@ from typing import Optional
 
 from . import manifest
 from .commitlog import Commit
-from .core import StoreCore
+from .core import StoreCore, abandoned_entries
 from .fsutil import flocked_readonly
-from .holds import abandoned_entries
 
 
 def verify(core: StoreCore, quick: bool = False) -> list[str]:
