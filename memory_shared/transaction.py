@@ -74,7 +74,8 @@ class Transaction:
         self._folders: set[str] = set()              # folders of the paths this transaction wrote
         self._plain: set[str] = set()                # base folders known not to be symlinks
         self._done = False
-        self._earlier(core.assess().keys)
+        if key is not None:
+            self._earlier(core.assess().keys)
 
     def _earlier(self, keys: dict[str, int]) -> Optional[int]:
         """The generation committed with this transaction's key according to `keys` (the log's), or None."""
