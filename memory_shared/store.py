@@ -5,11 +5,14 @@ are built before, in staging):
   1. rename staging/<id> -> generations/<n>   (the tree is complete and fsynced before the rename)
   2. append the record of n to log.jsonl       (one write; fsync): n is now published
   3. replace HEAD with n                        (temp file, fsync, rename, fsync dir)
-Recovery (recovery.py) runs at open and under the lock before every commit: HEAD is recomputed from the
-log and the generations, a torn last line is cut (kept in quarantine/), a complete generation directory
-above the log gets its record back (an incomplete one goes to quarantine/), and anything else is left for
-`ga memory repair` (repair.py), with commits and pins refusing meanwhile. Nothing is deleted on the word of
+Recovery (recovery.py decides, fixes.py acts) runs at open and under the lock before every commit: HEAD is
+recomputed from the log and the generations, a torn last line is cut (kept in quarantine/), a complete
+generation directory above the log gets its record back (an incomplete one goes to quarantine/), and
+anything else is left for `ga memory repair` (repair.py), with commits and pins refusing meanwhile. Nothing is deleted on the word of
 events.jsonl; `verify` changes nothing; gc refuses on a store that does not verify.
+
+The parts (transaction.py, fixes.py, verify.py, repair.py) receive the store's StoreCore (core.py), never
+the MemoryStore: arrows point one way, store -> parts -> core.
 """
 from __future__ import annotations
 
