@@ -37,7 +37,7 @@ def register_format(path: str, validator: Callable[[str], object]) -> None:
 
 def format_problem(path: str, text: str) -> Optional[str]:
     """One line saying why `text` cannot be committed at `path`, or None when it is valid (or has no format)."""
-    if path not in KNOWN_FORMATS and path not in _validators:
+    if not _has_format(path):
         return None
     validator = _validators.get(path)
     if validator is None:
