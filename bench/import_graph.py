@@ -3,13 +3,13 @@
 Prints (1) the import circles among modules, counting only imports that run when a module is loaded (top
 level, `if`/`try` included; imports inside functions and under `if TYPE_CHECKING:` do not run then), (2) the
 circles once imports inside functions count too (a function-level import that only dodges a circle at load
-time still ties the two modules together), (3) for information, the circles once `if TYPE_CHECKING:` imports
-count as well (a module that names another's class in its annotations while that one imports it), and (4) every
+time still ties the two modules together), (3) the circles once `if TYPE_CHECKING:` imports count as well (a
+module that names another's class in its annotations while that one imports it), and (4) every
 import, top level or inside a function, that points against the layering of DESIGN §2:
 cli → orchestrator/skilltree → worker → memory_shared, configs usable by all (and importing none of them).
 orchestrator ↔ skilltree arrows are listed as sideways, not counted as wrong.
 
-    python bench/import_graph.py            # this tree; exit status 1 on a circle of (1) or (2), or a wrong arrow
+    python bench/import_graph.py            # this tree; exit status 1 on a circle of (1), (2) or (3), or a wrong arrow
     python bench/import_graph.py --json     # the same as one JSON object
 """
 from __future__ import annotations
@@ -168,7 +168,7 @@ def main() -> int:
               f"{found['imports_in_functions']} more only inside functions")
         for key, title in (("circles", "circles among modules, imports at load"),
                            ("circles_with_function_imports", "circles among modules, imports inside functions too"),
-                           ("circles_with_type_imports", "for information, TYPE_CHECKING imports too")):
+                           ("circles_with_type_imports", "circles among modules, TYPE_CHECKING imports too")):
             print(f"{title}: {len(found[key])}")
             for circle in found[key]:
                 print(f"  {len(circle)}: " + ", ".join(circle))
@@ -176,7 +176,8 @@ def main() -> int:
             print(f"{kind} arrows between packages: {len(found[kind])}")
             for line in found[kind]:
                 print(f"  {line}")
-    return 1 if found["circles"] or found["circles_with_function_imports"] or found["wrong"] else 0
+    circled = found["circles"] or found["circles_with_function_imports"] or found["circles_with_type_imports"]
+    return 1 if circled or found["wrong"] else 0
 
 
 if __name__ == "__main__":

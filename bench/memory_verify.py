@@ -93,7 +93,7 @@ def checks_at_size(workdir: Path, files: int) -> dict[str, float]:
 
 def fresh_snapshot(store: MemoryStore) -> None:
     """A pin as a new task takes it: checked (the handle's trust in its earlier checks forgotten)."""
-    store._checked.clear()
+    store.core.forget_checks()
     store.snapshot().release()
 
 

@@ -19,6 +19,7 @@ from .errors import (
     StoreMissing,
     StoreNeedsRepair,
 )
+from .handle import SnapshotHandle, StoreHandle, TransactionHandle
 from .layers import (
     L1_INDEX,
     L2_FACTS,
@@ -51,9 +52,12 @@ __all__ = [
     "SKILLTREE",
     "SOP_FIELDS",
     "Snapshot",
+    "SnapshotHandle",
+    "StoreHandle",
     "StoreMissing",
     "StoreNeedsRepair",
     "Transaction",
+    "TransactionHandle",
     "check_l1",
     "check_rel",
     "default_files",
@@ -65,8 +69,7 @@ __all__ = [
 
 # L4 archive, access statistics and the consolidation gate (beside the store)
 from .archive import Archive
-from .formats import register as register_format
-from .gate import Execution, GateReport, StagedChange, consolidate
+from .gate import Execution, GateReport, StagedChange, consolidate, register_format
 from .stats import AccessLog
 
 __all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate", "register_format"]

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import commitlog, foldertables, lostrecords, manifest
 from .commitlog import Commit
-
-if TYPE_CHECKING:
-    from .recovery import Assessment
-    from .store import MemoryStore
+from .core import StoreCore
+from .recovery import Assessment
 
 
 @dataclass
@@ -30,8 +28,8 @@ class Rebuilt:
     rebuilt: list[int] = field(default_factory=list)
 
 
-def rebuild(store: "MemoryStore", found: "Assessment", cache: dict) -> Rebuilt:
-    data = store._log.read_bytes() if store._log.exists() else b""
+def rebuild(core: StoreCore, found: Assessment, cache: dict) -> Rebuilt:
+    data = core.log.read_bytes() if core.log.exists() else b""
     lines = data.split(b"\n")[:-1]  # a torn tail is left out (the old log is kept whole in quarantine/)
     by_generation: dict[int, list[tuple[int, bytes, Commit]]] = {}
     out = Rebuilt(b"")
@@ -49,7 +47,7 @@ def rebuild(store: "MemoryStore", found: "Assessment", cache: dict) -> Rebuilt:
     used: set[int] = set()
     for generation in range(top + 1):
         parent_hash = commitlog.line_hash(kept[-1]) if kept else None
-        chosen = _proven(store, generation, by_generation.get(generation, []), found, cache)
+        chosen = _proven(core, generation, by_generation.get(generation, []), found, cache)
         if chosen is not None:
             number, line, commit = chosen
             used.add(number)
@@ -57,8 +55,8 @@ def rebuild(store: "MemoryStore", found: "Assessment", cache: dict) -> Rebuilt:
                 line = _line(dataclasses.replace(commit, parent_hash=parent_hash))
                 out.notes.append(f"the record of generation {generation} (line {number}) chained again to the "
                                  "record kept before it")
-        elif generation in found.dirs and lostrecords.complete(store, generation, cache):
-            commit, original = lostrecords.record_of(store, generation, kept[-1] if kept else None)
+        elif generation in found.dirs and lostrecords.complete(core, generation, cache):
+            commit, original = lostrecords.record_of(core, generation, kept[-1] if kept else None)
             line = _line(commit)
             out.rebuilt.append(generation)
             out.notes.append(f"the record of generation {generation} restored from its "
@@ -79,14 +77,14 @@ def rebuild(store: "MemoryStore", found: "Assessment", cache: dict) -> Rebuilt:
     return out
 
 
-def _proven(store: "MemoryStore", generation: int, records: list[tuple[int, bytes, Commit]],
-            found: "Assessment", cache: dict) -> Optional[tuple[int, bytes, Commit]]:
+def _proven(core: StoreCore, generation: int, records: list[tuple[int, bytes, Commit]],
+            found: Assessment, cache: dict) -> Optional[tuple[int, bytes, Commit]]:
     """The first record of `generation` naming the right parent that its tree does not disprove."""
     parent = generation - 1 if generation else None
     records = [r for r in records if r[2].parent == parent]
     if generation not in found.dirs:
         return records[0] if records else None  # gc took the tree: the record is all there is
-    tree = store._gen_path(generation)
+    tree = core.gen_path(generation)
     try:
         digest: Optional[str] = manifest.digest((tree / manifest.NAME).read_bytes())
     except OSError:

@@ -8,31 +8,29 @@ itself (its generation, parent, manifest hash and parent hash fit); else a recor
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import commitlog, manifest
 from .commitlog import Commit
+from .core import StoreCore
 from .verify import content_damage
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
 
 REPAIR_AUTHOR = "ga memory repair"
 
 
-def complete(store: "MemoryStore", generation: int, cache: Optional[dict] = None) -> bool:
-    if not (store._gen_path(generation) / manifest.NAME).is_file():
+def complete(core: StoreCore, generation: int, cache: Optional[dict] = None) -> bool:
+    if not (core.gen_path(generation) / manifest.NAME).is_file():
         return False
     try:
-        return not content_damage(store, [generation], {}, {}, {} if cache is None else cache)
+        return not content_damage(core, [generation], {}, {}, {} if cache is None else cache)
     except (ValueError, IndexError, OSError):  # an unreadable MANIFEST or tree
         return False
 
 
-def record_of(store: "MemoryStore", generation: int, parent_line: Optional[bytes]) -> tuple[Commit, bool]:
+def record_of(core: StoreCore, generation: int, parent_line: Optional[bytes]) -> tuple[Commit, bool]:
     """The record of a complete generation whose parent's line is `parent_line`, and whether it is the
     original (from MANIFEST.record) rather than rebuilt."""
-    tree = store._gen_path(generation)
+    tree = core.gen_path(generation)
     data = (tree / manifest.NAME).read_bytes()
     digest = manifest.digest(data)
     parent_hash = commitlog.line_hash(parent_line) if parent_line is not None else None
@@ -44,7 +42,7 @@ def record_of(store: "MemoryStore", generation: int, parent_line: Optional[bytes
             and kept.parent == (generation - 1 if generation else None) and kept.parent_hash == parent_hash:
         return kept, True
     new = manifest.flatten(tree, data)
-    old = _manifest_of(store, generation - 1) or {}
+    old = _manifest_of(core, generation - 1) or {}
     return Commit(
         generation=generation, parent=generation - 1 if generation else None, author=REPAIR_AUTHOR,
         message="record rebuilt by `ga memory repair`: the original line was lost from log.jsonl",
@@ -53,17 +51,17 @@ def record_of(store: "MemoryStore", generation: int, parent_line: Optional[bytes
         parent_hash=parent_hash), False
 
 
-def append_record(store: "MemoryStore", generation: int) -> bool:
+def append_record(core: StoreCore, generation: int) -> bool:
     """Append the record of a complete generation next to the log's end; True if it is the original."""
-    record, original = record_of(store, generation, commitlog.last_line(store._log))
-    commitlog.append(store._log, record)
-    store.link_manifest(generation)
+    record, original = record_of(core, generation, commitlog.last_line(core.log))
+    commitlog.append(core.log, record)
+    core.link_manifest(generation)
     return original
 
 
-def _manifest_of(store: "MemoryStore", generation: int) -> Optional[manifest.Manifest]:
-    tree = store._gen_path(generation)
-    for path in (tree / manifest.NAME, store.root / "manifests" / str(generation)):
+def _manifest_of(core: StoreCore, generation: int) -> Optional[manifest.Manifest]:
+    tree = core.gen_path(generation)
+    for path in (tree / manifest.NAME, core.manifests / str(generation)):
         try:
             return manifest.flatten(tree, path.read_bytes())
         except (FileNotFoundError, ValueError):

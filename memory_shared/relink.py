@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import foldertables, manifest
+from .core import StoreCore
 from .fsutil import atomic_symlink
 from .manifest import Table
 from .paths import POOL_LINK, pool_id
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
 
 
 @dataclass
@@ -29,15 +27,15 @@ class Swapped:
     generations: set[int] = field(default_factory=set)  # every generation reaching it
 
 
-def swapped_links(store: "MemoryStore", generations: list[int]) -> list[Swapped]:
+def swapped_links(core: StoreCore, generations: list[int]) -> list[Swapped]:
     """Every folder link of the generations (each physical link once) not leading to its named folder.
     (A folder reached only through a swapped link is walked in the folder the line names.)"""
-    pool = str(store._pool)
+    pool = str(core.pool)
     index: Optional[dict[str, str]] = None
     seen: set[str] = set()
     found: dict[str, Swapped] = {}
     for generation in generations:
-        tree = store._gen_path(generation)
+        tree = core.gen_path(generation)
         table = manifest.load_table(tree)
         stack = [("", str(tree), table)] if table is not None else []
         while stack:
@@ -54,7 +52,7 @@ def swapped_links(store: "MemoryStore", generations: list[int]) -> list[Swapped]
                 target = _target(entry, pool)
                 if target is None or foldertables.folder_digest(target) != sha:
                     if index is None:
-                        index = foldertables.pool_index(store._pool)
+                        index = foldertables.pool_index(core.pool)
                     wanted = index.get(sha)
                     if wanted is None:  # a folder table lost or edited, not a link: other checks name it
                         continue

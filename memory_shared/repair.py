@@ -23,21 +23,19 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
-from . import chain, events, foldertables, lostrecords, manifest, relink
+from . import chain, events, fixes, foldertables, lostrecords, manifest, relink
 from .commitlog import Commit
+from .core import StoreCore
 from .fsutil import READ_ONLY, atomic_link, atomic_replace, flocked, flocked_readonly, fsync_dir, unique, write_new
 from .paths import POOL_LINK
 from .verify import Damage, content_damage
 
-if TYPE_CHECKING:
-    from .store import MemoryStore
-
 
 class _Plan:
-    def __init__(self, store: "MemoryStore", dry_run: bool) -> None:
-        self.store = store
+    def __init__(self, core: StoreCore, dry_run: bool) -> None:
+        self.core = core
         self.dry_run = dry_run
         self.done: list[str] = []
         self.unsolved: list[str] = []
@@ -47,11 +45,11 @@ class _Plan:
         self.done.append(line)
         if not self.dry_run:
             action()
-            events.append(self.store.root, event, message=line, **fields)
+            events.append(self.core.root, event, message=line, **fields)
 
     def quarantine(self) -> Path:
         if self._quarantine is None:
-            self._quarantine = self.store.quarantine()
+            self._quarantine = self.core.quarantine()
         return self._quarantine
 
     def move_aside(self, path: Path, line: str, **fields: object) -> None:
@@ -59,31 +57,31 @@ class _Plan:
                  **fields)
 
 
-def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list[str]]:
-    plan = _Plan(store, dry_run)
+def repair(core: StoreCore, dry_run: bool = False) -> tuple[list[str], list[str]]:
+    plan = _Plan(core, dry_run)
     lock = flocked_readonly if dry_run else flocked
-    with lock(store._lock), lock(store._pins_lock):
-        found = store._assess(full=True)
+    with lock(core.lock), lock(core.pins_lock):
+        found = core.assess(full=True)
         cache: dict[tuple[int, int], list] = {}
         if found.log.bad or found.log.chain_problems:
             _rebuild_chain(plan, found, cache)
             if dry_run:
                 plan.done.append("then check the rest of the store against the rebuilt log")
                 return plan.done, plan.unsolved
-            found = store._assess(full=True)
+            found = core.assess(full=True)
         for name in found.strays:
-            plan.move_aside(store._gens / name, f"moved generations/{name} (not a generation) to quarantine/")
+            plan.move_aside(core.gens / name, f"moved generations/{name} (not a generation) to quarantine/")
         if found.log.torn:
-            plan.act(f"cut the torn last line of {store._log} (its bytes kept in quarantine/)",
-                     store.cut_torn_tail, "cut_tail")
+            plan.act(f"cut the torn last line of {core.log} (its bytes kept in quarantine/)",
+                     core.cut_torn_tail, "cut_tail")
         last = found.head
         intact = True
         for generation in found.beyond or [g for g in sorted(found.dirs) if g > found.head]:
-            tree = store._gen_path(generation)
-            if intact and generation == last + 1 and lostrecords.complete(store, generation, cache):
+            tree = core.gen_path(generation)
+            if intact and generation == last + 1 and lostrecords.complete(core, generation, cache):
                 plan.act(f"rebuilt the lost log record of generation {generation} (from its {manifest.RECORD} "
                          f"when that proves itself, else from its MANIFEST)",
-                         lambda g=generation: lostrecords.append_record(store, g), "record_rebuilt",
+                         lambda g=generation: lostrecords.append_record(core, g), "record_rebuilt",
                          generation=generation)
                 last = generation
             else:
@@ -100,7 +98,7 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         regenerated = {g for g in published
                        if _regenerate_manifest(plan, g, commits.get(g), found.upgraded, cache)}
         published = [g for g in published if g not in regenerated]  # their files hash to the record
-        damage = content_damage(store, published, commits, found.upgraded, cache, dropped=found.dropped)
+        damage = content_damage(core, published, commits, found.upgraded, cache, dropped=found.dropped)
         if dry_run:  # a relinked folder's damage is what relinking it mends: checked again after it
             damage = [(line, item) for line, item in damage if not relinked & _generations_named(line)]
         for line, item in damage:
@@ -111,15 +109,15 @@ def repair(store: "MemoryStore", dry_run: bool = False) -> tuple[list[str], list
         damaged = {g for _, item in damage if item is not None for g in item.generations}
         for generation in published:
             if generation not in damaged and not [ln for ln, _ in damage if f"generation {generation} " in ln] \
-                    and ((dry_run and generation in relinked) or store.stat_check(generation)):
+                    and ((dry_run and generation in relinked) or core.stat_check(generation)):
                 plan.act(f"refreshed the stat record of generation {generation} (its contents match its manifest)",
-                         lambda g=generation: _refresh_stats(store, g), "stats_refreshed", generation=generation)
+                         lambda g=generation: _refresh_stats(core, g), "stats_refreshed", generation=generation)
         if not dry_run and not plan.unsolved:
-            after = store._assess(full=True)
+            after = core.assess(full=True)
             if after.problems:
                 plan.unsolved += after.problems
             else:
-                store.apply_fixes(after.fixes)
+                fixes.apply_fixes(core, after.fixes)
                 plan.done += [f.message for f in after.fixes]
         elif dry_run and last >= 0 and found.head_text != f"{last}\n".encode():
             plan.done.append(f"set HEAD to generation {last}")
@@ -135,18 +133,18 @@ def _generations_named(line: str) -> set[int]:
 def _rebuild_chain(plan: _Plan, found, cache: dict) -> None:
     """A log with garbage lines or a broken chain: rewritten from the generations (chain.py), the old one and
     every line left out kept in quarantine/."""
-    store = plan.store
-    rebuilt = chain.rebuild(store, found, cache)
+    core = plan.core
+    rebuilt = chain.rebuild(core, found, cache)
 
     def rewrite() -> None:
-        old = store._log.read_bytes()
+        old = core.log.read_bytes()
         write_new(plan.quarantine() / "log.jsonl", old)
-        atomic_replace(store._log, rebuilt.data)
+        atomic_replace(core.log, rebuilt.data)
         for generation in rebuilt.lost:
-            events.append(store.root, "lost", generation=generation, message="its record rebuilt as a placeholder")
+            events.append(core.root, "lost", generation=generation, message="its record rebuilt as a placeholder")
         for generation in rebuilt.rebuilt:
-            store.link_manifest(generation)
-    plan.act(f"rebuilt {store._log} from the generations, the old log kept in quarantine/: "
+            core.link_manifest(generation)
+    plan.act(f"rebuilt {core.log} from the generations, the old log kept in quarantine/: "
              + "; ".join(rebuilt.notes), rewrite, "log_rebuilt")
 
 
@@ -154,7 +152,7 @@ def _relink(plan: _Plan, published: list[int]) -> set[int]:
     """Folder links leading elsewhere than their manifests say, pointed back at the pooled folder (relink.py);
     the generations reaching a relinked link are returned."""
     touched: set[int] = set()
-    for swapped in relink.swapped_links(plan.store, published):
+    for swapped in relink.swapped_links(plan.core, published):
         where = f"folder {swapped.rel} of generation {swapped.generation}"
         evidence = f"{swapped.generation}-{swapped.rel.replace('/', '__')}.entry"
         plan.act(f"pointed the link of {where} back at {swapped.wanted} (the folder its manifest names; the "
@@ -169,8 +167,8 @@ def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit],
                          cache: dict) -> bool:
     """A MANIFEST lost or torn (it is not fsynced: a power cut can take it) or edited is rebuilt from the
     files when what they hash to is exactly what the record says the MANIFEST was."""
-    store = plan.store
-    tree = store._gen_path(generation)
+    core = plan.core
+    tree = core.gen_path(generation)
     recorded = (commit.manifest if commit is not None else None) or upgraded.get(generation)
     if recorded is None:
         return False
@@ -189,17 +187,17 @@ def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit],
 
     def rewrite() -> None:
         built.write()
-        store.link_manifest(generation)
+        core.link_manifest(generation)
     plan.act(f"rebuilt the MANIFEST of generation {generation} from its files (they hash to its record)",
              rewrite, "manifest_rebuilt", generation=generation)
     return True
 
 
-def _sources(store: "MemoryStore", generations: list[int], cache: dict) -> dict[str, Path]:
+def _sources(core: StoreCore, generations: list[int], cache: dict) -> dict[str, Path]:
     """sha256 -> a file holding that content now (checked), over the given generations' manifests."""
     found: dict[str, Path] = {}
     for generation in generations:
-        tree = store._gen_path(generation)
+        tree = core.gen_path(generation)
         for rel, expected in (manifest.load(tree) or {}).items():
             if expected[0] in found:
                 continue
@@ -217,8 +215,8 @@ def _sources(store: "MemoryStore", generations: list[int], cache: dict) -> dict[
 
 
 def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: dict) -> None:
-    store = plan.store
-    kept = store.root / "manifests" / str(generation)
+    core = plan.core
+    kept = core.manifests / str(generation)
     commit = found.log.commits[generation] if generation < len(found.log.commits) else None
     recorded = (commit.manifest if commit is not None else None) or found.upgraded.get(generation)
     try:
@@ -226,15 +224,15 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
     except FileNotFoundError:
         data = None
     if data is not None and (recorded is None or manifest.digest(data) == recorded):
-        index = foldertables.pool_index(store._pool)
+        index = foldertables.pool_index(core.pool)
         folders: list[str] = []
         entries = manifest.flatten(None, data, folders, by_hash=index)
         near = sorted((g for g in found.dirs if g <= last), key=lambda g: abs(g - generation))
-        sources = _sources(store, near, cache)
+        sources = _sources(core, near, cache)
         missing = sorted(rel for rel, (sha, _) in entries.items() if sha not in sources) + folders
         if not missing:
             plan.act(f"rebuilt generation {generation} from manifests/{generation} with the same content found "
-                     "in other generations", lambda: _rebuild(store, generation, data, sources, index),
+                     "in other generations", lambda: _rebuild(core, generation, data, sources, index),
                      "generation_rebuilt", generation=generation)
             return
         why = f"{len(missing)} of its files ({missing[0]}{', ...' if len(missing) > 1 else ''}) exist nowhere else"
@@ -245,14 +243,14 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
                  lambda: None, "lost", generation=generation)
     else:
         plan.unsolved.append(f"generation {generation} (HEAD) cannot be rebuilt ({why}); restore "
-                             f"{store._gen_path(generation)} from a backup")
+                             f"{core.gen_path(generation)} from a backup")
 
 
-def _rebuild(store: "MemoryStore", generation: int, data: bytes, sources: dict[str, Path],
+def _rebuild(core: StoreCore, generation: int, data: bytes, sources: dict[str, Path],
              index: dict[str, str]) -> None:
     """The root again: its files hard-linked from other generations, its folders linked to the pooled folders
     whose manifests have the hashes its MANIFEST names (a flat MANIFEST of the old layout: real folders)."""
-    staging = store._staging / unique("rebuild-")
+    staging = core.staging / unique("rebuild-")
     staging.mkdir()
     stats = {}
     for rel, fields in manifest.Table.parse(data).rows():
@@ -263,17 +261,17 @@ def _rebuild(store: "MemoryStore", generation: int, data: bytes, sources: dict[s
             target.parent.mkdir(parents=True, exist_ok=True)
             os.link(sources[fields[0].decode()], target, follow_symlinks=False)
         stats[rel] = manifest.stat_entry(os.lstat(target))
-    os.link(store.root / "manifests" / str(generation), staging / manifest.NAME)
+    os.link(core.manifests / str(generation), staging / manifest.NAME)
     write_new(staging / manifest.STAT, manifest.stat_bytes(staging, stats), READ_ONLY)
     os.sync()
-    os.rename(staging, store._gen_path(generation))
-    fsync_dir(store._gens)
+    os.rename(staging, core.gen_path(generation))
+    fsync_dir(core.gens)
 
 
 def _restore(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> None:
-    store = plan.store
+    core = plan.core
     generation, rel = damage.places[0]
-    current = store._gen_path(generation) / rel
+    current = core.gen_path(generation) / rel
     sha, size = damage.expected
     text: Optional[bytes] = None
     how = ""
@@ -284,9 +282,9 @@ def _restore(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> 
     except OSError:
         pass
     if text is None:
-        source = _sources(store, published, cache).get(sha)
+        source = _sources(core, published, cache).get(sha)
         if source is not None:
-            text, how = source.read_bytes(), f"copied from {source.relative_to(store.root)}"
+            text, how = source.read_bytes(), f"copied from {source.relative_to(core.root)}"
     places = ", ".join(f"{g}/{r}" for g, r in damage.places)
     if text is None:
         gens = ", ".join(map(str, damage.generations))
@@ -299,15 +297,15 @@ def _restore(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> 
 
 
 def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
-    store = plan.store
+    core = plan.core
     first_generation, first_rel = damage.places[0]
     evidence = plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}"
-    os.link(store._gen_path(first_generation) / first_rel, evidence)
-    fresh = store._staging / unique("restore-")
+    os.link(core.gen_path(first_generation) / first_rel, evidence)
+    fresh = core.staging / unique("restore-")
     write_new(fresh, text, READ_ONLY)
     replaced: set[str] = set()  # generations sharing a folder share the entry: replace it once
     for generation, rel in damage.places:
-        target = store._gen_path(generation) / rel
+        target = core.gen_path(generation) / rel
         entry = os.path.join(os.path.realpath(target.parent), target.name)
         if entry not in replaced:
             atomic_link(fresh, target)
@@ -315,22 +313,22 @@ def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
     os.unlink(fresh)
     touched = {generation for generation, _ in damage.places}
     for generation in sorted(touched):
-        foldertables.refresh_stats(store._gen_path(generation))
+        foldertables.refresh_stats(core.gen_path(generation))
 
 
 def _drop(plan: _Plan, damage: Damage) -> None:
     """Take an unrestorable changed file out of every generation sharing it (readers must not see it)."""
-    store = plan.store
+    core = plan.core
     first_generation, first_rel = damage.places[0]
-    os.link(store._gen_path(first_generation) / first_rel,
+    os.link(core.gen_path(first_generation) / first_rel,
             plan.quarantine() / f"{first_generation}-{first_rel.replace('/', '__')}")
     for generation, rel in damage.places:
-        tree = store._gen_path(generation)
+        tree = core.gen_path(generation)
         if os.path.lexists(tree / rel):  # generations sharing its folder lost it with the first unlink
             os.unlink(tree / rel)
             fsync_dir((tree / rel).parent)
         foldertables.refresh_stats(tree)
 
 
-def _refresh_stats(store: "MemoryStore", generation: int) -> None:
-    foldertables.refresh_stats(store._gen_path(generation))
+def _refresh_stats(core: StoreCore, generation: int) -> None:
+    foldertables.refresh_stats(core.gen_path(generation))

@@ -20,19 +20,16 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
-from . import commitlog, faults, layers, manifest
+from . import commitlog, faults, fixes, layers, manifest
 from .commitlog import Commit
+from .core import StoreCore
 from .cow import Builder
 from .errors import CommitConflict, MemoryStoreError, PathRefused
 from .foldertables import Staged
 from .fsutil import flocked, fsync_dir, write_new
 from .paths import check_rel, resolve
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
-
 
 REWRITE_CONFLICT = "a write or delete is not replayed over someone else's change"
 BULK_FILES = 64  # above this many changed files, one os.sync() replaces the per-file fsyncs
@@ -48,7 +45,7 @@ def occurrences(text: str, old: str, limit: int = 2) -> int:
 
 
 class Transaction:
-    def __init__(self, store: "MemoryStore", message: str, author: str, base: Optional[int],
+    def __init__(self, core: StoreCore, message: str, author: str, base: Optional[int],
                  key: Optional[str] = None) -> None:
         if not isinstance(message, str) or not message.strip():
             raise ValueError("a memory commit needs a message saying what changed and its evidence")
@@ -60,20 +57,32 @@ class Transaction:
         self.author = author
         self.key = key
         self.generation: Optional[int] = None
-        self._store = store
+        # True when a commit with this key is in the log (seen at open, or at commit under the lock): this
+        # transaction commits nothing and `generation` is that earlier commit's
+        self.already_committed = False
+        self._core = core
         head: Optional[int] = None  # known only when the base is HEAD: the pin need not look it up again
         if base is None:
-            base = head = store.head()
+            base = head = core.head()
         self.base = base
-        self._pin = store._pin(self.base, head=head) if self.base >= 0 else None
+        self._pin = core.pin(self.base, head=head) if self.base >= 0 else None
         self._release_pin = weakref.finalize(self, self._pin.release) if self._pin else (lambda: None)
-        self._base_tree: Optional[Path] = store._gen_path(self.base) if self.base >= 0 else None
+        self._base_tree: Optional[Path] = core.gen_path(self.base) if self.base >= 0 else None
         self._final: dict[str, Optional[str]] = {}   # path -> new text, None for deleted
         self._patches: dict[str, list[tuple[str, str]]] = {}
         self._rewritten: set[str] = set()            # paths with a write or delete: never replayed
         self._folders: set[str] = set()              # folders of the paths this transaction wrote
         self._plain: set[str] = set()                # base folders known not to be symlinks
         self._done = False
+        if key is not None:
+            self._earlier(core.assess().keys)
+
+    def _earlier(self, keys: dict[str, int]) -> Optional[int]:
+        """The generation committed with this transaction's key according to `keys` (the log's), or None."""
+        earlier = keys.get(self.key) if self.key is not None else None
+        if earlier is not None:
+            self.generation, self.already_committed = earlier, True
+        return earlier
 
     # ---- staging changes ----------------------------------------------------------------------
 
@@ -169,8 +178,7 @@ class Transaction:
             return self.generation
         self._done = True
         try:
-            if self.key is not None and self.key in self._store._assess().keys:
-                self.generation = self._store._assess().keys[self.key]
+            if self.already_committed or self._earlier(self._core.assess().keys) is not None:
                 return self.generation
             changes = {p: t for p, t in self._final.items() if t is not None or self._base_text(p) is not None}
             if not changes:
@@ -184,18 +192,18 @@ class Transaction:
     def _check_l1(self, changes: dict[str, Optional[str]]) -> None:
         text = changes.get(layers.L1_INDEX)
         if text is not None:
-            layers.check_l1(text, self._store.l1_max_lines, self._store.l1_max_chars)
+            layers.check_l1(text, self._core.l1_max_lines, self._core.l1_max_chars)
 
     def _precheck(self) -> None:
         """Fail fast, before building anything, on a sure conflict: a path this transaction rewrote that a
         published commit changed since the base. Best effort, without the lock; the locked check decides."""
-        store = self._store
-        found = store._assess()
+        core = self._core
+        found = core.assess()
         head = found.head
         if head == self.base or found.problems:
             return
         try:
-            newer = [c for c in commitlog.entries_after(store._log, self.base) if c.generation <= head]
+            newer = [c for c in commitlog.entries_after(core.log, self.base) if c.generation <= head]
         except MemoryStoreError:  # a line being appended right now; the check under the lock will see it
             return
         for commit in reversed(newer):
@@ -203,13 +211,13 @@ class Transaction:
                 raise self._conflict(rel, commit, REWRITE_CONFLICT)
 
     def _publish(self, changes: dict[str, Optional[str]]) -> int:
-        store = self._store
+        core = self._core
         self._precheck()
-        staging = store._new_staging()
+        staging = core.new_staging()
         builder: Optional[Builder] = None
         try:
             faults.point("staging")
-            builder = Builder(staging.path, self._base_tree, store._pool, _midway("linking"))
+            builder = Builder(staging.path, self._base_tree, core.pool, _midway("linking"))
             tables = Staged(self._base_tree)
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
@@ -217,7 +225,7 @@ class Transaction:
                 _apply(builder, rel, text, tables, midway, sync=not bulk)
                 midway = None if text is not None else midway
             _flush(builder, bulk)
-            with flocked(store._lock):
+            with flocked(core.lock):
                 return self._publish_locked(builder, changes, tables)
         finally:
             if builder is not None:
@@ -226,13 +234,16 @@ class Transaction:
 
     def _publish_locked(self, builder: Builder, changes: dict[str, Optional[str]], tables: Staged) -> int:
         """Rebase onto HEAD if it moved, then publish (see store.py). Caller holds the commit lock."""
-        store = self._store
+        core = self._core
         faults.point("locked")
-        store._recover_locked(full=False)
-        found = store._assess()  # nothing changes under this lock but by us
+        found = core.assess()  # nothing changes under this lock but by us
+        if found.problems or found.fixes:
+            fixes.recover_locked(core, full=False)  # raises when the store needs repair
+            found = core.assess()
         head, hashes = found.head, found.log.hashes
-        if self.key is not None and self.key in found.keys:
-            return found.keys[self.key]
+        earlier = self._earlier(found.keys)
+        if earlier is not None:
+            return earlier
         if head != self.base:
             self._rebase(builder, changes, head, tables)
             _flush(builder, bulk=False)
@@ -243,21 +254,21 @@ class Transaction:
         record = self._record_of(generation, changes, digest, parent_hash)
         write_new(os.path.join(builder.tree, manifest.RECORD), record.to_line(), sync=False)
         faults.point("rebased")
-        target = store._gen_path(generation)
+        target = core.gen_path(generation)
         builder.publish(target)
         try:
-            fsync_dir(store._gens)
-            store.link_manifest(generation)
+            fsync_dir(core.gens)
+            core.link_manifest(generation)
             faults.point("published")
-            commitlog.append(store._log, record, midway=_midway("logging"))
+            commitlog.append(core.log, record, midway=_midway("logging"))
         except BaseException:  # alive and still holding the lock: take back what nobody may publish
-            if commitlog.last_line(store._log) != record.to_line().rstrip(b"\n"):
-                _unpublish(store, builder, target)
+            if commitlog.last_line(core.log) != record.to_line().rstrip(b"\n"):
+                _unpublish(core, builder, target)
             raise
         faults.point("logged")
-        store._write_head(generation, with_faults=True)
+        core.write_head(generation, with_faults=True)
         faults.point("committed")
-        store._checked[generation] = time.monotonic()  # its stat record was just taken from its files
+        core.trust(generation)  # its stat record was just taken from its files
         return generation
 
     def _record_of(self, generation: int, changes: dict[str, Optional[str]], digest: str,
@@ -277,16 +288,16 @@ class Transaction:
 
     def _rebase(self, builder: Builder, changes: dict[str, Optional[str]], head: int, tables: Staged) -> None:
         """Bring staging from the base to `head`, path by path. Caller holds the lock."""
-        store = self._store
-        newer = commitlog.entries_after(store._log, self.base)
+        core = self._core
+        newer = commitlog.entries_after(core.log, self.base)
         if not newer or newer[0].generation != self.base + 1 or newer[-1].generation != head:
-            raise MemoryStoreError(f"{store._log} does not cover generations {self.base + 1}..{head}; "
+            raise MemoryStoreError(f"{core.log} does not cover generations {self.base + 1}..{head}; "
                                    "run `ga memory verify`")
         latest: dict[str, Commit] = {}
         for commit in newer:
             for rel in commit.paths:
                 latest[rel] = commit
-        head_tree = store._gen_path(head)
+        head_tree = core.gen_path(head)
         head_tables = Staged(head_tree)
         for rel, theirs in sorted(latest.items()):
             if rel in changes:
@@ -322,13 +333,13 @@ class Transaction:
         return CommitConflict(rel, self.author, theirs.author, self.base, theirs.generation, why)
 
 
-def _unpublish(store: "MemoryStore", builder: Builder, target: Path) -> None:
+def _unpublish(core: StoreCore, builder: Builder, target: Path) -> None:
     """Undo a publication that failed before its record was whole (an exception, not a crash): cut a half
     written line (kept in quarantine/) and move the tree back into staging, where its build is discarded.
     (A crash leaves the generation complete: recovery restores its record from MANIFEST.record.)"""
-    store.cut_torn_tail()
+    core.cut_torn_tail()
     builder.unpublish(target)
-    (store.root / "manifests" / target.name).unlink(missing_ok=True)
+    (core.manifests / target.name).unlink(missing_ok=True)
 
 
 def _midway(point: str) -> Optional[Callable[[], None]]:

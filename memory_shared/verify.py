@@ -8,52 +8,49 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import manifest
 from .commitlog import Commit
+from .core import StoreCore, abandoned_entries
 from .fsutil import flocked_readonly
-from .holds import abandoned_entries
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
 
 
-def verify(store: "MemoryStore", quick: bool = False) -> list[str]:
+def verify(core: StoreCore, quick: bool = False) -> list[str]:
     """Read-only: the store's files are not changed, nor created (its locks are taken shared, opened read-only)."""
-    with flocked_readonly(store._lock):
-        return verify_locked(store, quick, pins_lock=True)
+    with flocked_readonly(core.lock):
+        return verify_locked(core, quick, pins_lock=True)
 
 
-def verify_locked(store: "MemoryStore", quick: bool = False, pins_lock: bool = False) -> list[str]:
+def verify_locked(core: StoreCore, quick: bool = False, pins_lock: bool = False) -> list[str]:
     """`verify` for a caller holding `lock` (and `pins.lock` too unless `pins_lock`)."""
-    found = store._assess(full=True)
+    found = core.assess(full=True)
     problems = list(found.problems)
     problems += [f"{fix.message.split('; ')[0]} (fixed on the next open or commit)" for fix in found.fixes]
-    problems += _verify_log_end(store)
+    problems += _verify_log_end(core)
     commits = {c.generation: c for c in found.log.commits}
     published = sorted(g for g in found.dirs if g <= found.head)  # whatever events.jsonl says
     if quick:
         published = published[-1:]
-    damage = content_damage(store, published, commits, found.upgraded, dropped=found.dropped)
+    damage = content_damage(core, published, commits, found.upgraded, dropped=found.dropped)
     problems += [line for line, _ in damage]
-    problems += _verify_trees(store, published, commits, found.dropped)
+    problems += _verify_trees(core, published, commits, found.dropped)
     for generation in published:
         if not any(f"generation {generation} " in line or f"generations {generation}," in line
                    for line, _ in damage):
-            stale = store.stat_check(generation)
+            stale = core.stat_check(generation)
             if stale:
                 problems.append(f"generation {generation}: {stale[0]} no longer has the inode, size or mtime "
                                 "recorded at publication, so pins refuse it (`ga memory repair` refreshes it)")
-    with flocked_readonly(store._pins_lock, shared=False) if pins_lock else nullcontext():
+    with flocked_readonly(core.pins_lock, shared=False) if pins_lock else nullcontext():
         problems += [f"leftover staging {p} (reopen the store to remove it)"  # (pins.lock held back
-                     for p in abandoned_entries(store._staging)]             # new staging dirs)
-    problems += [f"leftover HEAD temp file {p}" for p in store.root.glob(".HEAD.tmp-*")]
+                     for p in abandoned_entries(core.staging)]             # new staging dirs)
+    problems += [f"leftover HEAD temp file {p}" for p in core.root.glob(".HEAD.tmp-*")]
     return problems
 
 
-def _verify_log_end(store: "MemoryStore") -> list[str]:
-    log = store._log
+def _verify_log_end(core: StoreCore) -> list[str]:
+    log = core.log
     if log.exists() and log.stat().st_size:
         with open(log, "rb") as fh:
             fh.seek(-1, os.SEEK_END)
@@ -75,7 +72,7 @@ class Damage:
         return sorted({g for g, _ in self.places})
 
 
-def content_damage(store: "MemoryStore", generations: list[int], commits: dict[int, Commit],
+def content_damage(core: StoreCore, generations: list[int], commits: dict[int, Commit],
                    upgraded: dict[int, str], cache: Optional[dict] = None,
                    dropped: frozenset | set = frozenset()) -> list[tuple[str, Optional[Damage]]]:
     """Every mismatch between generations and their manifests: (one line, the Damage to restore or None)."""
@@ -83,7 +80,7 @@ def content_damage(store: "MemoryStore", generations: list[int], commits: dict[i
     lines: list[tuple[str, Optional[Damage]]] = []
     damaged: dict[tuple[int, int], Damage] = {}
     for generation in generations:
-        tree = store._gen_path(generation)
+        tree = core.gen_path(generation)
         try:
             data = (tree / manifest.NAME).read_bytes()
         except FileNotFoundError:
@@ -120,14 +117,14 @@ def content_damage(store: "MemoryStore", generations: list[int], commits: dict[i
     return lines
 
 
-def _verify_trees(store: "MemoryStore", generations: list[int], commits: dict[int, Commit],
+def _verify_trees(core: StoreCore, generations: list[int], commits: dict[int, Commit],
                   dropped: set[tuple[int, str]]) -> list[str]:
     """Modes, symlinks, and the log's paths against what actually changed between neighbours."""
 
     problems: list[str] = []
     previous: Optional[tuple[int, dict[str, int]]] = None
     for generation in generations:
-        tree: Path = store._gen_path(generation)
+        tree: Path = core.gen_path(generation)
         inodes = manifest.tree_inodes(tree, problems)
         commit = commits.get(generation)
         if commit is None:

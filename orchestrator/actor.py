@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import structlog
 
 import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
-from memory_shared import fsutil
+from memory_shared import StoreHandle, fsutil
 from orchestrator.deadlines import DEADLINES
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.record import Failure, Stop
@@ -241,7 +241,7 @@ class WorkerActor:
             setup_logging(level)
             self._log_level = level
 
-    def _store(self, job: Job, settings: Settings) -> Any:
+    def _store(self, job: Job, settings: Settings) -> Optional[StoreHandle]:
         if job.memory == "none":
             return None
         if job.memory == "service":
@@ -254,7 +254,8 @@ class WorkerActor:
                 import ray
 
                 service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
-                self.stores[key] = ReplicaStore(Path(str(job.memory_replica)), service)
+                replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
+                self.stores[key] = replica
             return self.stores[key]
         root = str(settings.memory_root)
         if root not in self.stores:

@@ -5,8 +5,9 @@ and opens the real `memory_shared.MemoryStore`. A worker on any node uses a `Rep
 snapshots are the service's generations, shipped through Ray's object store once per generation and
 node and unpacked into a node-local directory (`<replicas>/<node id>/generations/<n>`); its
 transactions are forwarded call by call to the service, so the consolidation gate sees the same
-per-change errors and the same atomic commit as with a local store. Access statistics and the L4
-archive of such a task stay in the node-local directory.
+per-change errors and the same atomic commit as with a local store (a commit key included: a task that
+runs again, on any node, commits once). Both satisfy `memory_shared.StoreHandle`. Access statistics and
+the L4 archive of such a task stay in the node-local directory.
 
 `fanout.memory_service`: null (auto: on when the cluster has more than one node), true or false.
 """
@@ -72,23 +73,30 @@ class MemoryService:
                     del self.packs[old]
         return generation, [self.packs[generation]]
 
-    def begin(self, message: str, author: str, base: Optional[int]) -> str:
+    def limits(self) -> tuple[int, int]:
+        """The store's L1 limits (lines, chars)."""
+        return self.store.l1_max_lines, self.store.l1_max_chars
+
+    def begin(self, message: str, author: str, base: Optional[int],
+              key: Optional[str]) -> tuple[str, int, Optional[int], bool]:
+        """A new transaction: its id, its base, and its key's generation if that commit was made already."""
         txn_id = uuid.uuid4().hex
-        txn = self.store.transaction(message=message, author=author, base=base)
-        self.txns[txn_id] = txn.__enter__()
-        return txn_id
+        txn = self.store.transaction(message=message, author=author, base=base, key=key)
+        self.txns[txn_id] = txn
+        return txn_id, txn.base, txn.generation, txn.already_committed
 
-    def op(self, txn_id: str, name: str, args: tuple) -> None:
-        getattr(self.txns[txn_id], name)(*args)  # ValueError/TypeError reach the caller as themselves
+    def op(self, txn_id: str, name: str, args: tuple) -> Any:
+        return getattr(self.txns[txn_id], name)(*args)  # ValueError/TypeError reach the caller as themselves
 
-    def finish(self, txn_id: str, commit: bool, message: str) -> Optional[int]:
+    def finish(self, txn_id: str, commit: bool, message: str) -> tuple[Optional[int], bool]:
+        """Commit (or drop) the transaction: (its generation, whether its key's commit was made before)."""
         txn = self.txns.pop(txn_id)
         txn.message = message
         if not commit:
-            txn.__exit__(RuntimeError, RuntimeError("rolled back by the caller"), None)
-            return None
-        txn.__exit__(None, None, None)
-        return txn.generation
+            txn.abort()
+            return None, False
+        txn.commit()
+        return txn.generation, txn.already_committed
 
     def log(self) -> list[Any]:
         return self.store.log()
@@ -112,12 +120,13 @@ class ReplicaSnapshot:
 
 
 class ReplicaStore:
-    """What a Worker needs of a MemoryStore (snapshot, transaction, root), backed by the service."""
+    """The store handle a worker sees (memory_shared.StoreHandle), backed by the service."""
 
     def __init__(self, base: Path, service: Any):
         node = ray.get_runtime_context().get_node_id()
         self.root = Path(base) / node[:16]
         self.service = service
+        self.l1_max_lines, self.l1_max_chars = (int(n) for n in ray.get(service.limits.remote()))
         self._lock = threading.Lock()
 
     def snapshot(self) -> ReplicaSnapshot:
@@ -139,25 +148,31 @@ class ReplicaStore:
                     shutil.rmtree(tmp, ignore_errors=True)
         return ReplicaSnapshot(generation, path)
 
-    def transaction(self, message: str, author: str, base: Optional[int] = None) -> "RemoteTransaction":
-        return RemoteTransaction(self.service, message, author, base)
+    def transaction(self, message: str, author: str, base: Optional[int] = None,
+                    key: Optional[str] = None) -> "RemoteTransaction":
+        return RemoteTransaction(self.service, message, author, base, key)
 
     def log(self) -> list[Any]:
         return ray.get(self.service.log.remote())
 
 
 class RemoteTransaction:
-    def __init__(self, service: Any, message: str, author: str, base: Optional[int]):
-        self.service, self.message, self.author, self.base = service, message, author, base
-        self.generation: Optional[int] = None
-        self._id: Optional[str] = None
+    """memory_shared.TransactionHandle: a transaction of the service's store, opened now, call by call."""
+
+    def __init__(self, service: Any, message: str, author: str, base: Optional[int], key: Optional[str] = None):
+        self.service, self.message, self.author = service, message, author
+        self._id, self.base, self.generation, self.already_committed = ray.get(
+            service.begin.remote(message, author, base, key))
+        self._finished = False
 
     def __enter__(self) -> "RemoteTransaction":
-        self._id = ray.get(self.service.begin.remote(self.message, self.author, self.base))
         return self
 
-    def _op(self, name: str, *args: Any) -> None:
-        ray.get(self.service.op.remote(self._id, name, args))
+    def _op(self, name: str, *args: Any) -> Any:
+        return ray.get(self.service.op.remote(self._id, name, args))
+
+    def read(self, rel: str) -> Optional[str]:
+        return self._op("read", rel)
 
     def write(self, rel: str, text: str) -> None:
         self._op("write", rel, text)
@@ -168,5 +183,19 @@ class RemoteTransaction:
     def delete(self, rel: str) -> None:
         self._op("delete", rel)
 
+    def commit(self) -> Optional[int]:
+        return self._finish(commit=True)
+
+    def abort(self) -> None:
+        self._finish(commit=False)
+
+    def _finish(self, commit: bool) -> Optional[int]:
+        if not self._finished:
+            self._finished = True
+            generation, already = ray.get(self.service.finish.remote(self._id, commit, self.message))
+            if commit:
+                self.generation, self.already_committed = generation, already
+        return self.generation
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.generation = ray.get(self.service.finish.remote(self._id, exc_type is None, self.message))
+        self._finish(commit=exc_type is None)

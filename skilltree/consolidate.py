@@ -11,10 +11,10 @@ unverified  the report alone, in one commit.
 failed      nothing (the cycle records it in the run directory).
 
 Every task's report lives at reports/<run id>/<task id>.md, so the report path names the run and the
-task. Consolidating a task whose report path is already in the store (or already a skill's `report`)
-changes nothing: re-running a crashed cycle's consolidation never duplicates a skill. A crash
-mid-commit leaves the store on the previous generation (the store's own guarantee); the tree and its
-files always land together.
+task. Each task's commit carries the key `explore/<run id>/<task id>` (memory_shared.StoreHandle):
+consolidating a task whose commit is in the store's log changes nothing, so re-running a crashed
+cycle's consolidation never duplicates a skill. A crash mid-commit leaves the store on the previous
+generation (the store's own guarantee); the tree and its files always land together.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import structlog
 
-from memory_shared import L1_INDEX, faults, format_sop, parse_sop
+from memory_shared import L1_INDEX, StoreHandle, TransactionHandle, faults, format_sop, parse_sop
 from skilltree.commit import commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
@@ -72,12 +72,13 @@ class Consolidated:
     checks: list[str] = field(default_factory=list)
 
 
-class _Already(Exception):
-    """The report of this task is already in the store."""
-
-
 def report_path(run_id: str, task_id: str) -> str:
     return f"{REPORTS_DIR}/{run_id}/{task_id}.md"
+
+
+def commit_key(run_id: str, task_id: str) -> str:
+    """The key of a task's one commit: a second consolidation of the task commits nothing."""
+    return f"explore/{run_id}/{task_id}"
 
 
 def _report_text(task: TaskPlan, collected: Collected, *, category: str, skill: str, artifacts: list[str],
@@ -110,7 +111,7 @@ def _sop_text(task: TaskPlan, collected: Collected, skill_id: str, category: str
     return format_sop(front, body)
 
 
-def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collected, *, tokens: int,
+def consolidate_task(store: StoreHandle, run_id: str, task: TaskPlan, collected: Collected, *, tokens: int,
                      now: datetime) -> Consolidated:
     """File one task's result (see the module doc); one commit, or none when it was filed before."""
     now = utc(now)
@@ -119,43 +120,38 @@ def consolidate_task(store: Any, run_id: str, task: TaskPlan, collected: Collect
     if collected.outcome == "failed":
         return done
     faults.point("explore.consolidating")
-    try:
-        if collected.outcome == "verified":
-            generation, skill_id, again = _commit_skill(store, run_id, task, collected, rel, tokens, now)
-            done.outcome, done.skill_id = "evidence" if again else "skill", skill_id
-        else:
-            generation = _commit_report(store, run_id, task, collected, rel, tokens, now)
-            done.outcome = "report"
-    except _Already:
-        generation = None
-    if generation is None:
+    key = commit_key(run_id, task.task_id)
+    if collected.outcome == "verified":
+        txn, skill_id, again = _commit_skill(store, key, run_id, task, collected, rel, tokens, now)
+        done.outcome, done.skill_id = "evidence" if again else "skill", skill_id
+    else:
+        txn = _commit_report(store, key, run_id, task, collected, rel, tokens, now)
+        done.outcome = "report"
+    if txn.already_committed:
         done.outcome, done.skill_id = "already", _skill_with_report(store, rel)
         log.info("explore.already_consolidated", run=run_id, task=task.task_id, report=rel, skill=done.skill_id)
     else:
         faults.point("explore.committed")
-    done.generation, done.report_path = generation, rel
+        done.generation = txn.generation
+    done.report_path = rel
     return done
 
 
-def _skill_with_report(store: Any, rel: str) -> Optional[str]:
+def _skill_with_report(store: StoreHandle, rel: str) -> Optional[str]:
     with store.snapshot() as snap:
         return next((s.id for s in load(snap.path).skills.values() if rel in (s.report, *s.evidence)), None)
 
 
-def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
-                  now: datetime) -> tuple[Optional[int], Optional[str], bool]:
+def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, rel: str,
+                  tokens: int, now: datetime) -> tuple[TransactionHandle, Optional[str], bool]:
     """A new skill, or, when the tree has this skill already (same_skill), its evidence updated (True)."""
     chosen: dict[str, Any] = {}
     report = collected.report
     assert report is not None
     evidence = ", ".join(collected.evidence)
 
-    def stage(txn: Any) -> bool:
+    def stage(txn: TransactionHandle) -> bool:
         tree = parse(txn.read(TREE_FILE) or "", f"{TREE_FILE} (generation {txn.base})")
-        if any(rel in (skill.report, *skill.evidence) for skill in tree.skills.values()):
-            return False
-        if txn.read(rel) is not None:
-            raise _Already
         same = same_skill(tree, [report.skill or task.target_skill, report.title],
                           [a.text for a in collected.artifacts if a.script], txn.read)
         if same is not None:
@@ -190,11 +186,16 @@ def _commit_skill(store: Any, run_id: str, task: TaskPlan, collected: Collected,
 
     message = (f"explore {run_id}/{task.task_id}: verified skill '{task.title}' ({task.category}); evidence: "
                f"code_run {evidence} exited 0, {'; '.join(c for c in collected.checks if c.startswith('re-ran'))}")
-    generation = commit_with_retry(store, stage, message=message, author=AUTHOR)
+    txn = _commit_once(store, stage, message=message, key=key)
     skill = chosen.get("skill")
-    if skill is None or generation is None:
-        return generation, None, False
-    return generation, skill.id, chosen["again"]
+    return txn, None if skill is None else skill.id, bool(chosen.get("again"))
+
+
+def _commit_once(store: StoreHandle, stage: Callable[[TransactionHandle], bool], *, message: str,
+                 key: str) -> TransactionHandle:
+    txn = commit_with_retry(store, stage, message=message, author=AUTHOR, key=key)
+    assert txn is not None, "a task's stage always has something to commit"
+    return txn
 
 
 def same_skill(tree: SkillTree, names: list[str], scripts: list[str], read: Callable[[str], Optional[str]]) -> Optional[Skill]:
@@ -223,7 +224,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _stage_evidence(txn: Any, tree: SkillTree, skill: Skill, task: TaskPlan, collected: Collected, rel: str,
+def _stage_evidence(txn: TransactionHandle, tree: SkillTree, skill: Skill, task: TaskPlan, collected: Collected, rel: str,
                     run_id: str, tokens: int, now: datetime) -> None:
     """The skill verified again: its report filed, pointed to from the skill, and named in its SOP's evidence."""
     save(txn, tree.copy_with(skills={**tree.skills, skill.id: skill.model_copy(update={
@@ -232,7 +233,7 @@ def _stage_evidence(txn: Any, tree: SkillTree, skill: Skill, task: TaskPlan, col
                                 artifacts=[p for p in (skill.sop, *skill.scripts) if p], run_id=run_id, tokens=tokens,
                                 now=now))
     text = txn.read(skill.sop) if skill.sop else None
-    if text is None:
+    if skill.sop is None or text is None:
         return
     try:
         front, body = parse_sop(text)
@@ -243,8 +244,8 @@ def _stage_evidence(txn: Any, tree: SkillTree, skill: Skill, task: TaskPlan, col
     txn.write(skill.sop, format_sop(front, body))
 
 
-def _commit_report(store: Any, run_id: str, task: TaskPlan, collected: Collected, rel: str, tokens: int,
-                   now: datetime) -> Optional[int]:
+def _commit_report(store: StoreHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, rel: str,
+                   tokens: int, now: datetime) -> TransactionHandle:
     report = collected.report
     assert report is not None
     text = _report_text(task, collected, category=task.category, skill=report.skill or task.target_skill,
@@ -252,10 +253,8 @@ def _commit_report(store: Any, run_id: str, task: TaskPlan, collected: Collected
     first = collected.problems[0] if collected.problems else "not verified"
     message = f"explore {run_id}/{task.task_id}: unverified report kept ({first[:160]})"
 
-    def stage(txn: Any) -> bool:  # a report filed meanwhile (by an earlier pass) is left as it is
-        if txn.read(rel) is not None:
-            return False
+    def stage(txn: TransactionHandle) -> bool:
         txn.write(rel, text)
         return True
 
-    return commit_with_retry(store, stage, message=message, author=AUTHOR)
+    return _commit_once(store, stage, message=message, key=key)

@@ -32,6 +32,7 @@ from typing import Any, Optional
 import structlog
 
 from configs import Settings
+from memory_shared import StoreHandle
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Usage
@@ -298,7 +299,7 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     return result
 
 
-def _consolidate_one(store: Any, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Any,
+def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Any,
                      now: datetime, timeout: float) -> Consolidated:
     if finished is None:
         return Consolidated(task.task_id, "unfinished",

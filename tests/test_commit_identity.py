@@ -40,6 +40,8 @@ def test_the_same_run_task_and_attempt_commits_once(tmp_path: Path) -> None:
     assert first is not None and again == first
     assert retry not in (None, first) and other_run not in (None, first, retry)
     assert authors == ["worker:t1 [run-a/t1/1]", "worker:t1 [run-a/t1/2]", "worker:t1 [run-b/t1/1]"]
+    # the store's own idempotency key carries it, so the store (local or remote) refuses the second commit
+    assert [c.key for c in store.log() if c.author.startswith("worker:t1")] == ["run-a/t1/1", "run-a/t1/2", "run-b/t1/1"]
 
 
 def test_a_task_without_a_commit_key_commits_every_time(tmp_path: Path) -> None:

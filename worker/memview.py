@@ -6,6 +6,7 @@ from typing import Any, Literal, Optional
 
 import structlog
 
+from memory_shared import SnapshotHandle, StoreHandle
 from memory_shared.errors import PathRefused
 from memory_shared.gate import StagedChange
 from memory_shared.manifest import RESERVED
@@ -22,9 +23,10 @@ STAGING_OFF = "memory writes are staged only after start_long_term_update; call 
 class MemoryView:
     """Staged text wins over the snapshot; every successful read is counted in the access statistics."""
 
-    def __init__(self, store: Any, snapshot: Any, task_id: str, access_log: Any = None) -> None:
-        self.store = store  # memory_shared.MemoryStore or None (no memory tier in this task)
-        self.snapshot = snapshot  # memory_shared Snapshot: .generation, .path
+    def __init__(self, store: Optional[StoreHandle], snapshot: Optional[SnapshotHandle], task_id: str,
+                 access_log: Any = None) -> None:
+        self.store = store  # None: no memory tier in this task
+        self.snapshot = snapshot
         self.task_id = task_id
         self.access_log = access_log
         self._staged: dict[str, Optional[str]] = {}  # rel -> current text (None: deleted)
@@ -33,7 +35,7 @@ class MemoryView:
 
     @property
     def generation(self) -> Optional[int]:
-        return getattr(self.snapshot, "generation", None)
+        return self.snapshot.generation if self.snapshot is not None else None
 
     @property
     def root(self) -> Optional[Path]:

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import structlog
 
-from memory_shared import AccessLog, Archive, consolidate
+from memory_shared import AccessLog, Archive, SnapshotHandle, StoreHandle, consolidate
 from memory_shared.fsutil import Unsafe
 from memory_shared.layers import render_l1
 from worker.memview import MemoryView
@@ -18,10 +18,11 @@ log = structlog.get_logger("worker.memory")
 class MemorySession:
     """Context manager: the snapshot stays pinned for the whole task."""
 
-    def __init__(self, store: Any, task_id: str, archive_keep_months: int = 12, commit_key: Optional[str] = None):
+    def __init__(self, store: Optional[StoreHandle], task_id: str, archive_keep_months: int = 12,
+                 commit_key: Optional[str] = None):
         self.store, self.task_id, self.archive_keep_months = store, task_id, archive_keep_months
-        self.commit_key = commit_key
-        self.snapshot: Any = None
+        self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its commit is made once
+        self.snapshot: Optional[SnapshotHandle] = None
         self.view: MemoryView
         self.l1_text = ""
 
@@ -40,18 +41,14 @@ class MemorySession:
 
     def finish(self, result: TaskRecord, executions: list[Any]) -> Optional[int]:
         """Pass staged memory writes through the consolidation gate; archive the raw session (L4)."""
-        if self.store is None:
+        if self.store is None or self.snapshot is None:
             return None
         generation = None
         author = f"worker:{self.task_id}" + (f" [{self.commit_key}]" if self.commit_key else "")
-        earlier = self._earlier_commit(author) if self.view.changes else None
-        if earlier is not None:  # this (run, task, attempt) ran before and its commit landed: never twice
-            log.info("memory_commit_already_made", task=self.task_id, key=self.commit_key, generation=earlier)
-            generation = earlier
-        elif self.view.changes:
+        if self.view.changes:  # with a commit key, a task that ran before and committed commits nothing again
             report = consolidate(self.store, self.view.changes, executions, task_id=self.task_id,
                                  task_succeeded=result.status == "succeeded", author=author,
-                                 base=self.snapshot.generation)
+                                 base=self.snapshot.generation, key=self.commit_key)
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
@@ -62,13 +59,6 @@ class MemorySession:
             except Unsafe as exc:  # the task's code put something else at the history's path
                 log.warning("history_not_archived", task=self.task_id, problem=str(exc))
         return generation
-
-    def _earlier_commit(self, author: str) -> Optional[int]:
-        """The generation an earlier run of the same (run, task, attempt) committed (a driver that died between
-        that commit and recording the result runs the task again), else None."""
-        if not self.commit_key:
-            return None
-        return next((c.generation for c in reversed(self.store.log()) if c.author == author), None)
 
 
 def _recorded(history: Path) -> bool:
