@@ -148,7 +148,7 @@ class Gateway:
         return self._entries
 
     def chat(self, handler: "_Handler", body: bytes) -> None:
-        from worker.llm_http import ReplyTooLarge, post
+        from worker.model.transport import ReplyTooLarge, post
 
         try:
             request = json.loads(body)

@@ -1,6 +1,6 @@
 """The model client: one OpenAI-compatible chat endpoint behind the loop's `Model` protocol.
 
-Sending (worker/llm_http.py) is bounded: `request_timeout` covers the whole exchange (connect,
+Sending (worker/model/transport.py) is bounded: `request_timeout` covers the whole exchange (connect,
 headers and body together, so an endpoint trickling bytes ends on time) and a reply over
 `max_reply_bytes` is refused without being held. Retries go through tenacity: 408/409/429/5xx,
 connection failures, timeouts and a 200 whose body is not a chat completion (HTML, invalid JSON,
@@ -33,8 +33,8 @@ import tenacity
 
 from configs.logs import redact_text
 from worker.completion import NotACompletion, parse_completion
-from worker.llm_http import BadURL, ReplyTooLarge, check_url, post
 from worker.llm_text import new_call_id, protocol_block, to_text_messages
+from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
 from worker.models import ModelConfig, ModelConfigError
 from worker.replies import interpret
 from worker.replyguard import is_context_overflow

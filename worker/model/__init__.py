@@ -1,0 +1,1 @@
+"""The model client: request, transport, reply parsing, streaming, reply guard."""
