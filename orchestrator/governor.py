@@ -393,7 +393,7 @@ class GovernedModel:
 def task_model(job: Job, client_id: str) -> Any:
     """A task's model from its job: the client, governed when its endpoint has a governor, with the
     fallbacks its models.yaml entry names behind it."""
-    from worker.llm import LLMClient
+    from worker.model.client import LLMClient
 
     chain = []
     for entry in [job, *job.fallbacks]:

@@ -125,7 +125,7 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
 
 
 def planner_model(name: Optional[str], settings: Settings) -> CountingModel:
-    from worker.llm import LLMClient
+    from worker.model.client import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     try:

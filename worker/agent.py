@@ -17,7 +17,7 @@ from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.gateway import Account
 from worker.history import History
-from worker.replyguard import repetition
+from worker.model.replyguard import repetition
 from worker.session import MemorySession
 from worker.taskcheck import TaskCheck, run_check
 from worker.tools import REGISTRY, ToolContext
@@ -314,7 +314,7 @@ class Worker:
 @functools.lru_cache(maxsize=64)
 def _schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
     """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
-    (read-only: the model client encodes them once per list, worker/llm.py)."""
+    (read-only: the model client encodes them once per list, worker/model/client.py)."""
     return [REGISTRY[name].schema() for name in names]
 
 
@@ -377,7 +377,7 @@ def _model_name(model: Any) -> str:
 
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:
-    from worker.llm import LLMClient
+    from worker.model.client import LLMClient
     from worker.models import resolve_model
 
     return LLMClient(resolve_model(model_name, settings))

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from worker.replies import interpret
+from worker.model.replies import interpret
 from worker.types import Model, ModelError, Reply, ToolCall, Usage
 
 LENGTH_PROBLEM = "max_tokens limit"  # worker.agent._reply_problem's words for a reply cut at max_tokens
-TEXT_CALLS_NOTE = "from the reply's text"  # worker.replies.interpret's note for calls read from a native reply's text
+TEXT_CALLS_NOTE = "from the reply's text"  # worker.model.replies.interpret's note for calls read from a native reply's text
 
 
 @dataclass
@@ -147,7 +147,7 @@ class ReplayModel:
 
 def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> Reply:
     """The recorded reply as this ga reads it: the text as the model wrote it and its native calls go
-    through the same interpretation as a live reply (worker/replies.py), with the recorded call ids."""
+    through the same interpretation as a live reply (worker/model/replies.py), with the recorded call ids."""
     received = recorded.received
     content = recorded.raw if recorded.raw is not None else (received.get("content") or "")
     from_text = any(TEXT_CALLS_NOTE in note for note in recorded.notes)  # the calls were read from `raw`

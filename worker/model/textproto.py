@@ -2,7 +2,7 @@
 
 The model writes `<tool_use>{"name": ..., "arguments": {...}}</tool_use>` blocks in its reply; results
 go back as `<tool_result id="...">...</tool_result>` in a user message. Shared by the client
-(worker/llm.py) and the scripted server, so both speak exactly the same format.
+(worker/model/client.py) and the scripted server, so both speak exactly the same format.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Small models behind servers that do not turn their output into `tool_calls` write the call in the
 content instead. Recognised forms (in either tool mode):
 
-- `<tool_use>{"name": ..., "arguments": {...}}</tool_use>` (ga's text protocol, worker/llm_text.py);
+- `<tool_use>{"name": ..., "arguments": {...}}</tool_use>` (ga's text protocol, worker/model/textproto.py);
 - `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen/Hermes chat templates);
 - a fenced block (```json, ```tool_call or bare ```) holding {"name": KNOWN_TOOL, "arguments": {...}}
   (or "parameters", or a list of such objects), or a whole reply that is such an object.
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from worker.llm_text import parse_block
+from worker.model.textproto import parse_block
 
 INVENTED_RESULT = re.compile(r"<\s*tool_(?:result|response)\b", re.I)
 TAG_BLOCK = re.compile(r"<(tool_use|tool_call)>(.*?)(?:</\1>|\Z)", re.S)

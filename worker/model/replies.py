@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from worker.llm_text import new_call_id
-from worker.toolcalls import (
+from worker.model.textproto import new_call_id
+from worker.model.toolcalls import (
     Extracted,
     cut_invented_results,
     extract_calls,

@@ -12,7 +12,7 @@ retries raises ModelError, one line. The key is sent only in the Authorization h
 text is redacted whole (the configured key and anything shaped like one) before it is cut.
 
 Tool modes: `native` sends `tools=` and reads `message.tool_calls`; `text` rewrites the history to
-the `<tool_use>` protocol (worker/llm_text.py) and anchors the tool protocol block on the system
+the `<tool_use>` protocol (worker/model/textproto.py) and anchors the tool protocol block on the system
 message at the first request and on the newest user message every `schema_resend_every` requests
 (or when no anchored message is left). An anchored message keeps its block in every later request,
 so successive requests share their prefix and provider prompt caches hit.
@@ -32,13 +32,13 @@ import structlog
 import tenacity
 
 from configs.logs import redact_text
-from worker.completion import NotACompletion, parse_completion
-from worker.llm_text import new_call_id, protocol_block, to_text_messages
+from worker.model.completion import NotACompletion, parse_completion
+from worker.model.replies import interpret
+from worker.model.replyguard import is_context_overflow
+from worker.model.streaming import StreamAssembler
+from worker.model.textproto import new_call_id, protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
 from worker.models import ModelConfig, ModelConfigError
-from worker.replies import interpret
-from worker.replyguard import is_context_overflow
-from worker.streaming import StreamAssembler
 from worker.types import ContextOverflow, ModelError, Reply, ToolCall, Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
@@ -145,7 +145,7 @@ class LLMClient:
 
     def _stop_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
         """Text mode: the server stops where the model starts writing a tool result itself (the reply is
-        cut there anyway, see worker/toolcalls.py; stopping early saves the invented tokens)."""
+        cut there anyway, see worker/model/toolcalls.py; stopping early saves the invented tokens)."""
         if self.config.tool_mode != "text" or not tools or not self.config.stop_sequences or self._stop_refused:
             return {}
         return {"stop": list(TEXT_MODE_STOP)}
@@ -268,7 +268,7 @@ class LLMClient:
     # ---- reply --------------------------------------------------------------------------------
 
     def _reply(self, response: Any, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
-        """Tool calls however they arrive (worker/replies.py); the usage counts what was received."""
+        """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
         content = msg.content or ""
