@@ -39,7 +39,8 @@ from configs import load_settings  # noqa: E402
 from configs.logs import setup_logging  # noqa: E402
 from memory_shared import MemoryStore  # noqa: E402
 from worker import Worker  # noqa: E402
-from worker.types import Reply, ToolCall, Usage  # noqa: E402
+from worker.model import Reply, ToolCall  # noqa: E402
+from worker.types import Usage  # noqa: E402
 
 CACHED_PRICE = 0.10  # a provider's price for cached input, as a fraction of the uncached price
 WORKLOADS = {

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import openai  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
-from worker.model.completion import parse_completion  # noqa: E402
+from worker.model.replies import parse_completion  # noqa: E402
 from worker.model.transport import post  # noqa: E402
 
 REQUEST = {"model": "scripted", "max_tokens": 100, "temperature": 0,

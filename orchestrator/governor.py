@@ -24,7 +24,8 @@ from typing import Any, Optional
 
 from configs.logs import redact_text
 from orchestrator.records import Job
-from worker.types import ModelError, Reply, Usage
+from worker.model import ModelError, Reply
+from worker.types import Usage
 
 NAMESPACE = "ga"
 CIRCUIT_OPEN = -1.0

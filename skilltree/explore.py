@@ -87,7 +87,7 @@ class CycleResult:
 
 
 class CountingModel:
-    """A worker.types.Model that adds up the usage of every call (the planner's share of the spend)."""
+    """A worker.model.Model that adds up the usage of every call (the planner's share of the spend)."""
 
     def __init__(self, model: Any):
         self.model = model

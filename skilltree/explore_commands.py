@@ -19,7 +19,7 @@ from configs.clikit import NOW_HELP, console, emit_json, emit_json_line, fail, s
 from orchestrator.triggers.durations import parse_duration
 from skilltree.skills_commands import skills_now
 from worker.commands import check_model
-from worker.types import ModelError
+from worker.model import ModelError
 
 commands = typer.Typer()
 

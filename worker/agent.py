@@ -17,20 +17,11 @@ from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.gateway import Account
 from worker.history import History
-from worker.model.replyguard import repetition
+from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.session import MemorySession
 from worker.taskcheck import TaskCheck, run_check
 from worker.tools import REGISTRY, ToolContext
-from worker.types import (
-    ContextOverflow,
-    Model,
-    ModelError,
-    Reply,
-    ToolCall,
-    ToolResult,
-    Usage,
-    WorkerResult,
-)
+from worker.types import ToolResult, Usage, WorkerResult
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3
@@ -121,7 +112,7 @@ class Worker:
                 return self._result("failed", "", turn, f"model error: {exc}")
             self.account.add(reply.usage)
             messages = request + [reply.message]
-            problem = _reply_problem(reply)
+            problem = reply.problem()
             if problem:
                 malformed += 1
                 self.history.record(turn, request, reply, [{"error": problem}])
@@ -330,18 +321,6 @@ def _skipped(calls: list[ToolCall], why: str) -> list[dict[str, Any]]:
 
 def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
-
-
-def _reply_problem(reply: Reply) -> str:
-    """Why a reply cannot be taken (runaway repetition, an answer cut at max_tokens), or ""."""
-    for text in [reply.raw if reply.raw is not None else reply.content, *(c.arguments for c in reply.tool_calls)]:
-        found = repetition(text or "")
-        if found:
-            return f"your reply was discarded: {found}; write it once, then continue"
-    if reply.finish_reason == "length" and not reply.tool_calls:
-        return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
-                "with file_write in several calls")
-    return ""
 
 
 def _shortened(reply: Reply, limit: int = 400) -> str:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from worker.model import Model, ModelError, Reply, ToolCall
 from worker.model.replies import interpret
-from worker.types import Model, ModelError, Reply, ToolCall, Usage
+from worker.types import Usage
 
-LENGTH_PROBLEM = "max_tokens limit"  # worker.agent._reply_problem's words for a reply cut at max_tokens
+LENGTH_PROBLEM = "max_tokens limit"  # worker.model.Reply.problem()'s words for a reply cut at max_tokens
 TEXT_CALLS_NOTE = "from the reply's text"  # worker.model.replies.interpret's note for calls read from a native reply's text
 
 

@@ -32,14 +32,13 @@ import structlog
 import tenacity
 
 from configs.logs import redact_text
-from worker.model.completion import NotACompletion, parse_completion
-from worker.model.replies import interpret
-from worker.model.replyguard import is_context_overflow
+from worker.model import ContextOverflow, ModelError, Reply, ToolCall
+from worker.model.replies import NotACompletion, interpret, is_context_overflow, new_call_id, parse_completion
 from worker.model.streaming import StreamAssembler
-from worker.model.textproto import new_call_id, protocol_block, to_text_messages
+from worker.model.textproto import protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
 from worker.models import ModelConfig, ModelConfigError
-from worker.types import ContextOverflow, ModelError, Reply, ToolCall, Usage
+from worker.types import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
 MAX_ANCHORS = 8
@@ -56,7 +55,7 @@ class _Retry(Exception):
 
 
 class LLMClient:
-    """Implements worker.types.Model for one configured endpoint."""
+    """A worker.model.Model for one configured endpoint (and worker.model.RateHooks for a governor)."""
 
     def __init__(self, config: ModelConfig):
         self.config = config
@@ -145,7 +144,7 @@ class LLMClient:
 
     def _stop_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
         """Text mode: the server stops where the model starts writing a tool result itself (the reply is
-        cut there anyway, see worker/model/toolcalls.py; stopping early saves the invented tokens)."""
+        cut there anyway, see worker/model/replies.py; stopping early saves the invented tokens)."""
         if self.config.tool_mode != "text" or not tools or not self.config.stop_sequences or self._stop_refused:
             return {}
         return {"stop": list(TEXT_MODE_STOP)}
