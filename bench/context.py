@@ -62,6 +62,7 @@ class SessionModel:
         self.protocol_errors = 0
         self.model_seconds = 0.0
         self.chat_returned = 0.0
+        self.config = None  # no models.yaml entry: the loop keeps the configured context
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()

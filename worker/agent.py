@@ -84,7 +84,7 @@ class Worker:
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
-                                    account=self.account, model_config=_model_config(self.model))
+                                    account=self.account, model_config=self.model.config)
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
@@ -186,7 +186,7 @@ class Worker:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
-        config = _model_config(self.model)
+        config = self.model.config
         if config is None:
             return cfg
         overhead = len(json.dumps(schemas)) // max(1, cfg.chars_per_token)
@@ -337,26 +337,12 @@ def _failure_line(output: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _model_config(model: Any) -> Any:
-    """The ModelConfig behind a client: an LLMClient, or wrappers holding one as .inner (telemetry)
-    or .client (the fan-out governor)."""
-    pending = [model]
-    while pending:
-        candidate = pending.pop(0)
-        config = getattr(candidate, "config", None)
-        if config is not None and hasattr(config, "context_tokens"):
-            return config
-        pending += [inner for inner in (getattr(candidate, "inner", None), getattr(candidate, "client", None)) if inner is not None]
-    return None
-
-
-def _model_name(model: Any) -> str:
-    config = _model_config(model)
-    return f"model '{config.name}'" if config is not None else "this model"
+def _model_name(model: Model) -> str:
+    return f"model '{model.config.name}'" if model.config is not None else "this model"
 
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:
-    from worker.model.client import LLMClient
+    from worker.model import LLMClient
     from worker.models import resolve_model
 
     return LLMClient(resolve_model(model_name, settings))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from worker.model.client import LLMClient
     from worker.models import ModelConfig
 
-__all__ = ["ContextOverflow", "LLMClient", "Model", "ModelError", "RateHooks", "Reply", "ToolCall"]
+__all__ = ["ContextOverflow", "HookedModel", "LLMClient", "Model", "ModelError", "Reply", "ToolCall"]
 
 
 class ModelError(RuntimeError):
@@ -51,8 +51,8 @@ class Model(Protocol):
         ...
 
 
-class RateHooks(Protocol):
-    """What a fan-out governor sets on a client (LLMClient has both, None by default)."""
+class HookedModel(Model, Protocol):
+    """A Model with the hooks a fan-out governor sets (LLMClient has both, None by default)."""
 
     before_request: Optional[Callable[[], None]]  # before every attempt; may block to throttle
     on_rate_limit: Optional[Callable[[float], None]]  # on every 429, with the wait the client then takes

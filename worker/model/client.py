@@ -55,7 +55,7 @@ class _Retry(Exception):
 
 
 class LLMClient:
-    """A worker.model.Model for one configured endpoint (and worker.model.RateHooks for a governor)."""
+    """A worker.model.Model for one configured endpoint (a HookedModel: a governor may set its hooks)."""
 
     def __init__(self, config: ModelConfig):
         self.config = config

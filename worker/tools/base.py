@@ -6,12 +6,15 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Optional, Type
 
 from pydantic import BaseModel
 
 from configs import Settings
 from worker.types import ToolResult
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 
 @dataclass
@@ -30,7 +33,7 @@ class ToolContext:
     kill: list[Callable[[], object]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
     account: Any = None  # worker.gateway.Account: what the task spent and may spend
-    model_config: Any = None  # the task's worker.models.ModelConfig: where its gateway forwards model calls
+    model_config: Optional[ModelConfig] = None  # the task's model entry: where its gateway forwards model calls
     cleanup: ExitStack = field(default_factory=ExitStack)
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
     seq: int = 0
