@@ -20,13 +20,11 @@ from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.session import MemorySession
 from worker.taskcheck import TaskCheck, run_check
-from worker.tools import REGISTRY, ToolContext
+from worker.tools import REGISTRY, Tool, ToolContext
 from worker.types import ToolResult, Usage, WorkerResult
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3
-# Tools whose success says nothing about the answer: the status looks at the last run of any other tool
-NOT_EVIDENCE_OF_AN_ANSWER = ("update_working_checkpoint", "start_long_term_update", "ask_user")
 
 
 class Worker:
@@ -49,7 +47,7 @@ class Worker:
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
-        self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
+        self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (tools or REGISTRY)}
         limits = settings.worker
         self.account = Account(_lowest(limits.max_tokens, budget_tokens), _lowest(limits.max_cost, budget_cost))
         self._cancelled = threading.Event()
@@ -154,7 +152,7 @@ class Worker:
                 break
             result, well_formed = self._dispatch(call, turn)
             malformed = 0 if well_formed else malformed + 1
-            if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
+            if well_formed and self.tools[call.name].answer_evidence:
                 self._last_run = (call.name, result.ok, result.output)
             done.append((call, result))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})

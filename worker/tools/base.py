@@ -1,4 +1,4 @@
-"""What every tool is: a name, a pydantic argument model, a function; and what it runs in."""
+"""What every tool is (the Tool protocol; FunctionTool, what `@tool` registers) and what it runs in."""
 from __future__ import annotations
 
 import copy
@@ -6,7 +6,7 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from pydantic import BaseModel
 
@@ -51,12 +51,37 @@ class ToolContext:
         self.cleanup.close()
 
 
+class Tool(Protocol):
+    """What the loop needs of a tool: its name and argument model (the schema the model is offered), whether a
+    successful call backs an answer, and the run itself."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> type[BaseModel]: ...
+    @property
+    def answer_evidence(self) -> bool:
+        """A successful call is evidence for the answer that follows it (the task then `succeeded`); False for
+        bookkeeping (a checkpoint, opening long-term memory, asking the person): the status then looks at the
+        last run of any other tool."""
+        ...
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolResult: ...
+    def schema(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
-class Tool:
+class FunctionTool:
+    """A Tool made of a function (what `@tool` registers)."""
+
     name: str
     description: str
-    args: Type[BaseModel]
-    run: Callable[[ToolContext, Any], ToolResult]
+    args: type[BaseModel]
+    function: Callable[[ToolContext, Any], ToolResult]
+    answer_evidence: bool = True
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolResult:
+        return self.function(ctx, args)
 
     def schema(self) -> dict[str, Any]:
         cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
@@ -70,17 +95,26 @@ class Tool:
         return copy.deepcopy(cached)
 
 
-_SCHEMAS: dict[Tool, dict[str, Any]] = {}
+_SCHEMAS: dict[FunctionTool, dict[str, Any]] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
 
 
-def tool(name: str, description: str, args: Type[BaseModel]) -> Callable:
-    """Register a tool function under GenericAgent's name."""
+def tool(name: str, description: str, args: type[BaseModel], *, answer_evidence: bool = True,
+         ) -> Callable[[Callable[[ToolContext, Any], ToolResult]], Callable[[ToolContext, Any], ToolResult]]:
+    """Register a tool function under GenericAgent's name (answer_evidence: see Tool)."""
 
-    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable:
-        REGISTRY[name] = Tool(name, description, args, func)
+    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable[[ToolContext, Any], ToolResult]:
+        REGISTRY[name] = FunctionTool(name, description, args, func, answer_evidence)
         return func
 
     return register
+
+
+def optional_str(schema: dict[str, Any]) -> None:
+    """`json_schema_extra` for an optional string argument: plain {"type": "string"}, fewer prompt tokens than
+    anyOf/null."""
+    schema.pop("default", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
