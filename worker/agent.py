@@ -6,12 +6,13 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import structlog
 from pydantic import ValidationError
 
 from configs import Settings
+from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
@@ -139,7 +140,7 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
-    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: Any,
+    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: context.Anchor,
                    malformed: int) -> tuple[list[tuple[ToolCall, ToolResult]], int]:
         """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
         too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
@@ -180,7 +181,7 @@ class Worker:
             return self._result("limit", "", turn, limit)
         return None
 
-    def _context_settings(self, schemas: list[dict[str, Any]]) -> Any:
+    def _context_settings(self, schemas: list[dict[str, Any]]) -> ContextSettings:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
@@ -192,7 +193,7 @@ class Worker:
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
-             turn: int, cfg: Any, anchor: Any) -> tuple[list[dict[str, Any]], Reply, Any]:
+             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
@@ -307,7 +308,10 @@ def _schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
     return [REGISTRY[name].schema() for name in names]
 
 
-def _lowest(limit: Optional[float], budget: Optional[float]) -> Any:
+Limit = TypeVar("Limit", int, float)
+
+
+def _lowest(limit: Optional[Limit], budget: Optional[Limit]) -> Optional[Limit]:
     return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 

@@ -33,7 +33,14 @@ import tenacity
 
 from configs.logs import redact_text
 from worker.model import ContextOverflow, ModelError, Reply, ToolCall
-from worker.model.replies import NotACompletion, interpret, is_context_overflow, new_call_id, parse_completion
+from worker.model.replies import (
+    Completion,
+    NotACompletion,
+    interpret,
+    is_context_overflow,
+    new_call_id,
+    parse_completion,
+)
 from worker.model.streaming import StreamAssembler
 from worker.model.textproto import protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
@@ -149,7 +156,7 @@ class LLMClient:
             return {}
         return {"stop": list(TEXT_MODE_STOP)}
 
-    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Any:
+    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Completion:
         """_send, with two refusals told apart: a context overflow (ContextOverflow, the loop trims and
         retries) and a server that rejects `stop` (sent again without it, and never again)."""
         try:
@@ -166,7 +173,7 @@ class LLMClient:
 
     # ---- sending with retries -----------------------------------------------------------------
 
-    def _send(self, request: dict[str, Any]) -> Any:
+    def _send(self, request: dict[str, Any]) -> Completion:
         cfg = self.config
         payload = self._encode(request)
         attempts = cfg.max_retries + 1
@@ -196,7 +203,7 @@ class LLMClient:
         rest = _dumps({k: v for k, v in request.items() if k != "tools"})
         return rest[:-1] + b',"tools":' + encoded + b"}"
 
-    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Any:
+    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
         stream = StreamAssembler(self.on_text) if self.on_text is not None else None
@@ -266,7 +273,7 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Any, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
+    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
         """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
@@ -283,7 +290,7 @@ class LLMClient:
         return Reply(read.text, read.calls, usage, read.message, latency, finish_reason=getattr(choice, "finish_reason", None) or "",
                      raw=read.raw, notes=read.notes)
 
-    def _usage(self, response: Any, request: dict[str, Any], reply_text: str) -> Usage:
+    def _usage(self, response: Completion, request: dict[str, Any], reply_text: str) -> Usage:
         usage = getattr(response, "usage", None)
         if usage is None:  # some local servers omit usage: estimate at ~4 chars per token
             prompt = len(_json(request["messages"])) // 4
@@ -306,7 +313,7 @@ def _tool_name(schema: dict[str, Any]) -> str:
     return str(schema.get("function", schema).get("name", ""))
 
 
-def _retry_after(headers: Any) -> Optional[float]:
+def _retry_after(headers: dict[str, str]) -> Optional[float]:
     """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date); None if absent."""
     try:
         if headers.get("retry-after-ms"):
