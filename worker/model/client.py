@@ -32,10 +32,12 @@ import structlog
 import tenacity
 
 from configs.logs import redact_text
-from worker.model import ContextOverflow, ModelError, Reply, ToolCall
+from worker.model.protocol import ContextOverflow, ModelError
 from worker.model.replies import (
     Completion,
     NotACompletion,
+    Reply,
+    ToolCall,
     interpret,
     is_context_overflow,
     new_call_id,
