@@ -98,3 +98,26 @@ def test_a_tasks_file_may_list_every_registered_tool_and_no_other() -> None:
     assert plan.tasks[0].tools == names
     with pytest.raises(spec.SpecError, match="unknown tool 'code_runn'; did you mean 'code_run'"):
         spec.from_data({"tasks": [{"id": "typo", "prompt": "x", "tools": ["code_runn"]}]})
+
+
+def test_a_traced_turn_is_a_chat_span_and_a_tool_span_under_the_agent(tmp_path: Path) -> None:
+    """Telemetry wraps the model (TracedModel) and the tool dispatch of one worker, without a fan-out around it."""
+    from tests.test_telemetry import Receiver
+
+    receiver = Receiver()
+    settings = load_settings({"telemetry.otlp_endpoint": receiver.url}, user_file=tmp_path / "none",
+                             project_file=tmp_path / "none")
+    try:
+        status, _ = _run(tmp_path, settings, [_call("file_write", path="a.txt", content="hi"), {"content": "done"}])
+        spans = receiver.wait_for(["invoke_agent ga", "chat scripted", "chat scripted", "execute_tool file_write"])
+    finally:
+        receiver.http.shutdown()
+    assert status == "succeeded"
+    (agent,) = [s for s in spans if s["name"] == "invoke_agent ga"]
+    assert agent["attributes"]["gen_ai.request.model"] == "scripted"
+    children = receiver.children(agent)
+    assert sorted(s["name"] for s in children) == ["chat scripted", "chat scripted", "execute_tool file_write"]
+    chat = next(s for s in children if s["name"] == "chat scripted")
+    assert chat["attributes"]["gen_ai.usage.input_tokens"] > 0
+    tool = next(s for s in children if s["name"] == "execute_tool file_write")
+    assert tool["attributes"]["ga.tool.ok"] is True and tool["attributes"]["ga.turn"] == 1

@@ -46,6 +46,7 @@ class Worker:
         self.history = History(history_path)
         self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
+        self._run_tool = telemetry.traced_tool_calls(self._dispatch, settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
         self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (tools or REGISTRY)}
@@ -151,7 +152,7 @@ class Worker:
         for call in calls:
             if self._cancelled.is_set():  # a timeout or cancel: not one more call starts
                 break
-            result, well_formed = self._dispatch(call, turn)
+            result, well_formed = self._run_tool(call, turn)
             malformed = 0 if well_formed else malformed + 1
             if well_formed and self.tools[call.name].answer_evidence:
                 self._last_run = (call.name, result.ok, result.output)
@@ -250,7 +251,6 @@ class Worker:
             return messages[:-1] + [{**last, "content": f"{text}\n\n{last['content']}"}]
         return messages + [{"role": "user", "content": text}]
 
-    @telemetry.traced_tool_call
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
         """Run one tool call. The bool says whether the call itself was well formed."""
         if call.problem:

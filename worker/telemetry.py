@@ -188,21 +188,22 @@ def traced_agent(run: Callable[[W], WorkerResult]) -> Callable[[W], WorkerResult
     return wrapper
 
 
-def traced_tool_call(dispatch: Callable[[W, ToolCall, int], tuple[ToolResult, bool]],
-                     ) -> Callable[[W, ToolCall, int], tuple[ToolResult, bool]]:
-    """Worker._dispatch(call, turn) as an `execute_tool` span."""
+def traced_tool_calls(dispatch: Callable[[ToolCall, int], tuple[ToolResult, bool]], settings: Any,
+                      ) -> Callable[[ToolCall, int], tuple[ToolResult, bool]]:
+    """A worker's dispatch(call, turn) with every call an `execute_tool` span; `dispatch` itself when telemetry
+    is off (like traced_model, decided once per worker)."""
+    if tracer(settings) is None:
+        return dispatch
 
     @functools.wraps(dispatch)
-    def wrapper(worker: W, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
-        if tracer(worker.settings) is None:
-            return dispatch(worker, call, turn)
-        with span(worker.settings, f"execute_tool {call.name}", attributes={
+    def wrapper(call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
+        with span(settings, f"execute_tool {call.name}", attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id,
                 "gen_ai.tool.type": "function", "ga.turn": turn,
-                "gen_ai.tool.call.arguments": content(worker.settings, call.arguments)}) as current:
-            result, well_formed = dispatch(worker, call, turn)
+                "gen_ai.tool.call.arguments": content(settings, call.arguments)}) as current:
+            result, well_formed = dispatch(call, turn)
             annotate(current, {"ga.tool.ok": result.ok, "ga.tool.output_chars": len(result.output),
-                               "gen_ai.tool.call.result": content(worker.settings, result.output)},
+                               "gen_ai.tool.call.result": content(settings, result.output)},
                      error="" if result.ok else result.output.splitlines()[0] if result.output else "failed")
         return result, well_formed
 
