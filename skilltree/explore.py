@@ -220,8 +220,8 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     run_id = new_run_id("explore")
     run_dir = runs_dir / run_id
     tasks = tasks_of(plan)
-    model_name = name or (model.config.name if model.config is not None else "")
-    record: dict[str, Any] = {"run_id": run_id, "created": now.isoformat(), "model": model_name,
+    planner_name = model.config.name if model.config is not None else ""
+    record: dict[str, Any] = {"run_id": run_id, "created": now.isoformat(), "model": name or planner_name,
                               "generation": generation, "tasks": [t.to_dict() for t in tasks],
                               "planner": model.usage(), "fanout": {}, "outcomes": {}, "status": "planned"}
     result = CycleResult(run_id, run_dir, "planned", plan, tasks, planner=model.usage())
