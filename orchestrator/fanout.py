@@ -146,7 +146,7 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], Any]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.model.client import LLMClient
+    from worker.model import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}

@@ -1,6 +1,6 @@
 """`ga skills ...`: show, report, feedback and plan on the skill tree (skilltree.commands does the work).
 
-worker.model.client (the model client and its transport) is imported inside `ga skills plan`, the one command that calls a
+worker.model.LLMClient (the model client and its transport) is imported inside `ga skills plan`, the one command that calls a
 model.
 """
 from __future__ import annotations
@@ -108,7 +108,7 @@ def skills_plan(
     now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
 ) -> None:
     """Plan one exploration batch: the model proposes and judges, §6 scores, 4+ categories selected."""
-    from worker.model.client import LLMClient  # see the module's docstring
+    from worker.model import LLMClient  # see the module's docstring
 
     current = settings(ctx)
     when = skills_now(now)

@@ -10,7 +10,7 @@ import pytest
 
 from configs import load_settings
 from tests.ga_support import run_ga
-from worker.model.client import LLMClient
+from worker.model import LLMClient
 from worker.model.streaming import StreamAssembler, completion_events
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer

@@ -12,7 +12,9 @@ and never looks inside a wrapper (the protocols: protocol.py). One request walks
 and, only when they are used, streaming.py (server-sent events put back into a completion) and
 textproto.py (the `<tool_use>` protocol of the text tool mode; the scripted server speaks it too).
 
-Importing this package is cheap: LLMClient (httpcore2, tenacity) loads on first use.
+Importing this package is cheap: LLMClient (httpcore2, tenacity) loads on first use. Besides the loop,
+three parts use a piece directly: the gateway forwards a script's request with transport.post, the
+scripted server speaks textproto and streaming, replay reads a recorded reply with replies.interpret.
 """
 from __future__ import annotations
 
