@@ -40,7 +40,8 @@ from configs.logs import setup_logging  # noqa: E402
 from configs.settings import ContextSettings  # noqa: E402
 from memory_shared import MemoryStore  # noqa: E402
 from worker import Worker  # noqa: E402
-from worker.types import Reply, ToolCall, Usage  # noqa: E402
+from worker.model import Reply, ToolCall  # noqa: E402
+from worker.types import Usage  # noqa: E402
 
 CACHED_PRICE = 0.10  # a provider's price for cached input, as a fraction of the uncached price
 WORKLOADS = {
@@ -62,6 +63,7 @@ class SessionModel:
         self.protocol_errors = 0
         self.model_seconds = 0.0
         self.chat_returned = 0.0
+        self.config = None  # no models.yaml entry: the loop keeps the configured context
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()

@@ -52,11 +52,11 @@ def entry_module(tree: Path) -> str:
 def targets(tree: Path) -> list[tuple[str, list[str], list[str]]]:
     entry = entry_module(tree)
     return [
-        ("worker actor's own imports (worker.agent, worker.llm)", [], ["worker.agent", "worker.llm"]),
+        ("worker actor's own imports (worker.agent, worker.model.client)", [], ["worker.agent", "worker.model.client"]),
         ("actor process once ray is in (orchestrator.actor + worker)", ["ray"],
-         ["orchestrator.actor", "worker.agent", "worker.llm"]),
+         ["orchestrator.actor", "worker.agent", "worker.model.client"]),
         (f"ga entry point ({entry})", [], [entry]),
-        ("ga fanout before ray (entry, orchestrator, model client)", [], [entry, "orchestrator", "worker.llm"]),
+        ("ga fanout before ray (entry, orchestrator, model client)", [], [entry, "orchestrator", "worker.model.client"]),
     ]
 
 

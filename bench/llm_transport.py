@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 import openai  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
-from worker.completion import parse_completion  # noqa: E402
-from worker.llm_http import post  # noqa: E402
+from worker.model.replies import parse_completion  # noqa: E402
+from worker.model.transport import post  # noqa: E402
 
 REQUEST = {"model": "scripted", "max_tokens": 100, "temperature": 0,
            "messages": [{"role": "system", "content": "You are a test. " * 50}, {"role": "user", "content": "say ok"}]}
@@ -111,14 +111,14 @@ def main() -> None:
         new = per_request(lambda: parse_completion(post(url, PAYLOAD, HEADERS, t, cap).body),
                           args.requests)
     print(f"per request ({args.requests} small chats): SDK post CPU {old[0]:.2f} ms, wall {old[1]:.2f} ms | "
-          f"llm_http CPU {new[0]:.2f} ms, wall {new[1]:.2f} ms | CPU new/old {new[0] / old[0]:.2f}", flush=True)
+          f"transport CPU {new[0]:.2f} ms, wall {new[1]:.2f} ms | CPU new/old {new[0] / old[0]:.2f}", flush=True)
 
     loris = "tasks:\n  - match: '.*'\n    turns: [{content: ok}]\n    faults: [{rate: 1.0, kind: slow_loris, interval: 0.5}]\n"
     with FakeLLM(loris, folder) as llm:
         old_s = bounded(lambda: sdk(llm.base_url, t).post("/chat/completions", body=REQUEST, cast_to=ChatCompletion), 8 * t)
         url = llm.base_url + "/chat/completions"
         new_s = bounded(lambda: post(url, PAYLOAD, HEADERS, t, cap), 8 * t)
-    print(f"slow-loris (a byte every 0.5 s), request_timeout {t:g} s: SDK post {old_s} | llm_http {new_s}", flush=True)
+    print(f"slow-loris (a byte every 0.5 s), request_timeout {t:g} s: SDK post {old_s} | transport {new_s}", flush=True)
 
     size = args.giant_mb * 1_000_000
     giant = f"tasks:\n  - match: '.*'\n    turns: [{{content: ok}}]\n    faults: [{{rate: 1.0, kind: giant_reply, size: {size}}}]\n"
@@ -126,7 +126,7 @@ def main() -> None:
         old_m = peak_mb(lambda: sdk(llm.base_url, 60).post("/chat/completions", body=REQUEST, cast_to=ChatCompletion))
         url = llm.base_url + "/chat/completions"
         new_m = peak_mb(lambda: post(url, PAYLOAD, HEADERS, 60, cap))
-    print(f"a {args.giant_mb} MB reply, peak Python memory: SDK post {old_m} | llm_http {new_m}", flush=True)
+    print(f"a {args.giant_mb} MB reply, peak Python memory: SDK post {old_m} | transport {new_m}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end", flush=True)
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory_shared import MemoryStore, format_sop, render_l1  # noqa: E402
-from worker.llm_text import protocol_block  # noqa: E402
+from worker.model.textproto import protocol_block  # noqa: E402
 from worker.prompt import build_first_user_message, build_system_prompt  # noqa: E402
 from worker.tools import REGISTRY  # noqa: E402
 

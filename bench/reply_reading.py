@@ -10,8 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from worker.replies import interpret
-from worker.replyguard import repetition
+from worker.model.replies import interpret, repetition
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = ["code_run", "file_read", "file_write", "file_patch", "web_scan", "web_execute_js",

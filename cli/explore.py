@@ -19,7 +19,7 @@ from cli.skills import skills_now
 from cli.worker import check_model
 from configs import Settings
 from orchestrator.triggers.durations import parse_duration
-from worker.types import ModelError
+from worker.model import ModelError
 
 commands = typer.Typer()
 

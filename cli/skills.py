@@ -1,6 +1,6 @@
 """`ga skills ...`: show, report, feedback and plan on the skill tree (skilltree.operations does the work).
 
-worker.llm (the model client and its transport) is imported inside `ga skills plan`, the one command that calls a
+worker.model.LLMClient (the model client and its transport) is imported inside `ga skills plan`, the one command that calls a
 model.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from memory_shared import MemoryStoreError
 from skilltree import SkillTreeError
 from skilltree.operations import build_report, run_feedback, run_plan, view
 from skilltree.view import feedback_json, feedback_table, rich_tree, tree_json, weights_table
+from worker.model import ModelError
 from worker.models import ModelConfigError, resolve_model
-from worker.types import ModelError
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill tree: show, plan, report, feedback (weight adaptation).")
 
@@ -108,7 +108,7 @@ def skills_plan(
     now: Optional[str] = typer.Option(None, hidden=True, help=NOW_HELP),
 ) -> None:
     """Plan one exploration batch: the model proposes and judges, §6 scores, 4+ categories selected."""
-    from worker.llm import LLMClient  # see the module's docstring
+    from worker.model import LLMClient  # see the module's docstring
 
     current = settings(ctx)
     when = skills_now(now)

@@ -51,7 +51,7 @@ class WorkerActor:
 
     def __init__(self, uid: str, slots: int = 1, in_process: bool = False):
         import worker.agent  # noqa: F401  (import once per process, not per task)
-        import worker.llm  # noqa: F401
+        import worker.model.client  # noqa: F401
 
         self.uid, self.slots = uid, slots
         self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel" (its reason), "stop", ...}

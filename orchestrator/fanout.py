@@ -226,7 +226,7 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.llm import LLMClient
+    from worker.model import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}

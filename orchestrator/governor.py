@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from configs.logs import redact_text
 from orchestrator.executor import EndpointGovernor
 from orchestrator.records import Job
-from worker.types import ModelError, Reply, Usage
+from worker.model import HookedModel, Model, ModelError, Reply
+from worker.types import Usage
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 if TYPE_CHECKING:
     from configs.settings import FanoutSettings
@@ -352,7 +356,7 @@ class GovernedModel:
     """Wraps an LLMClient so every request asks the endpoint's governor first and reports back
     (unless the endpoint is calm: then the request goes straight out)."""
 
-    def __init__(self, client: Any, governor: EndpointGovernor, client_id: str):
+    def __init__(self, client: HookedModel, governor: EndpointGovernor, client_id: str):
         self.client, self.governor, self.client_id = client, governor, client_id
         self.link = link_for(governor)
         self.asked = False  # this request went through the governor: report its outcome
@@ -362,6 +366,10 @@ class GovernedModel:
         self.waited = 0.0
         client.before_request = self.before_request
         client.on_rate_limit = self.on_rate_limit
+
+    @property
+    def config(self) -> Optional[ModelConfig]:
+        return self.client.config
 
     def before_request(self) -> None:
         self.link.touch()
@@ -396,15 +404,15 @@ class GovernedModel:
         return reply
 
 
-def task_model(job: Job, client_id: str) -> Any:
+def task_model(job: Job, client_id: str) -> Model:
     """A task's model from its job: the client, governed when its endpoint has a governor, with the
     fallbacks its models.yaml entry names behind it."""
-    from worker.llm import LLMClient
+    from worker.model import LLMClient
 
-    chain = []
+    chain: list[tuple[str, Model]] = []
     for entry in [job, *job.fallbacks]:
         client = LLMClient(entry.endpoint)
-        model = GovernedModel(client, entry.governor, client_id) if entry.governor else client
+        model: Model = GovernedModel(client, entry.governor, client_id) if entry.governor else client
         chain.append((str(entry.model_name or entry.endpoint.name), model))
     return chain[0][1] if len(chain) == 1 else FailoverModel(chain)
 
@@ -414,13 +422,15 @@ class FailoverModel:
     retries (5xx, connection errors, a key refused) or its endpoint's circuit opens, that request and the
     rest of the task go to the next model. Every switch is kept (the driver writes it to the ledger)."""
 
-    def __init__(self, chain: list[tuple[str, Any]]):
+    def __init__(self, chain: list[tuple[str, Model]]):
         self.chain, self.index = chain, 0
         self.switches: list[dict[str, Any]] = []
         self.usage: dict[str, Usage] = {}
 
-    def __getattr__(self, name: str) -> Any:  # config, requests, ... of the model in use
-        return getattr(self.chain[self.index][1], name)
+    @property
+    def config(self) -> Optional[ModelConfig]:
+        """The config of the model in use."""
+        return self.chain[self.index][1].config
 
     @property
     def circuit_open(self) -> bool:

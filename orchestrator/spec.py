@@ -57,8 +57,6 @@ from worker.taskcheck import TaskCheck
 SPEC_VERSION = 1
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-KNOWN_TOOLS = ("file_read", "file_patch", "file_write", "code_run", "web_scan", "web_execute_js",
-               "update_working_checkpoint", "start_long_term_update", "ask_user")
 MEMORY_WRITE_TOOL = "start_long_term_update"
 EXAMPLE = "configs/examples/quickstart.yaml"
 
@@ -417,10 +415,11 @@ class _Expander:
         if options.model:
             self.check_model(options.model, loc + ("model",))
         for index, name in enumerate(options.tools or []):
-            if name not in KNOWN_TOOLS:
-                close = difflib.get_close_matches(name, KNOWN_TOOLS, n=1)
+            known = known_tools()
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
-                self.problem(loc + ("tools", index), f"unknown tool '{name}'; {hint}tools: {', '.join(KNOWN_TOOLS)}")
+                self.problem(loc + ("tools", index), f"unknown tool '{name}'; {hint}tools: {', '.join(known)}")
 
     def check_model(self, name: str, loc: tuple) -> None:
         if name not in self.checked_models:
@@ -621,6 +620,15 @@ class _Expander:
                               f"fields: {', '.join(values)}")
             return None
         return text.format(*[str(values[name]) for name in names])
+
+
+@functools.cache
+def known_tools() -> tuple[str, ...]:
+    """The names a task's `tools:` may list: worker.tools' REGISTRY, loaded only when a spec names tools (the tools
+    import the sandbox and the web session: this module stays cheap for `ga --help`)."""
+    from worker.tools import REGISTRY
+
+    return tuple(REGISTRY)
 
 
 @functools.lru_cache(maxsize=64)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import structlog
 
@@ -44,6 +44,10 @@ from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage
 from skilltree.verify import collect
 from worker.runlog import run_log
+
+if TYPE_CHECKING:
+    from worker.model import Model, Reply
+    from worker.models import ModelConfig
 
 log = structlog.get_logger("skilltree.explore")
 CYCLE_FILE = "explore.json"
@@ -88,14 +92,18 @@ class CycleResult:
 
 
 class CountingModel:
-    """A worker.types.Model that adds up the usage of every call (the planner's share of the spend)."""
+    """A worker.model.Model that adds up the usage of every call (the planner's share of the spend)."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Model):
         self.model = model
         self.calls = 0
         self.used = Usage()
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    @property
+    def config(self) -> Optional[ModelConfig]:
+        return self.model.config
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         reply = self.model.chat(messages, tools)
         self.calls += 1
         self.used += reply.usage
@@ -126,7 +134,7 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
 
 
 def planner_model(name: Optional[str], settings: Settings) -> CountingModel:
-    from worker.llm import LLMClient
+    from worker.model import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     try:
@@ -213,7 +221,8 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     run_id = new_run_id("explore")
     run_dir = runs_dir / run_id
     tasks = tasks_of(plan)
-    record: dict[str, Any] = {"run_id": run_id, "created": now.isoformat(), "model": name or model.model.config.name,
+    planner_name = model.config.name if model.config is not None else ""
+    record: dict[str, Any] = {"run_id": run_id, "created": now.isoformat(), "model": name or planner_name,
                               "generation": generation, "tasks": [t.to_dict() for t in tasks],
                               "planner": model.usage(), "fanout": {}, "outcomes": {}, "status": "planned"}
     result = CycleResult(run_id, run_dir, "planned", plan, tasks, planner=model.usage())

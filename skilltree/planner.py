@@ -57,7 +57,7 @@ def parse_json_array(content: str) -> list[Any]:
 
 
 class Planner:
-    """Talks to one model (worker.types.Model); counts calls and tokens."""
+    """Talks to one model (worker.model.Model); counts calls and tokens."""
 
     def __init__(self, model: Any, *, candidates: int = 12, summary_chars: int = 3000):
         self.model = model

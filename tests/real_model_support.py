@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from worker import Worker
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
 

@@ -7,7 +7,7 @@ from typing import Optional
 from configs import load_settings
 from memory_shared import MemoryStore
 from worker import Worker
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
 

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROBE = """
 import json, sys
-import worker.agent, worker.llm
+import worker.agent, worker.model.client
 from worker.tools import REGISTRY
 print(json.dumps({"loaded": [m for m in ("openai", "playwright", "lxml") if m in sys.modules],
                   "tools": sorted(REGISTRY)}))

@@ -11,10 +11,9 @@ import pytest
 
 from configs import load_settings
 from configs.logs import setup_logging
-from worker.llm import LLMClient
+from worker.model import LLMClient, ModelError
 from worker.models import ModelConfig, ModelConfigError, resolve_model
 from worker.scripted import ScriptedServer, scripted_server
-from worker.types import ModelError
 
 REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "configs" / "examples" / "scripts" / "hello.yaml"
@@ -341,7 +340,7 @@ def test_a_200_that_is_never_a_completion_fails_with_one_line(kind):
     (b"[" * 100_000, "nested too deeply"),
 ])
 def test_the_completion_check_names_what_the_body_is_instead(body, said):
-    from worker.completion import NotACompletion, parse_completion
+    from worker.model.replies import NotACompletion, parse_completion
 
     with pytest.raises(NotACompletion) as caught:
         parse_completion(body, "application/json")

@@ -217,7 +217,7 @@ def test_context_budget_comes_from_the_model_window(tmp_path, settings):
 
 
 def test_without_tools_offered_a_json_reply_is_just_text(settings):
-    from worker.llm import LLMClient
+    from worker.model import LLMClient
     from worker.models import resolve_model
     from worker.scripted import ScriptedServer
 

@@ -22,7 +22,7 @@ from configs import load_settings
 from memory_shared import MemoryStore
 from skilltree.verify import Artifact, rerun
 from worker import Worker
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
 

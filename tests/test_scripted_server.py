@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.ga_support import GA, ga_env, run_ga
-from worker.llm_text import parse_tool_uses
+from worker.model.textproto import parse_tool_uses
 from worker.scripted import ScriptedServer, ScriptError, load_script
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import pytest
 from skilltree.plan import read_plan
 from skilltree.planner import parse_json_array, plan_exploration
 from skilltree.tree import Category, Skill, SkillTree
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import ModelConfig
 from worker.scripted import ScriptedServer
 

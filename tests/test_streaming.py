@@ -10,10 +10,10 @@ import pytest
 
 from configs import load_settings
 from tests.ga_support import run_ga
-from worker.llm import LLMClient
+from worker.model import LLMClient
+from worker.model.streaming import StreamAssembler, completion_events
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
-from worker.streaming import StreamAssembler, completion_events
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = "The answer, after reading both files, is that the service listens on port 8123 and logs to /var/log/svc."

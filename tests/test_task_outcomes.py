@@ -10,7 +10,7 @@ import pytest
 from configs import load_settings
 from orchestrator.records import Run, RunSummary, TaskRecord
 from worker import Worker
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.record import Failure, Stop
 from worker.scripted import ScriptedServer

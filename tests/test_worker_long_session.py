@@ -5,7 +5,7 @@ import json
 
 from configs import load_settings
 from worker import Worker
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
 

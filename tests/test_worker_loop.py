@@ -9,7 +9,7 @@ import pytest
 from configs import load_settings
 from worker import Worker
 from worker.history import replay
-from worker.llm import LLMClient
+from worker.model import LLMClient
 from worker.models import resolve_model
 from worker.scripted import ScriptedServer
 

@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import structlog
 from pydantic import ValidationError
@@ -18,26 +18,15 @@ from memory_shared import Execution
 from worker import context, prompt, telemetry
 from worker.gateway import Account
 from worker.history import History
+from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.record import Stop, TaskRecord
-from worker.replyguard import repetition
 from worker.taskcheck import TaskCheck, run_check
 from worker.taskmemory import MemorySession
-from worker.tools import REGISTRY, ToolContext
-from worker.types import (
-    ContextOverflow,
-    Model,
-    ModelError,
-    Reply,
-    Status,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
+from worker.tools import REGISTRY, Tool, ToolContext
+from worker.types import Status, ToolResult, Usage
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3
-# Tools whose success says nothing about the answer: the status looks at the last run of any other tool
-NOT_EVIDENCE_OF_AN_ANSWER = ("update_working_checkpoint", "start_long_term_update", "ask_user")
 
 
 class Worker:
@@ -58,9 +47,10 @@ class Worker:
         self.history = History(history_path)
         self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
+        self._run_tool = telemetry.traced_tool_calls(self._dispatch, settings)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
-        self.tools = {name: REGISTRY[name] for name in (tools or REGISTRY)}
+        self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (tools or REGISTRY)}
         limits = settings.worker
         self.account = Account(_lowest(limits.max_tokens, budget_tokens), _lowest(limits.max_cost, budget_cost))
         self._cancelled = threading.Event()
@@ -95,7 +85,7 @@ class Worker:
                            commit_key=self.commit_key) as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
-                                    account=self.account, model_config=_model_config(self.model))
+                                    account=self.account, model_config=self.model.config)
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
@@ -124,7 +114,7 @@ class Worker:
                                     stop=Stop.rate_limited if exc.status == 429 else None)
             self.account.add(reply.usage)
             messages = request + [reply.message]
-            problem = _reply_problem(reply)
+            problem = reply.problem()
             if problem:
                 malformed += 1
                 self.history.record(turn, request, reply, [{"error": problem}])
@@ -153,7 +143,7 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
-    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: Any,
+    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: context.Anchor,
                    malformed: int) -> tuple[list[tuple[ToolCall, ToolResult]], int]:
         """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
         too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
@@ -164,9 +154,9 @@ class Worker:
         for call in calls:
             if self._cancelled.is_set():  # a timeout or cancel: not one more call starts
                 break
-            result, well_formed = self._dispatch(call, turn)
+            result, well_formed = self._run_tool(call, turn)
             malformed = 0 if well_formed else malformed + 1
-            if well_formed and call.name not in NOT_EVIDENCE_OF_AN_ANSWER:
+            if well_formed and self.tools[call.name].answer_evidence:
                 self._last_run = (call.name, result.ok, result.output)
             done.append((call, result))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
@@ -198,7 +188,7 @@ class Worker:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
-        config = _model_config(self.model)
+        config = self.model.config
         if config is None:
             return cfg
         overhead = len(json.dumps(schemas)) // max(1, cfg.chars_per_token)
@@ -206,7 +196,7 @@ class Worker:
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
-             turn: int, cfg: ContextSettings, anchor: Any) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
+             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
@@ -263,7 +253,6 @@ class Worker:
             return messages[:-1] + [{**last, "content": f"{text}\n\n{last['content']}"}]
         return messages + [{"role": "user", "content": text}]
 
-    @telemetry.traced_tool_call
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
         """Run one tool call. The bool says whether the call itself was well formed."""
         if call.problem:
@@ -318,11 +307,14 @@ class Worker:
 @functools.lru_cache(maxsize=64)
 def _schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
     """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
-    (read-only: the model client encodes them once per list, worker/llm.py)."""
+    (read-only: the model client encodes them once per list, worker/model/client.py)."""
     return [REGISTRY[name].schema() for name in names]
 
 
-def _lowest(limit: Optional[float], budget: Optional[float]) -> Any:
+Limit = TypeVar("Limit", int, float)
+
+
+def _lowest(limit: Optional[Limit], budget: Optional[Limit]) -> Optional[Limit]:
     return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 
@@ -334,18 +326,6 @@ def _skipped(calls: list[ToolCall], why: str) -> list[dict[str, Any]]:
 
 def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
-
-
-def _reply_problem(reply: Reply) -> str:
-    """Why a reply cannot be taken (runaway repetition, an answer cut at max_tokens), or ""."""
-    for text in [reply.raw if reply.raw is not None else reply.content, *(c.arguments for c in reply.tool_calls)]:
-        found = repetition(text or "")
-        if found:
-            return f"your reply was discarded: {found}; write it once, then continue"
-    if reply.finish_reason == "length" and not reply.tool_calls:
-        return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
-                "with file_write in several calls")
-    return ""
 
 
 def _shortened(reply: Reply, limit: int = 400) -> str:
@@ -362,26 +342,12 @@ def _failure_line(output: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _model_config(model: Any) -> Any:
-    """The ModelConfig behind a client: an LLMClient, or wrappers holding one as .inner (telemetry)
-    or .client (the fan-out governor)."""
-    pending = [model]
-    while pending:
-        candidate = pending.pop(0)
-        config = getattr(candidate, "config", None)
-        if config is not None and hasattr(config, "context_tokens"):
-            return config
-        pending += [inner for inner in (getattr(candidate, "inner", None), getattr(candidate, "client", None)) if inner is not None]
-    return None
-
-
-def _model_name(model: Any) -> str:
-    config = _model_config(model)
-    return f"model '{config.name}'" if config is not None else "this model"
+def _model_name(model: Model) -> str:
+    return f"model '{model.config.name}'" if model.config is not None else "this model"
 
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:
-    from worker.llm import LLMClient
+    from worker.model import LLMClient
     from worker.models import resolve_model
 
     return LLMClient(resolve_model(model_name, settings))

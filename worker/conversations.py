@@ -143,7 +143,7 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
     resume = continued is not None
     previous, new = continued or ([], [])
     if model is None and on_text is not None:
-        from worker.llm import LLMClient
+        from worker.model import LLMClient
         from worker.models import resolve_model
 
         model = LLMClient(resolve_model(session.model, settings))

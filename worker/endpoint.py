@@ -1,5 +1,5 @@
 """Is a model endpoint there at all? One `GET BASE/models` before work starts (fan-out pre-flight, `ga run`),
-so a dead endpoint is one line at once instead of a request retried for ~16 s (worker/llm.py backs off on
+so a dead endpoint is one line at once instead of a request retried for ~16 s (worker/model/client.py backs off on
 connection errors, as it should in the middle of a task). Any HTTP reply counts: the key and the path are
 the run's business."""
 from __future__ import annotations

@@ -27,12 +27,15 @@ import weakref
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import structlog
 
 from worker import telemetry
 from worker.types import Usage
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
 PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gateway adds the real one
@@ -100,12 +103,12 @@ class Parent:
 class Gateway:
     """One task's gateway; `close()` at task end (code_run registers it on the task's cleanup)."""
 
-    def __init__(self, settings: Any, model: Any, parent: Parent):
+    def __init__(self, settings: Any, model: Optional[ModelConfig], parent: Parent):
         self.settings, self.model, self.parent = settings, model, parent
         self.folder = Path(tempfile.mkdtemp(prefix="ga-gateway-"))  # mode 0700: only ga reaches the socket itself
         self._remove_folder = weakref.finalize(self, shutil.rmtree, str(self.folder), True)  # at close, or exit
         self.socket_path = self.folder / "gateway.sock"
-        self._configs: dict[str, Any] = {}
+        self._configs: dict[str, ModelConfig] = {}
         self._entries: Optional[set[str]] = None
         self._nested: dict[threading.Event, threading.Thread] = {}  # nested runs in flight: stop event, thread
         self.traceparent: Optional[str] = None  # the running code_run's span: a nested run's trace joins it
@@ -130,15 +133,18 @@ class Gateway:
 
     # ---- model calls ----
 
-    def endpoint(self, name: Any) -> Any:
+    def endpoint(self, name: Any) -> Optional[ModelConfig]:
         """The configured model a request goes to: the models.yaml entry it names, else the task's model."""
         from worker.models import resolve_model
 
-        if isinstance(name, str) and name in self._entry_names() and name != getattr(self.model, "name", None):
+        if isinstance(name, str) and name in self._entry_names() and name != self._own_name():
             if name not in self._configs:
                 self._configs[name] = resolve_model(name, self.settings)
             return self._configs[name]
         return self.model
+
+    def _own_name(self) -> str:
+        return self.model.name if self.model is not None else ""
 
     def _entry_names(self) -> set[str]:
         from worker.models import load_model_entries
@@ -148,7 +154,7 @@ class Gateway:
         return self._entries
 
     def chat(self, handler: "_Handler", body: bytes) -> None:
-        from worker.llm_http import ReplyTooLarge, post
+        from worker.model.transport import ReplyTooLarge, post
 
         try:
             request = json.loads(body)
@@ -189,7 +195,7 @@ class Gateway:
 
     def models(self, handler: "_Handler") -> None:
         try:
-            names = sorted({getattr(self.model, "name", None) or "", *self._entry_names()} - {""})
+            names = sorted({self._own_name(), *self._entry_names()} - {""})
         except ValueError as exc:  # ModelConfigError: a models.yaml that does not load
             return handler.reply_error(500, str(exc))
         handler.reply(200, json.dumps({"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode())
@@ -222,7 +228,7 @@ class Gateway:
         handler.reply(200, json.dumps(result).encode())
 
 
-def reply_usage(body: bytes, payload: bytes, config: Any) -> Usage:
+def reply_usage(body: bytes, payload: bytes, config: ModelConfig) -> Usage:
     """The usage a reply reports (JSON, or the last server-sent event that has one); ~4 chars a token if none."""
     found = None
     if body.lstrip().startswith(b"{"):

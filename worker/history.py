@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_shared import fsutil, groupsync
-from worker.types import Reply
+from worker.model import Reply
 
 READ_CAP = 1 << 30  # bytes of a history file read back (a session's follow-up)
 

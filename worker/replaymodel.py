@@ -14,13 +14,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from worker.replies import interpret
-from worker.types import Model, ModelError, Reply, ToolCall, Usage
+from worker.model import Model, ModelError, Reply, ToolCall
+from worker.model.replies import interpret
+from worker.types import Usage
 
-LENGTH_PROBLEM = "max_tokens limit"  # worker.agent._reply_problem's words for a reply cut at max_tokens
-TEXT_CALLS_NOTE = "from the reply's text"  # worker.replies.interpret's note for calls read from a native reply's text
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
+
+LENGTH_PROBLEM = "max_tokens limit"  # worker.model.Reply.problem()'s words for a reply cut at max_tokens
+TEXT_CALLS_NOTE = "from the reply's text"  # worker.model.replies.interpret's note for calls read from a native reply's text
 
 
 @dataclass
@@ -97,10 +101,10 @@ class Normaliser:
 
 class ReplayModel:
     """Serves `turns` in order (see the module doc). `config` is the recorded model's ModelConfig, so the
-    loop sizes its context exactly as it did (agent._model_config reads it)."""
+    loop sizes its context exactly as it did."""
 
     def __init__(self, turns: list[RecordedTurn], *, task_id: str, tool_mode: str, normalise: Normaliser,
-                 config: Any = None, keep_going: bool = False, live: Optional[Model] = None, live_from: int = 0):
+                 config: Optional[ModelConfig] = None, keep_going: bool = False, live: Optional[Model] = None, live_from: int = 0):
         self.turns, self.task_id, self.tool_mode, self.normalise = turns, task_id, tool_mode, normalise
         self.config, self.keep_going, self.live, self.live_from = config, keep_going, live, live_from
         self.calls = 0
@@ -147,7 +151,7 @@ class ReplayModel:
 
 def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> Reply:
     """The recorded reply as this ga reads it: the text as the model wrote it and its native calls go
-    through the same interpretation as a live reply (worker/replies.py), with the recorded call ids."""
+    through the same interpretation as a live reply (worker/model/replies.py), with the recorded call ids."""
     received = recorded.received
     content = recorded.raw if recorded.raw is not None else (received.get("content") or "")
     from_text = any(TEXT_CALLS_NOTE in note for note in recorded.notes)  # the calls were read from `raw`

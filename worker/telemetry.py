@@ -19,11 +19,17 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol, TypeVar
 
 import structlog
 
 from configs.logs import redact_text
+
+if TYPE_CHECKING:
+    from worker.model import Model, Reply, ToolCall
+    from worker.models import ModelConfig
+    from worker.record import TaskRecord
+    from worker.types import ToolResult, Usage
 
 log = structlog.get_logger("ga.telemetry")
 CONTENT_CHARS = 8000  # of each captured content attribute
@@ -143,11 +149,29 @@ def flush() -> None:
 
 # ---- the worker's spans ----
 
-def traced_agent(run: Callable[[Any], Any]) -> Callable[[Any], Any]:
+class TracedWorker(Protocol):
+    """What the worker's spans read of the loop (worker.agent.Worker)."""
+
+    @property
+    def settings(self) -> Any: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def model(self) -> Model: ...
+
+
+W = TypeVar("W", bound=TracedWorker)
+
+
+def traced_agent(run: Callable[[W], TaskRecord]) -> Callable[[W], TaskRecord]:
     """Worker.run as an `invoke_agent` span, joined to the job's trace through the worker's env."""
 
     @functools.wraps(run)
-    def wrapper(worker: Any) -> Any:
+    def wrapper(worker: W) -> TaskRecord:
         if tracer(worker.settings) is None:
             return run(worker)
         with span(worker.settings, "invoke_agent ga", parent=worker.env.get("TRACEPARENT"), attributes={
@@ -165,20 +189,22 @@ def traced_agent(run: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return wrapper
 
 
-def traced_tool_call(dispatch: Callable[..., Any]) -> Callable[..., Any]:
-    """Worker._dispatch(call, turn) as an `execute_tool` span."""
+def traced_tool_calls(dispatch: Callable[[ToolCall, int], tuple[ToolResult, bool]], settings: Any,
+                      ) -> Callable[[ToolCall, int], tuple[ToolResult, bool]]:
+    """A worker's dispatch(call, turn) with every call an `execute_tool` span; `dispatch` itself when telemetry
+    is off (like traced_model, decided once per worker)."""
+    if tracer(settings) is None:
+        return dispatch
 
     @functools.wraps(dispatch)
-    def wrapper(worker: Any, call: Any, turn: int) -> Any:
-        if tracer(worker.settings) is None:
-            return dispatch(worker, call, turn)
-        with span(worker.settings, f"execute_tool {call.name}", attributes={
+    def wrapper(call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
+        with span(settings, f"execute_tool {call.name}", attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id,
                 "gen_ai.tool.type": "function", "ga.turn": turn,
-                "gen_ai.tool.call.arguments": content(worker.settings, call.arguments)}) as current:
-            result, well_formed = dispatch(worker, call, turn)
+                "gen_ai.tool.call.arguments": content(settings, call.arguments)}) as current:
+            result, well_formed = dispatch(call, turn)
             annotate(current, {"ga.tool.ok": result.ok, "ga.tool.output_chars": len(result.output),
-                               "gen_ai.tool.call.result": content(worker.settings, result.output)},
+                               "gen_ai.tool.call.result": content(settings, result.output)},
                      error="" if result.ok else result.output.splitlines()[0] if result.output else "failed")
         return result, well_formed
 
@@ -186,40 +212,38 @@ def traced_tool_call(dispatch: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class TracedModel:
-    """A model whose every chat is a `chat <model>` client span with its token usage."""
+    """A Model whose every chat is a `chat <model>` client span with its token usage."""
 
-    def __init__(self, inner: Any, settings: Any):
+    def __init__(self, inner: Model, settings: Any):
         self.inner, self.settings = inner, settings
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def config(self) -> Optional[ModelConfig]:
+        return self.inner.config
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **options: Any) -> Any:
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         name = model_name(self.inner)
         with span(self.settings, f"chat {name}", client=True, attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": name,
                 "gen_ai.input.messages": content(self.settings, messages)}) as current:
-            reply = self.inner.chat(messages, tools, **options)
+            reply = self.inner.chat(messages, tools)
             annotate(current, {**usage_attributes(reply.usage), "gen_ai.response.model": name,
                                "gen_ai.response.finish_reasons": ["tool_calls" if reply.tool_calls else "stop"],
-                               "ga.latency_seconds": round(getattr(reply, "latency", 0.0) or 0.0, 4),
+                               "ga.latency_seconds": round(reply.latency, 4),
                                "gen_ai.output.messages": content(self.settings, [reply.message])})
         return reply
 
 
-def traced_model(model: Any, settings: Any) -> Any:
+def traced_model(model: Model, settings: Any) -> Model:
     return TracedModel(model, settings) if tracer(settings) is not None else model
 
 
-def model_name(model: Any) -> str:
-    for holder in (model, getattr(model, "inner", None), getattr(model, "client", None)):
-        config = getattr(holder, "config", None)
-        if config is not None:
-            return str(getattr(config, "model", None) or getattr(config, "name", "") or "")
-    return ""
+def model_name(model: Model) -> str:
+    config = model.config
+    return str(config.model or config.name) if config is not None else ""
 
 
-def usage_attributes(usage: Any) -> dict[str, Any]:
+def usage_attributes(usage: Usage) -> dict[str, Any]:
     return {"gen_ai.usage.input_tokens": usage.prompt, "gen_ai.usage.output_tokens": usage.completion,
             "gen_ai.usage.cache_read.input_tokens": usage.cached, "ga.cost_usd": usage.cost}
 

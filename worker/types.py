@@ -1,8 +1,8 @@
-"""Plain data passed between the loop, the model client and the tools."""
+"""Plain data passed between the loop, the tools and the ledger (the model's reply types: worker.model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Protocol
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, computed_field
 from typing_extensions import Self
@@ -48,44 +48,6 @@ class Usage(Record):
 
 
 @dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # the JSON text exactly as the model sent it
-    problem: str = ""  # the call was written in the reply's text and could not be read: the error to send back
-
-
-@dataclass
-class Reply:
-    content: str
-    tool_calls: list[ToolCall]
-    usage: Usage
-    message: dict[str, Any]  # the assistant message, OpenAI format, as it goes into the history
-    latency: float = 0.0
-    finish_reason: str = ""  # "length": cut at max_tokens
-    raw: Optional[str] = None  # the content as received, when the message above was reinterpreted from it
-    notes: list[str] = field(default_factory=list)  # what the interpretation did (e.g. cut an invented result)
-
-
-class Model(Protocol):
-    """What the loop needs of a model client."""
-
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply: ...
-
-
-class ModelError(RuntimeError):
-    """The endpoint failed after retries (or cannot succeed): not the model's to fix. `status`: the HTTP status
-    of the endpoint's last refusal (None when it never answered with one)."""
-
-    def __init__(self, message: str = "", status: Optional[int] = None):
-        super().__init__(message)
-        self.status = status
-
-
-class ContextOverflow(ModelError):
-    """The endpoint refused the request as larger than the model's context window (a 400)."""
-
-
 @dataclass
 class ToolResult:
     output: str

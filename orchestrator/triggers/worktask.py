@@ -20,9 +20,9 @@ def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[s
              workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
     from memory_shared import MemoryStoreError
+    from worker.model import ModelError
     from worker.models import ModelConfigError
     from worker.oneshot import run_one
-    from worker.types import ModelError
 
     clock = now or local_now
     started = clock()

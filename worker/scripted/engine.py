@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from worker.llm_text import format_tool_use
+from worker.model.textproto import format_tool_use
 from worker.scripted.hostile import HOSTILE_KINDS, status_of
 from worker.scripted.script import Fault, Script, Turn
 

@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from worker.model.streaming import completion_events
 from worker.scripted.engine import Answer, Engine
 from worker.scripted.hostile import write_hostile
 from worker.scripted.script import load_script
-from worker.streaming import completion_events
 
 MODELS = {"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "ga"}]}
 

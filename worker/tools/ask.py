@@ -13,7 +13,7 @@ class AskArgs(BaseModel):
 
 
 @tool("ask_user", "Ask the user when you need a decision or information you cannot get yourself;"
-      " candidates: suggested answers.", AskArgs)
+      " candidates: suggested answers.", AskArgs, answer_evidence=False)
 def ask_user(ctx: ToolContext, args: AskArgs) -> ToolResult:
     if ctx.interactive and ctx.ask is not None:
         answer = ctx.ask(args.question, list(args.candidates))

@@ -1,4 +1,4 @@
-"""What every tool is: a name, a pydantic argument model, a function; and what it runs in."""
+"""What every tool is (the Tool protocol; FunctionTool, what `@tool` registers) and what it runs in."""
 from __future__ import annotations
 
 import copy
@@ -6,12 +6,15 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from pydantic import BaseModel
 
 from configs import Settings
 from worker.types import ToolResult
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
 
 
 @dataclass
@@ -30,7 +33,7 @@ class ToolContext:
     kill: list[Callable[[], object]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
     account: Any = None  # worker.gateway.Account: what the task spent and may spend
-    model_config: Any = None  # the task's worker.models.ModelConfig: where its gateway forwards model calls
+    model_config: Optional[ModelConfig] = None  # the task's model entry: where its gateway forwards model calls
     cleanup: ExitStack = field(default_factory=ExitStack)
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
     seq: int = 0
@@ -48,12 +51,37 @@ class ToolContext:
         self.cleanup.close()
 
 
+class Tool(Protocol):
+    """What the loop needs of a tool: its name and argument model (the schema the model is offered), whether a
+    successful call backs an answer, and the run itself."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> type[BaseModel]: ...
+    @property
+    def answer_evidence(self) -> bool:
+        """A successful call is evidence for the answer that follows it (the task then `succeeded`); False for
+        bookkeeping (a checkpoint, opening long-term memory, asking the person): the status then looks at the
+        last run of any other tool."""
+        ...
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolResult: ...
+    def schema(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
-class Tool:
+class FunctionTool:
+    """A Tool made of a function (what `@tool` registers)."""
+
     name: str
     description: str
-    args: Type[BaseModel]
-    run: Callable[[ToolContext, Any], ToolResult]
+    args: type[BaseModel]
+    function: Callable[[ToolContext, Any], ToolResult]
+    answer_evidence: bool = True
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolResult:
+        return self.function(ctx, args)
 
     def schema(self) -> dict[str, Any]:
         cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
@@ -67,17 +95,26 @@ class Tool:
         return copy.deepcopy(cached)
 
 
-_SCHEMAS: dict[Tool, dict[str, Any]] = {}
+_SCHEMAS: dict[FunctionTool, dict[str, Any]] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
 
 
-def tool(name: str, description: str, args: Type[BaseModel]) -> Callable:
-    """Register a tool function under GenericAgent's name."""
+def tool(name: str, description: str, args: type[BaseModel], *, answer_evidence: bool = True,
+         ) -> Callable[[Callable[[ToolContext, Any], ToolResult]], Callable[[ToolContext, Any], ToolResult]]:
+    """Register a tool function under GenericAgent's name (answer_evidence: see Tool)."""
 
-    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable:
-        REGISTRY[name] = Tool(name, description, args, func)
+    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable[[ToolContext, Any], ToolResult]:
+        REGISTRY[name] = FunctionTool(name, description, args, func, answer_evidence)
         return func
 
     return register
+
+
+def optional_str(schema: dict[str, Any]) -> None:
+    """`json_schema_extra` for an optional string argument: plain {"type": "string"}, fewer prompt tokens than
+    anyOf/null."""
+    schema.pop("default", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"

@@ -28,7 +28,7 @@ from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
 from worker.sandbox_limits import Limits, PidsCgroup, confine, verdict
-from worker.tools.base import ToolContext, tool
+from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
@@ -37,18 +37,11 @@ PARENT_ONLY = ("GA_RAY_ADDRESS", "RAY_ADDRESS")  # the gateway runs nested fan-o
 log = structlog.get_logger("worker.code")
 
 
-def _optional_str(schema: dict) -> None:
-    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
-    schema.pop("default", None)
-    schema.pop("anyOf", None)
-    schema["type"] = "string"
-
-
 class CodeRunArgs(BaseModel):
     script: str
     type: Literal["python", "bash"] = "python"
     timeout: int = Field(60, description="seconds, max 600")
-    cwd: Optional[str] = Field(None, json_schema_extra=_optional_str)
+    cwd: Optional[str] = Field(None, json_schema_extra=optional_str)
 
     @field_validator("type", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, memory_rel, open_checked, resolve_read, resolve_write
 from worker.textpatch import patch_exact
-from worker.tools.base import ToolContext, tool
+from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 
 MAX_SUGGESTIONS = 5
@@ -21,18 +21,11 @@ SCAN_LIMIT = 3000  # files looked at when suggesting close names
 LISTING_LIMIT = 200
 
 
-def _optional_str(schema: dict) -> None:
-    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
-    schema.pop("default", None)
-    schema.pop("anyOf", None)
-    schema["type"] = "string"
-
-
 class FileReadArgs(BaseModel):
     path: str
     start: int = 1
     count: int = 200
-    keyword: Optional[str] = Field(None, json_schema_extra=_optional_str)
+    keyword: Optional[str] = Field(None, json_schema_extra=optional_str)
 
 
 class FilePatchArgs(BaseModel):

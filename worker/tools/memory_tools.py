@@ -22,7 +22,7 @@ class NoArgs(BaseModel):
 
 @tool("update_working_checkpoint", "Replace your working note, shown every turn: goal, constraints, key paths and"
       " findings, progress, next step, pitfalls. Under 200 words.",
-      CheckpointArgs)
+      CheckpointArgs, answer_evidence=False)
 def update_working_checkpoint(ctx: ToolContext, args: CheckpointArgs) -> ToolResult:
     text = args.key_info.strip()
     note = ""
@@ -33,7 +33,8 @@ def update_working_checkpoint(ctx: ToolContext, args: CheckpointArgs) -> ToolRes
     return ToolResult(f"key_info updated ({len(text)} chars){note}", evidence=False)
 
 
-@tool("start_long_term_update", "Start saving verified, lasting knowledge to memory/; returns the rules.", NoArgs)
+@tool("start_long_term_update", "Start saving verified, lasting knowledge to memory/; returns the rules.", NoArgs,
+      answer_evidence=False)
 def start_long_term_update(ctx: ToolContext, args: NoArgs) -> ToolResult:
     view = ctx.memory
     if view is None:

@@ -13,22 +13,15 @@ from pydantic import BaseModel, Field
 
 from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, open_checked, resolve_read, resolve_write
-from worker.tools.base import ToolContext, tool
+from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 
 PREVIEW_CHARS = 300
 
 
-def _optional_str(schema: dict) -> None:
-    """Show an optional string as plain {"type": "string"}: fewer prompt tokens than anyOf/null."""
-    schema.pop("default", None)
-    schema.pop("anyOf", None)
-    schema["type"] = "string"
-
-
 class WebScanArgs(BaseModel):
     tabs_only: bool = False
-    switch_tab_id: Optional[str] = Field(None, json_schema_extra=_optional_str)
+    switch_tab_id: Optional[str] = Field(None, json_schema_extra=optional_str)
     text_only: bool = False
     page: int = Field(1, ge=1, le=10000, description="a long page comes in parts; the first line says how many")
 
@@ -36,8 +29,8 @@ class WebScanArgs(BaseModel):
 class WebExecuteJsArgs(BaseModel):
     script: str = Field(description="JS, run like a console line (last value, await, or return); or a .js file path")
     save_to_file: Optional[str] = Field(None, description="write the value to this file, get a preview",
-                                        json_schema_extra=_optional_str)
-    switch_tab_id: Optional[str] = Field(None, json_schema_extra=_optional_str)
+                                        json_schema_extra=optional_str)
+    switch_tab_id: Optional[str] = Field(None, json_schema_extra=optional_str)
     no_monitor: bool = Field(False, description="skip the change report (pure reads)")
 
 

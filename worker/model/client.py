@@ -1,6 +1,6 @@
 """The model client: one OpenAI-compatible chat endpoint behind the loop's `Model` protocol.
 
-Sending (worker/llm_http.py) is bounded: `request_timeout` covers the whole exchange (connect,
+Sending (worker/model/transport.py) is bounded: `request_timeout` covers the whole exchange (connect,
 headers and body together, so an endpoint trickling bytes ends on time) and a reply over
 `max_reply_bytes` is refused without being held. Retries go through tenacity: 408/409/429/5xx,
 connection failures, timeouts and a 200 whose body is not a chat completion (HTML, invalid JSON,
@@ -12,7 +12,7 @@ retries raises ModelError, one line. The key is sent only in the Authorization h
 text is redacted whole (the configured key and anything shaped like one) before it is cut.
 
 Tool modes: `native` sends `tools=` and reads `message.tool_calls`; `text` rewrites the history to
-the `<tool_use>` protocol (worker/llm_text.py) and anchors the tool protocol block on the system
+the `<tool_use>` protocol (worker/model/textproto.py) and anchors the tool protocol block on the system
 message at the first request and on the newest user message every `schema_resend_every` requests
 (or when no anchored message is left). An anchored message keeps its block in every later request,
 so successive requests share their prefix and provider prompt caches hit.
@@ -32,14 +32,22 @@ import structlog
 import tenacity
 
 from configs.logs import redact_text
-from worker.completion import NotACompletion, parse_completion
-from worker.llm_http import BadURL, ReplyTooLarge, check_url, post
-from worker.llm_text import new_call_id, protocol_block, to_text_messages
+from worker.model.protocol import ContextOverflow, ModelError
+from worker.model.replies import (
+    Completion,
+    NotACompletion,
+    Reply,
+    ToolCall,
+    interpret,
+    is_context_overflow,
+    new_call_id,
+    parse_completion,
+)
+from worker.model.streaming import StreamAssembler
+from worker.model.textproto import protocol_block, to_text_messages
+from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
 from worker.models import ModelConfig, ModelConfigError
-from worker.replies import interpret
-from worker.replyguard import is_context_overflow
-from worker.streaming import StreamAssembler
-from worker.types import ContextOverflow, ModelError, Reply, ToolCall, Usage
+from worker.types import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
 MAX_ANCHORS = 8
@@ -57,7 +65,7 @@ class _Retry(Exception):
 
 
 class LLMClient:
-    """Implements worker.types.Model for one configured endpoint."""
+    """A worker.model.Model for one configured endpoint (a HookedModel: a governor may set its hooks)."""
 
     def __init__(self, config: ModelConfig):
         self.config = config
@@ -146,12 +154,12 @@ class LLMClient:
 
     def _stop_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
         """Text mode: the server stops where the model starts writing a tool result itself (the reply is
-        cut there anyway, see worker/toolcalls.py; stopping early saves the invented tokens)."""
+        cut there anyway, see worker/model/replies.py; stopping early saves the invented tokens)."""
         if self.config.tool_mode != "text" or not tools or not self.config.stop_sequences or self._stop_refused:
             return {}
         return {"stop": list(TEXT_MODE_STOP)}
 
-    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Any:
+    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Completion:
         """_send, with two refusals told apart: a context overflow (ContextOverflow, the loop trims and
         retries) and a server that rejects `stop` (sent again without it, and never again)."""
         try:
@@ -168,7 +176,7 @@ class LLMClient:
 
     # ---- sending with retries -----------------------------------------------------------------
 
-    def _send(self, request: dict[str, Any]) -> Any:
+    def _send(self, request: dict[str, Any]) -> Completion:
         cfg = self.config
         payload = self._encode(request)
         attempts = cfg.max_retries + 1
@@ -199,7 +207,7 @@ class LLMClient:
         rest = _dumps({k: v for k, v in request.items() if k != "tools"})
         return rest[:-1] + b',"tools":' + encoded + b"}"
 
-    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Any:
+    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
         stream = StreamAssembler(self.on_text) if self.on_text is not None else None
@@ -269,8 +277,8 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Any, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
-        """Tool calls however they arrive (worker/replies.py); the usage counts what was received."""
+    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
+        """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
         content = msg.content or ""
@@ -286,7 +294,7 @@ class LLMClient:
         return Reply(read.text, read.calls, usage, read.message, latency, finish_reason=getattr(choice, "finish_reason", None) or "",
                      raw=read.raw, notes=read.notes)
 
-    def _usage(self, response: Any, request: dict[str, Any], reply_text: str) -> Usage:
+    def _usage(self, response: Completion, request: dict[str, Any], reply_text: str) -> Usage:
         usage = getattr(response, "usage", None)
         if usage is None:  # some local servers omit usage: estimate at ~4 chars per token
             prompt = len(_json(request["messages"])) // 4
@@ -309,7 +317,7 @@ def _tool_name(schema: dict[str, Any]) -> str:
     return str(schema.get("function", schema).get("name", ""))
 
 
-def _retry_after(headers: Any) -> Optional[float]:
+def _retry_after(headers: dict[str, str]) -> Optional[float]:
     """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date); None if absent."""
     try:
         if headers.get("retry-after-ms"):

@@ -2,13 +2,12 @@
 
 The model writes `<tool_use>{"name": ..., "arguments": {...}}</tool_use>` blocks in its reply; results
 go back as `<tool_result id="...">...</tool_result>` in a user message. Shared by the client
-(worker/llm.py) and the scripted server, so both speak exactly the same format.
+(worker/model/client.py) and the scripted server, so both speak exactly the same format.
 """
 from __future__ import annotations
 
 import json
 import re
-import uuid
 from typing import Any
 
 TOOL_USE = re.compile(r"<tool_use>(.*?)(?:</tool_use>|\Z)", re.S)
@@ -42,10 +41,6 @@ def parse_block(inner: str) -> tuple[str, str]:
     if key and raw.endswith("}"):
         raw = raw[:-1].rstrip()  # the closing brace of the outer {"name":..., "arguments":...}
     return (name.group(1) if name else ""), raw
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:12]}"
 
 
 def protocol_block(tools: list[dict[str, Any]]) -> str:

@@ -1,0 +1,378 @@
+"""How one reply is read: is the body a chat completion, which tool calls it carries (native, or
+written in its text), and what the loop must not take at face value.
+
+The envelope. `parse_completion` checks a 200's body (JSON, `choices[0].message`, the types of the
+fields the client reads), lenient about everything else: local servers omit `id`, `created` or
+`usage` and add fields. What it returns reads like the openai SDK's ChatCompletion (extra fields
+such as `finish_reason` included); the SDK's types are not imported (~0.3 s in every worker).
+
+Tool calls in the text. Small models behind servers that do not turn their output into `tool_calls`
+write the call in the content instead. Recognised forms (in either tool mode):
+
+- `<tool_use>{"name": ..., "arguments": {...}}</tool_use>` (ga's text protocol, worker/model/textproto.py);
+- `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen/Hermes chat templates);
+- a fenced block (```json, ```tool_call or bare ```) holding {"name": KNOWN_TOOL, "arguments": {...}}
+  (or "parameters", or a list of such objects), or a whole reply that is such an object.
+
+Tags are explicit, so a tag block is always a call (an unknown name gets the loop's "unknown tool"
+error). A fenced or bare object is a call only when it names a known tool, so an answer that shows
+JSON stays an answer. Something that looks like a call but does not parse becomes a call carrying a
+`problem`, which the loop answers with a short error like any malformed call. A model that writes
+`<tool_result>` (or Qwen's `<tool_response>`) itself is inventing output: the reply is cut at the
+first such tag, whatever the mode. `interpret` gives the calls and the message that goes into the
+history, so the next request is an ordinary, well-formed exchange.
+
+Guards. Replies the loop must not take at face value (`repetition`: a model stuck repeating itself)
+and a server saying the request does not fit its context window (`is_context_overflow`).
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from configs.usererrors import validation_line
+from worker.model.textproto import parse_block
+from worker.types import Usage
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the JSON text exactly as the model sent it
+    problem: str = ""  # the call was written in the reply's text and could not be read: the error to send back
+
+
+@dataclass
+class Reply:
+    content: str
+    tool_calls: list[ToolCall]
+    usage: Usage
+    message: dict[str, Any]  # the assistant message, OpenAI format, as it goes into the history
+    latency: float = 0.0
+    finish_reason: str = ""  # "length": cut at max_tokens
+    raw: Optional[str] = None  # the content as received, when the message above was reinterpreted from it
+    notes: list[str] = field(default_factory=list)  # what the interpretation did (e.g. cut an invented result)
+
+    def problem(self) -> str:
+        """Why the loop cannot take this reply (runaway repetition, an answer cut at max_tokens), or ""."""
+        for text in [self.raw if self.raw is not None else self.content, *(c.arguments for c in self.tool_calls)]:
+            found = repetition(text or "")
+            if found:
+                return f"your reply was discarded: {found}; write it once, then continue"
+        if self.finish_reason == "length" and not self.tool_calls:
+            return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
+                    "with file_write in several calls")
+        return ""
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+# ---- the envelope ---------------------------------------------------------------------------
+
+
+class NotACompletion(ValueError):
+    """The body is not a chat completion; str() says what it is (a few words, no body text)."""
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Function(_Loose):
+    name: Optional[StrictStr] = None
+    arguments: Union[StrictStr, dict[str, Any], None] = None
+
+
+class _ToolCall(_Loose):
+    id: Optional[StrictStr] = None
+    function: Optional[_Function] = None
+
+
+class _Message(_Loose):
+    content: Optional[StrictStr] = None
+    tool_calls: Optional[list[_ToolCall]] = None
+
+
+class _Choice(_Loose):
+    message: _Message
+
+
+class _Details(_Loose):
+    cached_tokens: Optional[StrictInt] = None
+
+
+class _Usage(_Loose):
+    prompt_tokens: Optional[StrictInt] = None
+    completion_tokens: Optional[StrictInt] = None
+    prompt_tokens_details: Optional[_Details] = None
+    prompt_cache_hit_tokens: Optional[StrictInt] = None
+
+
+class Completion(_Loose):
+    choices: list[_Choice] = Field(min_length=1)
+    usage: Optional[_Usage] = None
+
+
+def parse_completion(body: bytes, content_type: str = "") -> Completion:
+    """The body as a checked Completion, or NotACompletion."""
+    try:
+        text = body.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        raise NotACompletion("bytes that are not UTF-8 text") from None
+    if not text:
+        raise NotACompletion("an empty body")
+    if "html" in content_type.lower() or text[:1] == "<":
+        raise NotACompletion(f"an HTML page ({len(body):,} bytes)")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotACompletion(f"invalid JSON: {exc.msg.removesuffix(' at')} at character {exc.pos}") from None
+    except RecursionError:
+        raise NotACompletion("JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise NotACompletion(f"JSON {type(data).__name__}, not an object")
+    try:
+        return Completion.model_validate(data)
+    except ValidationError as exc:
+        raise NotACompletion(f"JSON of the wrong shape ({validation_line(exc)})") from None
+
+
+# ---- tool calls -----------------------------------------------------------------------------
+
+
+@dataclass
+class Interpreted:
+    text: str  # the reply's text without call blocks: the answer when there are no calls
+    calls: list[ToolCall]
+    message: dict[str, Any]  # the assistant message for the history
+    raw: Optional[str] = None  # the content as received, when `message` differs from it
+    notes: list[str] = field(default_factory=list)
+
+
+def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known: Iterable[str]) -> Interpreted:
+    """`native_calls` win when present (native mode); otherwise calls are read from the text.
+    Anything from the first tool-result tag the model wrote itself on is dropped."""
+    notes: list[str] = []
+    kept, cut = cut_invented_results(content or "")
+    if cut:
+        notes.append(f"cut {len(content) - len(kept)} chars from the first <tool_result> the model wrote itself")
+    if tool_mode == "native" and native_calls:
+        message: dict[str, Any] = {"role": "assistant", "content": kept or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in native_calls]}
+        return Interpreted(kept, native_calls, message, content if cut else None, notes)
+    known = list(known)
+    found = extract_calls(kept, known) if known else Extracted(kept)  # no tools offered: nothing to call
+    with_ids = [(new_call_id(), call) for call in found.calls]
+    calls = [ToolCall(call_id, call.name, call.arguments, call.problem) for call_id, call in with_ids]
+    if tool_mode == "native" and calls:
+        notes.append(f"read {len(calls)} tool call(s) from the reply's text")
+        unreadable = any(c.problem or c.arguments != m["function"]["arguments"]
+                         for c, m in zip(calls, native_message(found.text, with_ids)["tool_calls"], strict=True))
+        shown = kept if unreadable else found.text  # the model sees what it wrote wrong
+        return Interpreted(found.text, calls, native_message(shown, with_ids), content, notes)
+    message = {"role": "assistant", "content": kept}
+    return Interpreted(found.text if calls else kept, calls, message, content if cut else None, notes)
+
+
+INVENTED_RESULT = re.compile(r"<\s*tool_(?:result|response)\b", re.I)
+TAG_BLOCK = re.compile(r"<(tool_use|tool_call)>(.*?)(?:</\1>|\Z)", re.S)
+FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"]*)"')
+ARGS_FIELD = re.compile(r'"(?:arguments|parameters)"\s*:')
+FENCE_LANGS = {"", "json", "tool_call", "tool_use", "javascript", "js"}
+INVALID_NAME = "invalid_tool_call"  # the name recorded for a call whose name could not be read
+
+
+@dataclass
+class ContentCall:
+    name: str
+    arguments: str  # JSON text of the arguments object
+    problem: str = ""  # set when the block looked like a call but could not be read
+
+
+@dataclass
+class Extracted:
+    text: str  # the content without the call blocks
+    calls: list[ContentCall] = field(default_factory=list)
+
+
+def cut_invented_results(content: str) -> tuple[str, bool]:
+    """(content up to the first tool-result tag the model wrote itself, whether anything was cut)."""
+    found = INVENTED_RESULT.search(content or "")
+    if not found:
+        return content, False
+    return content[:found.start()].rstrip(), True
+
+
+def extract_calls(content: str, known: Iterable[str]) -> Extracted:
+    """Tool calls written in `content`, in order, and the text that remains around them."""
+    known = set(known)
+    spans: list[tuple[int, int, list[ContentCall]]] = []
+    for match in TAG_BLOCK.finditer(content):
+        spans.append((match.start(), match.end(), [_from_tag(match.group(2).strip())]))
+    for match in FENCE.finditer(content):
+        if any(s <= match.start() < e for s, e, _ in spans):
+            continue
+        if match.group(1).lower() not in FENCE_LANGS:
+            continue
+        calls = _from_json_text(match.group(2).strip(), known)
+        if calls:
+            spans.append((match.start(), match.end(), calls))
+    if not spans:
+        stripped = content.strip()
+        if stripped.startswith(("{", "[")):
+            calls = _from_json_text(stripped, known)
+            if calls:
+                return Extracted("", calls)
+        return Extracted(content)
+    spans.sort(key=lambda span: span[0])
+    text, calls, position = [], [], 0
+    for start, end, found in spans:
+        text.append(content[position:start])
+        calls.extend(found)
+        position = end
+    text.append(content[position:])
+    return Extracted(re.sub(r"\n{3,}", "\n\n", "".join(text)).strip(), calls)
+
+
+def native_message(text: str, calls: list[tuple[str, ContentCall]]) -> dict[str, Any]:
+    """The assistant message a content call is recorded as in native mode: a real `tool_calls`
+    entry, so the next request is an ordinary call/result exchange (an unreadable call gets empty
+    arguments: servers parse the arguments of past calls to render their chat template)."""
+    return {"role": "assistant", "content": text or None, "tool_calls": [
+        {"id": call_id, "type": "function",
+         "function": {"name": call.name or INVALID_NAME, "arguments": call.arguments if _is_object(call) else "{}"}}
+        for call_id, call in calls]}
+
+
+def _is_object(call: ContentCall) -> bool:
+    return not call.problem and isinstance(_loads(call.arguments)[0], dict)
+
+
+# ---- one block ------------------------------------------------------------------------------
+
+
+def _from_tag(inner: str) -> ContentCall:
+    data, error = _loads(inner)
+    if isinstance(data, dict):
+        call = _from_object(data)
+        if call is not None:
+            return call
+        return ContentCall(_name_in(inner), "{}", 'a tool call needs {"name": TOOL, "arguments": {...}}')
+    name, raw = parse_block(inner)
+    if name:  # the arguments pass through as written: the loop reports their JSON error
+        return ContentCall(name, raw)
+    return ContentCall("", "{}", f"the tool call is not valid JSON ({error}); "
+                       'write {"name": TOOL, "arguments": {...}} with the arguments as a JSON object')
+
+
+def _from_json_text(text: str, known: set[str]) -> list[ContentCall]:
+    """Calls in a fenced block or a bare reply; [] when it is not a call to a known tool."""
+    data, error = _loads(text)
+    if data is None:
+        name = _name_in(text)
+        if name in known and ARGS_FIELD.search(text):
+            return [ContentCall(name, "{}", f"the {name} call in your reply is not valid JSON ({error}); "
+                                "write it again as one JSON object, or call the tool natively")]
+        return []
+    items = data if isinstance(data, list) else [data]
+    calls = [_from_object(item) if isinstance(item, dict) else None for item in items]
+    if not calls or any(c is None or c.name not in known for c in calls):
+        return []
+    return [c for c in calls if c is not None]
+
+
+def _from_object(data: dict[str, Any]) -> ContentCall | None:
+    if isinstance(data.get("function"), dict):  # {"type": "function", "function": {...}}
+        data = data["function"]
+    name = data.get("name")
+    if not isinstance(name, str) or not ("arguments" in data or "parameters" in data or len(data) == 1):
+        return None
+    args = data.get("arguments", data.get("parameters", {}))
+    if isinstance(args, str):
+        parsed, error = _loads(args or "{}")
+        if not isinstance(parsed, dict):
+            return ContentCall(name, "{}", f"arguments of {name} are not a JSON object ({error or 'not an object'})")
+        return ContentCall(name, args)
+    if not isinstance(args, dict):
+        return ContentCall(name, "{}", f"arguments of {name} must be a JSON object")
+    return ContentCall(name, json.dumps(args, ensure_ascii=False))
+
+
+def _loads(text: str) -> tuple[Any, str]:
+    """JSON allowing raw newlines inside strings (small models write multi-line scripts that way)."""
+    try:
+        return json.loads(text, strict=False), ""
+    except json.JSONDecodeError as exc:
+        return None, f"{exc.msg} at char {exc.pos}"
+
+
+def _name_in(text: str) -> str:
+    found = NAME_FIELD.search(text)
+    return found.group(1) if found else ""
+
+
+# ---- guards ---------------------------------------------------------------------------------
+
+
+REPEATED_LINE = 10  # the same non-blank line this many times in a row
+REPEATED_BLOCK = 5  # the same block of 2..MAX_BLOCK_LINES lines this many times in a row
+MAX_BLOCK_LINES = 20
+MIN_REPEATED_CHARS = 200  # shorter repetitions (a rule of dashes, a small table) are left alone
+REPEATED_RUN = re.compile(r"(.{4,80}?)\1{9,}", re.S)  # a short unit 10+ times without line breaks
+
+BAD_REQUEST = re.compile(r"\b(?:HTTP )?(?:400|413)\b")
+CONTEXT_OVERFLOW = re.compile(
+    r"context[ _](?:length|size|window)|maximum context|exceeds? (?:the )?(?:available )?context|too many tokens"
+    r"|prompt is too long|input is too long|reduce the length of the (?:messages|prompt)", re.I)
+
+
+def repetition(text: str) -> Optional[str]:
+    """A short description of a runaway repetition in `text`, or None."""
+    if len(text) < MIN_REPEATED_CHARS:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    run = 1
+    for previous, line in zip(lines, lines[1:], strict=False):
+        run = run + 1 if line == previous else 1
+        if run >= REPEATED_LINE and run * len(line) >= MIN_REPEATED_CHARS // 2:
+            return f"the line {_quote(line)} repeated {run}+ times"
+    for size in range(2, MAX_BLOCK_LINES + 1):
+        for start in range(0, max(0, len(lines) - size * REPEATED_BLOCK) + 1):
+            block = lines[start:start + size]
+            if len(set(block)) == 1:
+                continue  # a repeated line, handled above
+            times = 1
+            while lines[start + times * size:start + (times + 1) * size] == block:
+                times += 1
+            if times >= REPEATED_BLOCK and times * sum(map(len, block)) >= MIN_REPEATED_CHARS:
+                return f"a block of {size} lines starting {_quote(block[0])} repeated {times} times"
+    for line in text.splitlines():
+        # the regex is slow on long text; a line zlib cannot shrink to a third holds no long run
+        if len(line) < MIN_REPEATED_CHARS or len(zlib.compress(line.encode(), 1)) > len(line) // 3:
+            continue
+        for match in REPEATED_RUN.finditer(line):
+            # a run of one or two characters (a rule, padding, "xxxx") is output, not a model stuck in a loop
+            if len(match.group(0)) >= MIN_REPEATED_CHARS and len(set(match.group(1).strip())) >= 3:
+                return f"{_quote(match.group(1))} repeated {len(match.group(0)) // len(match.group(1))} times"
+    return None
+
+
+def is_context_overflow(message: str) -> bool:
+    """Whether an endpoint's error (a 400 or 413, not a rate limit) says the request is larger than the
+    model's context window."""
+    return bool(BAD_REQUEST.search(message or "") and CONTEXT_OVERFLOW.search(message or ""))
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[:limit] + "…")
