@@ -48,7 +48,6 @@ class Usage(Record):
 
 
 @dataclass
-@dataclass
 class ToolResult:
     output: str
     ok: bool = True
