@@ -5,7 +5,7 @@ level, `if`/`try` included; imports inside functions and under `if TYPE_CHECKING
 circles once imports inside functions count too (a function-level import that only dodges a circle at load
 time still ties the two modules together), (3) the circles once `if TYPE_CHECKING:` imports count as well (a
 module that names another's class in its annotations while that one imports it), and (4) every
-import, top level or inside a function, that points against the layering of DESIGN §2:
+import, top level or inside a function, that points against the layering of docs/design.md §2:
 cli → orchestrator/skilltree → worker → memory_shared, configs usable by all (and importing none of them).
 orchestrator ↔ skilltree arrows are listed as sideways, not counted as wrong.
 

@@ -132,7 +132,7 @@ def _read_results(path: Path) -> dict[str, TaskRecord]:
 
 
 class RunDir:
-    """One run's directory (DESIGN §5). Open it with `create` or `open`; close() when done."""
+    """One run's directory (docs/design.md §5). Open it with `create` or `open`; close() when done."""
 
     def __init__(self, path: Path):
         self.path = path.resolve()

@@ -1,4 +1,4 @@
-"""The records a run passes between its parts and writes to disk (DESIGN §2, §5).
+"""The records a run passes between its parts and writes to disk (docs/design.md §2, §5).
 
 `Job` goes from the driver to an actor; an actor answers with a `TaskRecord` (worker/record.py: the record
 its Worker returned, with the actor's part added), which is also a line of `results.jsonl` and the `record`

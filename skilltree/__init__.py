@@ -6,7 +6,7 @@ usage.py       usage(tree, access_log, since, until): distinct tasks that read e
 summary.py     summary_for_prompt(tree, max_chars): the compact view the planner prompt carries
 vectors.py     the four dimensions, ScoreVector, Weights
 scoring.py     §6 breadth/depth/score (pure); selection.py the >= 4-category batch (pure)
-demand.py      the demand term of `planner.rule: demand` (DESIGN §6b; pure) blended into the ranking
+demand.py      the demand term of `planner.rule: demand` (docs/design.md §6b; pure) blended into the ranking
 plan.py        ExplorationPlan, score_and_select (pure) and plan.json; planner.py plan_exploration:
                the model calls (propose, judge) before score_and_select
 adapt.py       the 30-day rule (pure, clock passed in), bounded by a band under rule demand;

@@ -1,4 +1,4 @@
-"""Weight adaptation from real usage, DESIGN.md §6; pure, with the clock passed in.
+"""Weight adaptation from real usage, docs/design.md §6; pure, with the clock passed in.
 
 A skill is judged once, when 30 days have passed since its creation, on the number of distinct
 tasks that used it (read its SOP) in [created, created + 30 days):
@@ -12,7 +12,7 @@ ratios, the order does not change the result. Each run that changes a weight app
 (before, after, adjustments) to the tree's weight history; every judged skill gets its verdict
 stored in `feedback`, so running the command again never counts a skill twice.
 
-Bounded adaptation (rule `demand`, DESIGN §6b): the same step, then the weights are projected onto
+Bounded adaptation (rule `demand`, docs/design.md §6b): the same step, then the weights are projected onto
 {each w_k in [max(weight_min, w0_k - band), min(weight_max, w0_k + band)], sum 1} (w0 the initial
 weights; Euclidean projection: w_k = clip(v_k - tau) with tau chosen so the sum is 1). Weights
 inside the band are left exactly as §6 makes them; nothing can drift past it.

@@ -1,4 +1,4 @@
-"""Demand-aware planning (DESIGN §6b, `planner.rule: demand`): a per-category demand term learned
+"""Demand-aware planning (docs/design.md §6b, `planner.rule: demand`): a per-category demand term learned
 from the access statistics, blended with the §6 score to rank candidates; pure, clock passed in.
 
 For each category c of the tree, over the last W days (planner.window_days):

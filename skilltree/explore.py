@@ -9,7 +9,7 @@
 3. Collect and verify each report (skilltree.verify), then consolidate each task in its own atomic
    commit (skilltree.consolidate).
 
-Run directory (one fan-out run directory, DESIGN §5, with two more files):
+Run directory (one fan-out run directory, docs/design.md §5, with two more files):
     plan.json      every candidate with its scores, the selected batch (skilltree.plan)
     explore.json   the cycle: model, the tasks (plan values per task id), spec, planner usage, the
                    fan-out's status and usage, each task's consolidation outcome, totals

@@ -1,4 +1,4 @@
-"""Candidate scoring exactly as DESIGN.md §6; pure functions, no model calls.
+"""Candidate scoring exactly as docs/design.md §6; pure functions, no model calls.
 
 For a candidate in category c targeting skill s:
     breadth = 10 * max(0, 1 - size(c) / (mean category size + 1))

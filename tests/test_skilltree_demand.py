@@ -1,4 +1,4 @@
-"""The demand rule (DESIGN §6b): the formula against an independent calculation, its reduction to §6
+"""The demand rule (docs/design.md §6b): the formula against an independent calculation, its reduction to §6
 without usage, selection still covering min(4, available) categories, and bounded weights."""
 import math
 import random

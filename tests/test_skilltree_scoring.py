@@ -1,4 +1,4 @@
-"""DESIGN.md §6 scoring, formula by formula, against hand-computed values."""
+"""docs/design.md §6 scoring, formula by formula, against hand-computed values."""
 from datetime import datetime, timezone
 
 import pytest

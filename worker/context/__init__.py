@@ -10,7 +10,7 @@ the full anchor.)
 
 `manage_context` does the same and also reports what happened (compression point, evictions, sizes).
 
-Levels (DESIGN §1): cut.py caps one tool output, compress.py cuts old tags, budget.py enforces the
+Levels (docs/design.md §1): cut.py caps one tool output, compress.py cuts old tags, budget.py enforces the
 character budget, anchor.py renders the working-memory anchor.
 
 Two policies (`context.policy`):
