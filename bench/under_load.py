@@ -7,7 +7,7 @@ load average seen while it ran. Exit status: pytest's.
 
     python bench/under_load.py                                   # the whole suite, a hog per core
     python bench/under_load.py -- -m "not proc and not ray and not browser and not slow"
-    python bench/under_load.py --hogs 0 -- tests/test_telemetry.py   # the same without the hogs, to compare
+    python bench/under_load.py --hogs 0 -- tests/worker/test_telemetry.py   # the same without the hogs, to compare
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """kill -9 of a real `ga fanout` process at seeded random moments, then `--resume` to the end; what each kill cost.
 
-Used by tests/test_fanout_kills.py (asserts) and bench/fanout_kills.py (prints the figures). Every task runs a
+Used by tests/orchestrator/test_fanout_kills.py (asserts) and bench/fanout_kills.py (prints the figures). Every task runs a
 real code_run (a process that sleeps, found by a marker in its command line), commits one memory file, then answers; a reduce merges them.
 """
 from __future__ import annotations

@@ -1,0 +1,31 @@
+"""What a worker process imports: the heavy packages it does not use on the fan-out path stay out.
+
+openai's types cost ~0.3 s and Playwright ~60 ms in every worker process and in `ga fanout`; the model
+client reads replies with its own models and the web tools import the browser at their first call.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import json, sys
+import worker.agent, worker.model.client
+from worker.tools import REGISTRY
+print(json.dumps({"loaded": [m for m in ("openai", "playwright", "lxml") if m in sys.modules],
+                  "tools": sorted(REGISTRY)}))
+"""
+
+
+def test_a_worker_imports_neither_openai_nor_playwright_until_it_browses():
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["loaded"] == []
+    assert {"web_scan", "web_execute_js", "code_run", "file_write"} <= set(found["tools"])  # still registered

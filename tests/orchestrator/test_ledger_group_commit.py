@@ -1,0 +1,57 @@
+"""The run directory's batched appends (RunDir.batched, one durability point per pass of the map loop) under kill -9:
+a result whose add_result returned is in results.jsonl whole, with its ledger line, even when the pass's
+durability point (RunDir.sync) had not come yet, and a resume would not send it again.
+
+A real process appends results in passes of 7 (a sync after each pass, as the map loop does) and prints
+"acked ID" the moment add_result returns; the test kills it with SIGKILL after a few hundred acknowledgements.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.ledger import RunDir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from orchestrator.ledger import RunDir
+from orchestrator.records import TaskRecord
+
+run = RunDir.create(Path(sys.argv[1]), "run", {"name": "kill", "tasks": []})
+run.batched = True
+for i in range(1000000):
+    run.add_result(TaskRecord(task_id=f"t{i}", status="succeeded", attempt=1, answer="x" * 200, finished=time.time()))
+    sys.stdout.write(f"acked t{i}\\n")
+    sys.stdout.flush()
+    if i % 7 == 6:
+        run.sync()
+"""
+
+
+def test_batched_results_survive_kill_9(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    acked = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        acked.append(line.split()[1])
+        if len(acked) >= 300:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    acked += [line.split()[1] for line in proc.stdout.read().splitlines() if line.startswith("acked ")]
+    run = RunDir.existing(tmp_path, "run")
+    finished = run.results()
+    assert set(acked) <= set(finished), f"acknowledged but lost: {sorted(set(acked) - set(finished))[:5]}"
+    final_lines = {e.task_id for e in run.ledger_records() if e.event == "succeeded"}
+    assert set(acked) <= final_lines
+    assert all(record.answer == "x" * 200 for record in finished.values())  # no torn line survived the reopen
+    reopened = RunDir(run.path).open_files()  # what a resume does: cut the torn tail, read results
+    assert set(acked) <= set(reopened.results())
+    reopened.close()
