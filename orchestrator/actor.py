@@ -14,6 +14,7 @@ import shutil
 import socket
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,6 +23,7 @@ import structlog
 import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from memory_shared import fsutil
 from orchestrator.deadlines import DEADLINES
+from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.types import Usage
 
@@ -327,11 +329,12 @@ def _prepare_workdir(job: Job, task_dir: Path) -> Path:
     _fresh_task_dir(task_dir, job.attempt)
     workdir = task_dir / "workdir"
     workdir.mkdir(parents=True, exist_ok=True)
-    for source in job.inputs:
-        if source in job.input_files:
-            (workdir / Path(source).name).write_bytes(job.input_files[source])
-        else:
-            shutil.copy2(source, workdir / Path(source).name)
+    with closing(fsutil.Folder("/")) as root:
+        for source in job.inputs:
+            if source in job.input_files:
+                (workdir / Path(source).name).write_bytes(job.input_files[source])
+            else:
+                copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
     return workdir
 
 

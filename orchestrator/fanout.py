@@ -421,6 +421,9 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
                               "tasks file or the user's config may set them")
         for path in task.inputs:
             _refuse_unseen(Path(path), f"task {task.id}'s input", parent)
+            if os.path.islink(path):  # the copy follows none (orchestrator/inputfiles.py): refused now, not later
+                raise FanoutError(f"nested fan-out refused: task {task.id}'s input {path} is a symbolic link; ga "
+                                  "follows no link in a nested run's inputs (give the file it points to)")
     models = [t.model for t in plan.tasks] + [plan.reduce.model if plan.reduce else None]
     for name in models:
         if name and name.startswith("scripted:"):
