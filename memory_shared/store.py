@@ -434,11 +434,11 @@ class MemoryStore:
             trash = create_dir(self._staging, "gc-")
             if doomed:
                 events.append(self.root, "gc", generations=doomed)
-                for generation in doomed:
-                    os.rename(self._gen_path(generation), trash.path / str(generation))
+                for generation in doomed:  # its kept manifest first: a generation missing with it kept was not gc's
                     kept_manifest = self.root / "manifests" / str(generation)
                     if os.path.lexists(kept_manifest):
                         os.rename(kept_manifest, trash.path / f"{generation}.{manifest.NAME}")
+                    os.rename(self._gen_path(generation), trash.path / str(generation))
                 fsync_dir(self._gens)
             self._sweep_pool(trash.path)
             if doomed:
