@@ -8,7 +8,8 @@ OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
 - POST /v1/chat/completions (streamed or not): forwarded to a configured endpoint only (an entry of
   models.yaml named by the request's `model`, else the task's own model), with the real key added here;
   every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
-  limits or the run's budget are spent the request is refused with 402.
+  limits or the run's budget are spent the request is refused with 402. Under a budget each call holds a
+  bound on its spend while in flight (Account.reserve), so concurrent calls overshoot by one call at most.
 - GET /v1/models: the models a script may name.
 - POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
   the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
@@ -87,11 +88,6 @@ class Account:
         with self.lock:
             return self.usage + self.nested
 
-    def refusal(self) -> str:
-        """Why no more model calls or nested runs may start ("" while they may)."""
-        with self.lock:
-            return self._refusal(0, 0.0)
-
     def reserve(self, tokens: int, cost: float, cancelled: Optional[threading.Event] = None) -> str:
         """Hold `tokens` and `cost` (a bound on what a call will spend) before it starts; "" once held, else
         why it may not start. While what is in flight holds the rest of the budget, wait for it to settle."""
@@ -132,6 +128,7 @@ class Account:
         self.in_flight += 1
 
     def _refusal(self, held_tokens: int, held_cost: float) -> str:
+        """Why no more model calls or nested runs may start, counting what is held ("" while they may)."""
         spent = self.usage + self.nested
         if self.max_tokens is not None and spent.total + held_tokens >= self.max_tokens:
             return f"the task's token budget is spent ({spent.total:,} of {self.max_tokens:,} tokens)"
