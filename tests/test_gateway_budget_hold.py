@@ -18,6 +18,7 @@ BUDGET = 30_000
 
 CONCURRENT_CALLS = f"""
 import json, os, threading, urllib.error, urllib.request
+said = []
 def call(i):
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/chat/completions",
@@ -25,12 +26,13 @@ def call(i):
         headers={{"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}})
     try:
         reply = json.load(urllib.request.urlopen(request, timeout=120))
-        print("INNER", reply["usage"]["prompt_tokens"] + reply["usage"]["completion_tokens"], flush=True)
+        said.append("INNER %d" % (reply["usage"]["prompt_tokens"] + reply["usage"]["completion_tokens"]))
     except urllib.error.HTTPError as exc:
-        print("REFUSED", exc.code, flush=True)
-threads = [threading.Thread(target=call, args=(i,)) for i in range({CALLS})]
+        said.append("REFUSED %d" % exc.code)
+threads = [threading.Thread(target=call, args=(i,)) for i in range({CALLS})]  # each line printed at the end
 for t in threads: t.start()
 for t in threads: t.join()
+print("\\n".join(said))
 """
 
 
