@@ -9,9 +9,12 @@ tree was whole before the rename), gets its record back from its MANIFEST.record
 quarantine/. Anything else where the log and the generations disagree is a problem: commits and pins refuse
 until `ga memory repair` settles it.
 
-events.jsonl is advice, never evidence: it can excuse a missing generation (gc took it) or a missing file
-(repair dropped it), never make anything be deleted; a generation directory that exists is checked and
-kept whatever an event line says. Of upgrade events the first hash per generation counts.
+events.jsonl is advice, never evidence: anything that can write the store can write a line there. An event
+can only excuse data that is gone with nothing left to bring it back from: a missing generation whose
+manifests/<n> is gone too (gc takes it along; repair, giving a generation up as lost, moves it to
+quarantine/), a missing file whose content is nowhere in the store (verify.py). It never makes ga skip a
+rebuild it could do, nor makes anything be deleted; a generation directory that exists is checked and kept
+whatever an event line says. Of upgrade events the first hash per generation counts.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ class Assessment:
     head: int                                   # newest published generation, -1 before generation 0
     log: LogState
     dirs: set[int]
-    gone: set[int]                              # removed by gc, or given up as lost by repair
+    gone: set[int]                              # removed by gc, or given up as lost by repair (manifests/<n> gone too)
     upgraded: dict[int, str]                    # manifest hashes recorded when an old store was upgraded
     dropped: set[tuple[int, str]]               # (generation, path) repair moved to quarantine: damaged, unrestorable
     head_text: Optional[bytes]
@@ -81,6 +84,9 @@ def assess(root: Path, previous: Optional[LogState] = None) -> Assessment:
     log_path, gens = root / "log.jsonl", root / "generations"
     log = commitlog.read_state(log_path, previous)
     gone, upgraded, dropped = _from_events(root)
+    if gone:  # an event excuses a missing generation only if nothing is left to rebuild it from
+        kept = set(os.listdir(root / "manifests")) if (root / "manifests").is_dir() else set()
+        gone = {g for g in gone if str(g) not in kept}
     dirs: set[int] = set()
     strays: list[str] = []
     if gens.is_dir():

@@ -101,11 +101,14 @@ def repair(core: StoreCore, dry_run: bool = False) -> tuple[list[str], list[str]
         damage = content_damage(core, published, commits, found.upgraded, cache, dropped=found.dropped)
         if dry_run:  # a relinked folder's damage is what relinking it mends: checked again after it
             damage = [(line, item) for line, item in damage if not relinked & _generations_named(line)]
+        restored: set[int] = set()  # a missing file generations share is one Damage named once per generation
         for line, item in damage:
             if item is None:
                 plan.unsolved.append(f"{line}: restore it from a backup")
-            else:
-                _restore(plan, item, published, cache)
+            elif id(item) not in restored:
+                restored.add(id(item))
+                missing = not os.path.lexists(core.gen_path(item.places[0][0]) / item.places[0][1])
+                (_link_back if missing else _restore)(plan, item, published, cache)
         damaged = {g for _, item in damage if item is not None for g in item.generations}
         for generation in published:
             if generation not in damaged and not [ln for ln, _ in damage if f"generation {generation} " in ln] \
@@ -239,8 +242,12 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
     else:
         why = f"manifests/{generation} is missing or does not match its record"
     if generation < last:
-        plan.act(f"generation {generation} cannot be rebuilt ({why}): recorded as lost; its log record stays",
-                 lambda: None, "lost", generation=generation)
+        def give_up() -> None:  # its kept manifest goes aside: an event excuses only what nothing can rebuild
+            if data is not None:
+                os.rename(kept, plan.quarantine() / f"manifest-{generation}")
+        plan.act(f"generation {generation} cannot be rebuilt ({why}): recorded as lost; its log record stays"
+                 + (f", manifests/{generation} moved to quarantine/" if data is not None else ""),
+                 give_up, "lost", generation=generation)
     else:
         plan.unsolved.append(f"generation {generation} (HEAD) cannot be rebuilt ({why}); restore "
                              f"{core.gen_path(generation)} from a backup")
@@ -294,6 +301,27 @@ def _restore(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> 
         return
     plan.act(f"restored {rel} in generations {', '.join(map(str, damage.generations))} ({how}); the changed "
              "file kept in quarantine/", lambda: _replace(plan, damage, text), "restored", path=rel, places=places)
+
+
+def _link_back(plan: _Plan, damage: Damage, published: list[int], cache: dict) -> None:
+    """A file its manifest lists gone from a generation: linked again to the same content in the nearest
+    generation that has it (the inode its neighbours share, so the generations still differ only as logged)."""
+    core = plan.core
+    generation, rel = damage.places[0]
+    near = sorted(published, key=lambda g: abs(g - generation))
+    source = _sources(core, near, cache).get(damage.expected[0])
+    if source is None:
+        plan.unsolved.append(f"generation {generation} lacks {rel}, which its manifest lists: restore it from a backup")
+        return
+
+    def link() -> None:
+        for path in {os.path.realpath(core.gen_path(g) / r) for g, r in damage.places}:
+            atomic_link(source, Path(path))
+        for touched in damage.generations:
+            foldertables.refresh_stats(core.gen_path(touched))
+    plan.act(f"restored {rel} in generations {', '.join(map(str, damage.generations))} (it was missing: linked "
+             f"again to {source.relative_to(core.root)}, the same content)", link, "restored", path=rel,
+             places=", ".join(f"{g}/{r}" for g, r in damage.places))
 
 
 def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:

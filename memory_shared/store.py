@@ -211,11 +211,11 @@ class MemoryStore:
             trash = create_dir(core.staging, "gc-")
             if doomed:
                 events.append(self.root, "gc", generations=doomed)
-                for generation in doomed:
-                    os.rename(core.gen_path(generation), trash.path / str(generation))
+                for generation in doomed:  # its kept manifest first: a generation missing with it kept was not gc's
                     kept_manifest = core.manifests / str(generation)
                     if os.path.lexists(kept_manifest):
                         os.rename(kept_manifest, trash.path / f"{generation}.{manifest.NAME}")
+                    os.rename(core.gen_path(generation), trash.path / str(generation))
                 fsync_dir(core.gens)
             self._sweep_pool(trash.path)
             if doomed:

@@ -60,7 +60,7 @@ def _verify_log_end(core: StoreCore) -> list[str]:
 
 
 class Damage:
-    """One changed inode: where it appears, what it should hold, and whether repair can restore it."""
+    """One changed inode (or one missing folder entry): where it appears and what it should hold."""
 
     def __init__(self, key: tuple[int, int], expected: list) -> None:
         self.key = key
@@ -79,6 +79,8 @@ def content_damage(core: StoreCore, generations: list[int], commits: dict[int, C
     cache = {} if cache is None else cache
     lines: list[tuple[str, Optional[Damage]]] = []
     damaged: dict[tuple[int, int], Damage] = {}
+    absent: list[tuple[int, str, list]] = []  # (generation, path, [sha256, size]) its manifest lists
+    held: set[tuple] = set()  # [sha256, size] of every file that matches its manifest: a source to restore from
     for generation in generations:
         tree = core.gen_path(generation)
         try:
@@ -95,9 +97,7 @@ def content_damage(core: StoreCore, generations: list[int], commits: dict[int, C
         entries = manifest.flatten(tree, data, folders)
         lines += [(f"generation {generation}: {problem}", None) for problem in folders]
         present = manifest.walk(tree)
-        for rel in sorted(entries.keys() - present.keys()):
-            if (generation, rel) not in dropped:
-                lines.append((f"generation {generation} lacks {rel}, which its manifest lists", None))
+        absent += [(generation, rel, entries[rel]) for rel in sorted(entries.keys() - present.keys())]
         for rel in sorted(present.keys() - entries.keys()):
             lines.append((f"generation {generation} has {rel}, which its manifest does not list", None))
         for rel in sorted(entries.keys() & present.keys()):
@@ -108,12 +108,34 @@ def content_damage(core: StoreCore, generations: list[int], commits: dict[int, C
             if cache[key] != entries[rel]:
                 damage = damaged.setdefault(key, Damage(key, entries[rel]))
                 damage.places.append((generation, rel))
+            else:
+                held.add(tuple(cache[key]))
+    lines += _absent_lines(core, absent, held, dropped)
     for damage in damaged.values():
         paths = sorted({rel for _, rel in damage.places})
         shared = damage.generations
         lines.append((f"{' and '.join(paths)} changed in place (its sha256 no longer matches the manifest); "
                       f"generation{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} "
                       f"share{'' if len(shared) > 1 else 's'} it", damage))
+    return lines
+
+
+def _absent_lines(core: StoreCore, absent: list[tuple[int, str, list]], held: set[tuple],
+                  dropped: frozenset | set) -> list[tuple[str, Optional[Damage]]]:
+    """Files a manifest lists that are not there. One whose content another file in the store still holds is
+    restorable (a Damage, one per folder entry generations share), whatever events.jsonl says; only one whose
+    content is nowhere may be excused by a `dropped` event (repair took it out because it could not restore it)."""
+    lines: list[tuple[str, Optional[Damage]]] = []
+    entries: dict[str, Damage] = {}
+    for generation, rel, expected in absent:
+        line = f"generation {generation} lacks {rel}, which its manifest lists"
+        folder = os.path.realpath(core.gen_path(generation) / os.path.dirname(rel))
+        if tuple(expected) in held and os.path.isdir(folder):
+            damage = entries.setdefault(os.path.join(folder, os.path.basename(rel)), Damage((-1, -1), expected))
+            damage.places.append((generation, rel))
+            lines.append((f"{line} (its content is elsewhere in the store)", damage))
+        elif (generation, rel) not in dropped:
+            lines.append((line, None))
     return lines
 
 

@@ -17,6 +17,7 @@ import shutil
 import socket
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -25,6 +26,7 @@ import structlog
 import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from memory_shared import StoreHandle, fsutil
 from orchestrator.deadlines import DEADLINES
+from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.record import Failure, Stop
 from worker.types import Status, Usage
@@ -348,11 +350,12 @@ def _prepare_workdir(job: Job, task_dir: Path) -> Path:
     _fresh_task_dir(task_dir, job.attempt)
     workdir = task_dir / "workdir"
     workdir.mkdir(parents=True, exist_ok=True)
-    for source in job.inputs:
-        if source in job.input_files:
-            (workdir / Path(source).name).write_bytes(job.input_files[source])
-        else:
-            shutil.copy2(source, workdir / Path(source).name)
+    with closing(fsutil.Folder("/")) as root:
+        for source in job.inputs:
+            if source in job.input_files:
+                (workdir / Path(source).name).write_bytes(job.input_files[source])
+            else:
+                copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
     return workdir
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import structlog
 
 from configs import Settings
+from memory_shared import fsutil
 from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
 from orchestrator.governor import endpoint_key
+from orchestrator.inputfiles import read_input
 from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop, MapOutcome
 from orchestrator.nesting import Nesting
@@ -134,7 +137,7 @@ class Driver:
         secrets = {config.api_key_env: os.environ[config.api_key_env]} if config.api_key_env and os.environ.get(
             config.api_key_env) else {}
         return Job(
-            task_id=task.id, attempt=attempt, prompt=task.prompt, inputs=task.inputs,
+            task_id=task.id, attempt=attempt, prompt=task.prompt, inputs=task.inputs, input_links=not self.nest.depth,
             commit_key=f"{self.run.run_id}/{step or task.id}/{attempt}",
             task_dir=str((base or self.run.path / "tasks") / task.id), settings=self._task_settings(task),
             model_name=task.model, endpoint=config, governor=self.governors.get(str(task.model)),
@@ -143,11 +146,16 @@ class Driver:
                        for name in config.fallbacks],
             tools=self.tools_for(task), check=task.check, memory=self.memory.mode,
             memory_service=self.memory.service, memory_replica=self.memory.replica, secrets=secrets,
-            return_files=shipped, input_files={p: Path(p).read_bytes() for p in task.inputs} if shipped else {},
+            return_files=shipped, input_files=self._input_files(task) if shipped else {},
             env={**self.nest.child_env(self.cluster["address"], self.run.path, task.id, self.max_depth,
                                        self.settings.home_dir), **nested_model_env(task.model, config),
                  **telemetry.child_env()},
         )
+
+    def _input_files(self, task: PlannedTask) -> dict[str, bytes]:
+        """The task's inputs, sent with its job (no shared disk), read as the actor would copy them."""
+        with closing(fsutil.Folder("/")) as root:
+            return {path: read_input(root, path, follow_link=not self.nest.depth) for path in task.inputs}
 
     def _task_settings(self, task: PlannedTask) -> Settings:
         """The run's settings with the task's limits, and its tasks file's sandbox block over the config's. Tasks

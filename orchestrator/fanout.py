@@ -409,12 +409,12 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
     plan = _nested_plan(request, parent)
-    account = parent.account  # not spent yet: the gateway refuses a nested run once it is
-    if account.max_tokens is not None:  # never 0: a budget of 0 would mean none
-        left = max(1, account.max_tokens - account.spent().total)
+    tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left
+    if tokens is not None:  # never 0: a budget of 0 would mean none
+        left = max(1, tokens)
         plan.budget_tokens = min(plan.budget_tokens or left, left)
-    if account.max_cost is not None:
-        left_cost = max(1e-9, account.max_cost - account.spent().cost)
+    if cost is not None:
+        left_cost = max(1e-9, cost)
         plan.budget_cost = min(plan.budget_cost or left_cost, left_cost)
     workers = request.get("workers")
     resume = request.get("resume")
@@ -461,6 +461,9 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
                               "tasks file or the user's config may set them")
         for path in task.inputs:
             _refuse_unseen(Path(path), f"task {task.id}'s input", parent)
+            if os.path.islink(path):  # the copy follows none (orchestrator/inputfiles.py): refused now, not later
+                raise FanoutError(f"nested fan-out refused: task {task.id}'s input {path} is a symbolic link; ga "
+                                  "follows no link in a nested run's inputs (give the file it points to)")
     models = [t.model for t in plan.tasks] + [plan.reduce.model if plan.reduce else None]
     for name in models:
         if name and name.startswith("scripted:"):

@@ -131,6 +131,7 @@ class Job(Fallback):
     attempt: int
     prompt: str
     inputs: list[str] = Field(default_factory=list)
+    input_links: bool = False  # True: a top-level task's, named by the user: a symlink is followed (inputfiles.py)
     commit_key: Optional[str] = None  # run/step/attempt: a memory commit made twice is made once
     task_dir: str
     settings: Settings  # the run's, with the task's limits and sandbox over them

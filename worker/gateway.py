@@ -8,7 +8,8 @@ OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
 - POST /v1/chat/completions (streamed or not): forwarded to a configured endpoint only (an entry of
   models.yaml named by the request's `model`, else the task's own model), with the real key added here;
   every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
-  limits or the run's budget are spent the request is refused with 402.
+  limits or the run's budget are spent the request is refused with 402. Under a budget each call holds a
+  bound on its spend while in flight (Account.reserve), so concurrent calls overshoot by one call at most.
 - GET /v1/models: the models a script may name.
 - POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
   the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
@@ -42,6 +43,7 @@ PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gatewa
 ENV_SOCKET = "GA_GATEWAY"  # the socket's path inside the sandbox: orchestrator.fanout posts nested runs there
 FANOUT_ROUTE = "/ga/fanout"
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
+COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")  # a request's bound on its reply, either name
 NESTED_GRACE = 60.0  # seconds a cancelled nested run gets to stop its tasks and write its records
 log = structlog.get_logger("worker.gateway")
 
@@ -57,14 +59,25 @@ def serve_fanouts_with(run_nested: Callable[[dict[str, Any], "Parent"], dict[str
 @dataclass
 class Account:
     """What a task spends: its own model calls and the gateway's direct ones (`usage`), and its nested runs
-    (`nested`, `runs`), against the task's limit and what the run's budget left it (the lower of the two)."""
+    (`nested`, `runs`), against the task's limit and what the run's budget left it (the lower of the two).
+
+    The gateway holds a bound on what a call or nested run may spend before it starts (`reserve`) and lets go
+    of it when it ends (`settle`): while the calls in flight may spend what is left, the next one waits for
+    them. So concurrent calls overshoot the budget by at most one call's bound, never by their sum."""
 
     max_tokens: Optional[int] = None
     max_cost: Optional[float] = None
     usage: Usage = field(default_factory=Usage)
     nested: Usage = field(default_factory=Usage)
     runs: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    held_tokens: int = 0  # the bounds held by the calls and nested runs in flight
+    held_cost: float = 0.0
+    in_flight: int = 0
+    lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    @property
+    def limited(self) -> bool:
+        return self.max_tokens is not None or self.max_cost is not None
 
     def add(self, usage: Usage) -> None:
         with self.lock:
@@ -78,12 +91,51 @@ class Account:
         with self.lock:
             return self.usage + self.nested
 
-    def refusal(self) -> str:
-        """Why no more model calls or nested runs may start ("" while they may)."""
-        spent = self.spent()
-        if self.max_tokens is not None and spent.total >= self.max_tokens:
+    def reserve(self, tokens: int, cost: float, cancelled: Optional[threading.Event] = None) -> str:
+        """Hold `tokens` and `cost` (a bound on what a call will spend) before it starts; "" once held, else
+        why it may not start. While what is in flight holds the rest of the budget, wait for it to settle."""
+        with self.lock:
+            refusal = self._wait_for_room(cancelled)
+            if not refusal:
+                self._hold(tokens, cost)
+            return refusal
+
+    def reserve_rest(self, cancelled: Optional[threading.Event] = None) -> tuple[str, Optional[int], Optional[float]]:
+        """`reserve` for a nested run: it holds all that is left, its budget (None: no limit)."""
+        with self.lock:
+            refusal = self._wait_for_room(cancelled)
+            if refusal:
+                return refusal, None, None
+            spent = self.usage + self.nested
+            tokens = None if self.max_tokens is None else self.max_tokens - spent.total - self.held_tokens
+            cost = None if self.max_cost is None else self.max_cost - spent.cost - self.held_cost
+            self._hold(tokens or 0, cost or 0.0)
+            return "", tokens, cost
+
+    def settle(self, tokens: int, cost: float) -> None:
+        """The call that held `tokens` and `cost` ended (its usage added): let go of them."""
+        with self.lock:
+            self.held_tokens, self.held_cost = self.held_tokens - tokens, self.held_cost - cost
+            self.in_flight -= 1
+            self.lock.notify_all()
+
+    def _wait_for_room(self, cancelled: Optional[threading.Event]) -> str:
+        while self.in_flight and self._refusal(self.held_tokens, self.held_cost):
+            if cancelled is not None and cancelled.is_set():
+                return "the task is ending"
+            self.lock.wait(0.5)
+        return self._refusal(self.held_tokens, self.held_cost)
+
+    def _hold(self, tokens: int, cost: float) -> None:
+        self.held_tokens, self.held_cost = self.held_tokens + tokens, self.held_cost + cost
+        self.in_flight += 1
+
+    def _refusal(self, held_tokens: int, held_cost: float) -> str:
+        """Why no more model calls or nested runs may start, counting what is held ("" while they may)."""
+        spent = self.usage + self.nested
+        if self.max_tokens is not None and spent.total + held_tokens >= self.max_tokens:
             return f"the task's token budget is spent ({spent.total:,} of {self.max_tokens:,} tokens)"
-        if self.max_cost is not None and spent.cost >= self.max_cost:
+        if self.max_cost is not None and spent.cost + held_cost >= self.max_cost:
             return f"the task's cost budget is spent (${spent.cost:.4f} of ${self.max_cost:.4f})"
         return ""
 
@@ -98,6 +150,7 @@ class Parent:
     env: dict[str, str]  # the task's GA_RUN_DIR, GA_PARENT_TASK, GA_DEPTH, GA_MAX_DEPTH, GA_RAY_ADDRESS, GA_MODEL
     account: Account
     cancelled: threading.Event = field(default_factory=threading.Event)  # set: the nested run must stop
+    budget: tuple[Optional[int], Optional[float]] = (None, None)  # tokens, cost the gateway holds for the nested run
 
 
 class Gateway:
@@ -154,17 +207,13 @@ class Gateway:
         return self._entries
 
     def chat(self, handler: "_Handler", body: bytes) -> None:
-        from worker.model.transport import ReplyTooLarge, post
-
         try:
             request = json.loads(body)
             if not isinstance(request, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
             return handler.reply_error(400, f"the request body is not a chat completion request ({exc})")
-        refusal = self.parent.account.refusal()
-        if refusal:
-            return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
+        account = self.parent.account
         try:
             config = self.endpoint(request.get("model"))
         except ValueError as exc:  # ModelConfigError: a models.yaml entry that does not resolve
@@ -175,10 +224,24 @@ class Gateway:
         if request.get("stream"):  # usage comes in the stream's last chunk only when asked for
             options = request.get("stream_options")
             request["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        if account.limited and not any(_count(request.get(name)) for name in COMPLETION_LIMITS):
+            request["max_tokens"] = config.max_tokens  # a bound to hold (as ga's own calls have)
+        payload = json.dumps(request).encode()
+        tokens, cost = call_bound(request, payload, config) if account.limited else (0, 0.0)
+        refusal = account.reserve(tokens, cost)
+        if refusal:
+            return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
+        try:
+            self._forward(handler, config, payload)
+        finally:
+            account.settle(tokens, cost)
+
+    def _forward(self, handler: "_Handler", config: Any, payload: bytes) -> None:
+        from worker.model.transport import ReplyTooLarge, post
+
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "Authorization": f"Bearer {key or 'no-key'}"}
-        payload = json.dumps(request).encode()
         relay = _Relay(handler, key)
         try:
             reply = post(config.base_url.rstrip("/") + "/chat/completions", payload, headers, config.request_timeout,
@@ -205,18 +268,21 @@ class Gateway:
     def fanout(self, handler: "_Handler", body: bytes) -> None:
         if _fanout is None:
             return handler.reply_error(501, "nested fan-out is not available in this command")
-        refusal = self.parent.account.refusal()
-        if refusal:
-            return handler.reply_error(402, f"nested fan-out refused: {refusal}")
         try:
             request = json.loads(body)
         except ValueError:
             return handler.reply_error(400, "the nested fan-out request is not JSON")
         cancelled = threading.Event()
         self._nested[cancelled] = threading.current_thread()
+        account = self.parent.account
+        refusal, tokens, cost = account.reserve_rest(cancelled)  # all that is left is the nested run's budget
         try:
+            if refusal:
+                return handler.reply_error(402, f"nested fan-out refused: {refusal}")
             with telemetry.joined(self.traceparent):
-                result = _fanout(request if isinstance(request, dict) else {}, replace(self.parent, cancelled=cancelled))
+                result = _fanout(request if isinstance(request, dict) else {},
+                                 replace(self.parent, cancelled=cancelled, budget=(tokens, cost)))
+            account.add_run(Usage.from_dict(result.get("summary", {}).get("usage")))
         except ValueError as exc:  # FanoutError and SpecError: bad input, one line per problem
             return handler.reply_error(400, str(exc))
         except Exception as exc:  # noqa: BLE001
@@ -224,7 +290,8 @@ class Gateway:
             return handler.reply_error(500, f"nested fan-out failed: {type(exc).__name__}: {exc}")
         finally:
             self._nested.pop(cancelled, None)
-        self.parent.account.add_run(Usage.from_dict(result.get("summary", {}).get("usage")))
+            if not refusal:
+                account.settle(tokens or 0, cost or 0.0)
         handler.reply(200, json.dumps(result).encode())
 
 
@@ -249,6 +316,14 @@ def reply_usage(body: bytes, payload: bytes, config: ModelConfig) -> Usage:
     details = found.get("prompt_tokens_details")
     cached = min(prompt, _count(details.get("cached_tokens") if isinstance(details, dict) else 0))
     return Usage(prompt=prompt, completion=completion, cached=cached, cost=config.cost(prompt, completion, cached))
+
+
+def call_bound(request: dict[str, Any], payload: bytes, config: Any) -> tuple[int, float]:
+    """A bound on what one call spends: its completion limit, and its prompt at 2 bytes a token (the usual
+    is about 4, so a prompt of an unusual text still fits)."""
+    completion = max(_count(request.get(name)) for name in COMPLETION_LIMITS)
+    prompt = len(payload) // 2
+    return prompt + completion, config.cost(prompt, completion, 0)
 
 
 def _count(value: Any) -> int:

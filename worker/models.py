@@ -33,6 +33,8 @@ from configs.yamlsource import YamlError, line_of, load_yaml
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
 PROJECT_FILE = Path("models.yaml")
+# What a project models.yaml may not change in a model the shipped or user file defines (it may tune the rest)
+CHOSEN_BY_USER = ("model", "api_key_env", "price_input", "price_output", "price_cached", "fallbacks")
 ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # One agent turn is a tool call (a script of ~100 lines is ~1,200 tokens) or a final answer; longer
 # output belongs in several file_write/file_patch calls. 1,536 keeps a looping model on a CPU server
@@ -167,13 +169,23 @@ def key_env_names(files: Optional[list[Path]] = None) -> frozenset[str]:
 
 def _check_project_entry(name: str, fields: dict, merged: dict, trusted: dict[str, dict], where: str) -> None:
     """A project models.yaml (a task's code could have written it) may add models and tune them, but not move
-    a model the shipped or user files define, nor send a key anywhere those files do not already send it."""
+    a model the shipped or user files define, nor change its model, key, prices or fallbacks, nor send a key
+    anywhere those files do not already send it."""
     def endpoint(entry: dict) -> str:
         return _expand_env(str(entry.get("base_url", ""))).rstrip("/")
+
+    def value(entry: dict, key: str) -> Any:
+        return _expand_env(entry[key]) if isinstance(entry.get(key), str) else entry.get(key)
     fix = f"put it in {USER_FILE} instead (a project file cannot move an endpoint: a task could have written it)"
     if "base_url" in fields and name in trusted and endpoint(merged) != endpoint(trusted[name]):
         raise ModelConfigError(f"{where}: models.{name}.base_url is refused in a project file: it moves the model "
                                f"'{name}'; {fix}")
+    changed = [key for key in CHOSEN_BY_USER
+               if key in fields and name in trusted and value(fields, key) != value(trusted[name], key)]
+    if changed:
+        raise ModelConfigError(f"{where}: models.{name}.{changed[0]} is refused in a project file: it changes which "
+                               f"model, key or price '{name}' means; put it in {USER_FILE} instead (a task could "
+                               "have written the project file)")
     keyed = {(e.get("api_key_env"), endpoint(e)) for e in trusted.values() if e.get("api_key_env")}
     if merged.get("api_key_env") and (merged["api_key_env"], endpoint(merged)) not in keyed:
         raise ModelConfigError(f"{where}: models.{name} sends the key ${merged['api_key_env']} to an endpoint no "
