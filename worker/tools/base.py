@@ -48,7 +48,7 @@ class ToolContext:
     def workdir_fd(self) -> int:
         """The worker's directory, opened once per task: the file tools walk below it from this fd."""
         if self.workdir_folder is None:
-            self.workdir_folder = self.cleanup.enter_context(closing(fsutil.Folder(self.workdir.resolve())))
+            self.workdir_folder = self.cleanup.enter_context(closing(fsutil.Folder(self.workdir)))
         return self.workdir_folder.fd
 
     def close(self) -> None:
