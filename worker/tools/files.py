@@ -10,6 +10,7 @@ from typing import BinaryIO, Iterable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from memory_shared import fsutil
 from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, memory_rel, open_checked, open_plain, plain_rel, resolve_read, resolve_write
 from worker.textpatch import patch_exact
@@ -271,10 +272,11 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
                     data += old.read()
             fd = open_checked(path, ctx.workdir, allowed, flags, make_parents=True)
             shown = _display(path, ctx)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            size = os.fstat(handle.fileno()).st_size
+        try:
+            fsutil.write_all(fd, data)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
     return ToolResult(f"wrote {len(args.content)} chars to {shown} ({args.mode}); file is now {size} bytes")
