@@ -22,7 +22,7 @@ from typing import Any, ContextManager, Iterator, Optional
 from urllib.parse import quote, unquote
 
 from . import faults
-from .fsutil import Folder, Unsafe, atomic_replace, flocked, unique
+from .fsutil import Folder, Unsafe, atomic_replace, flocked, unique, write_all
 from .groupsync import durable
 
 TEMP_MARK = ".tmp-"
@@ -42,17 +42,20 @@ def _write_lines(path: Path, lines: list[str], *, gz: bool) -> None:
                    before_rename=lambda: faults.point("archive.before_rename"))
 
 
-def _copy_history(source: Path, target: Path) -> None:
-    """Copy a history file that sits where the task's code could write (`ga run`): never through a symlink, only
-    a regular file, at most HISTORY_CAP bytes."""
-    with contextlib.closing(Folder(source.parent)) as folder, os.fdopen(folder.open(source.name), "rb") as src:
-        if os.fstat(src.fileno()).st_size > HISTORY_CAP:
+def _copy_history(source: Path, out: int) -> None:
+    """Copy a history file that sits where the task's code could write (`ga run`) to the open fd `out`: never
+    through a symlink, only a regular file, at most HISTORY_CAP bytes."""
+    with contextlib.closing(Folder(source.parent)) as folder:
+        src = folder.open(source.name)
+    try:
+        if os.fstat(src).st_size > HISTORY_CAP:
             raise Unsafe(f"{source}: larger than {HISTORY_CAP >> 20} MB; not archived")
-        with open(target, "wb") as out:
-            left = HISTORY_CAP  # a script still writing cannot make the copy longer than the cap
-            while left and (chunk := src.read(min(left, 1 << 20))):
-                out.write(chunk)
-                left -= len(chunk)
+        left = HISTORY_CAP  # a script still writing cannot make the copy longer than the cap
+        while left and (chunk := os.read(src, min(left, 1 << 20))):
+            write_all(out, chunk)
+            left -= len(chunk)
+    finally:
+        os.close(src)
 
 
 def _encode_task(task_id: str) -> str:
@@ -83,15 +86,18 @@ class Archive:
         stem = f"{day}_{_encode_task(task_id)}"
         with self._locked(shared=True):  # writers share it; compress holds it alone, so the temps it sees are orphans
             month_dir.mkdir(parents=True, exist_ok=True)
-            tmp = month_dir / f"{stem}{TEMP_MARK}{unique()}"
-            _copy_history(source, tmp)
-            os.utime(tmp, (when.timestamp(), when.timestamp()))
-            with open(tmp, "rb") as done:
-                durable(done.fileno())  # one flush shared with the other workers finishing now
-            target = self._link_free(tmp, month_dir, stem)
-            os.unlink(tmp)
-            with contextlib.closing(Folder(month_dir)) as folder:
-                durable(folder.fd)
+            with contextlib.closing(Folder(month_dir)) as month:
+                tmp = f"{stem}{TEMP_MARK}{unique()}"
+                out = month.create(tmp, os.O_WRONLY)
+                try:
+                    _copy_history(source, out)
+                    os.utime(out, (when.timestamp(), when.timestamp()))
+                    durable(out)  # one flush shared with the other workers finishing now
+                finally:
+                    os.close(out)
+                target = self._link_free(month, tmp, stem)
+                os.unlink(tmp, dir_fd=month.fd)
+                durable(month.fd)
         return target
 
     def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, Any]:
@@ -222,15 +228,15 @@ class Archive:
             tmp.unlink(missing_ok=True)
 
     @staticmethod
-    def _link_free(source: Path, directory: Path, stem: str) -> Path:
+    def _link_free(month: Folder, source: str, stem: str) -> Path:
         """Link `source` as <stem>.jsonl, or <stem>~N.jsonl with the first free N: an archived session is never
         overwritten, also when two workers archive the same task at once."""
         n = 1
         while True:
-            target = directory / (f"{stem}.jsonl" if n == 1 else f"{stem}~{n}.jsonl")
+            name = f"{stem}.jsonl" if n == 1 else f"{stem}~{n}.jsonl"
             try:
-                os.link(source, target)
-                return target
+                os.link(source, name, src_dir_fd=month.fd, dst_dir_fd=month.fd)
+                return month.path / name
             except FileExistsError:
                 n += 1
 
