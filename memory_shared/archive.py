@@ -85,8 +85,7 @@ class Archive:
         month_dir = self.raw_dir / day[:7]
         stem = f"{day}_{_encode_task(task_id)}"
         with self._locked(shared=True):  # writers share it; compress holds it alone, so the temps it sees are orphans
-            month_dir.mkdir(parents=True, exist_ok=True)
-            with contextlib.closing(Folder(month_dir)) as month:
+            with contextlib.closing(Folder(month_dir, create=True)) as month:
                 tmp = f"{stem}{TEMP_MARK}{unique()}"
                 out = month.create(tmp, os.O_WRONLY)
                 try:

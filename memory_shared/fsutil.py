@@ -208,8 +208,12 @@ def open_dir(dir_fd: Optional[int], relpath: Path | str, create: bool = False) -
     ga chose itself, followed as given). Below `dir_fd` each component is opened with O_NOFOLLOW; `create`
     makes the missing ones."""
     if dir_fd is None:
-        if create:
-            Path(relpath).mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(relpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if not create:
+                raise
+        Path(relpath).mkdir(parents=True, exist_ok=True)
         return os.open(relpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     fd = os.dup(dir_fd)
     try:
