@@ -274,7 +274,7 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
             shown = _display(path, ctx)
         try:
             fsutil.write_all(fd, data)
-            size = os.fstat(fd).st_size
+            size = len(data) if args.mode == "overwrite" else os.fstat(fd).st_size
         finally:
             os.close(fd)
     except (ValueError, OSError) as exc:
