@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import os
 import select
 import socket
@@ -155,9 +156,15 @@ class _Connection:
 
     def __init__(self, sock: socket.socket, endpoint: tuple[str, str, int]):
         self.sock, self.endpoint = sock, endpoint
+        self.tls = isinstance(sock, ssl.SSLSocket)
         self.buffer = bytearray()
         self.used = 0.0
         self.deadline = 0.0
+        # Non-blocking from here on, each wait a poll bounded by the deadline: a socket timeout costs an ioctl
+        # before every send and receive, and every syscall drops the GIL among hundreds of threads.
+        sock.setblocking(False)
+        self.poller = select.poll()
+        self.poller.register(sock, select.POLLIN)
 
     @classmethod
     def open(cls, endpoint: tuple[str, str, int], deadline: float) -> "_Connection":
@@ -186,9 +193,8 @@ class _Connection:
 
     def quiet(self) -> bool:
         """True while the idle connection has nothing to read: no close from the server, no stray bytes."""
-        poller = select.poll()
-        poller.register(self.sock, select.POLLIN)
-        return not poller.poll(0)
+        self.poller.modify(self.sock, select.POLLIN)
+        return not self.poller.poll(0)
 
     def close(self) -> None:
         try:
@@ -245,24 +251,37 @@ class _Connection:
             reusable = False
         return HttpReply(status, names, body), reusable
 
+    def _wait(self, events: int, expired: type[Exception]) -> None:
+        """Until the socket is ready for `events` (or has failed: the next call says how), at most to the deadline."""
+        self.poller.modify(self.sock, events)
+        self.poller.poll(math.ceil(_left(self.deadline, expired) * 1000))
+
     def _send(self, data: bytes) -> None:
-        try:
-            self.sock.settimeout(_left(self.deadline, httpcore2.WriteTimeout))
-            self.sock.sendall(data)
-        except TimeoutError:
-            raise httpcore2.WriteTimeout("the request's total deadline passed while sending") from None
-        except OSError as exc:
-            raise httpcore2.WriteError(str(exc) or type(exc).__name__) from None
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                self._wait(select.POLLOUT, httpcore2.WriteTimeout)
+            except ssl.SSLWantReadError:
+                self._wait(select.POLLIN, httpcore2.WriteTimeout)
+            except OSError as exc:
+                raise httpcore2.WriteError(str(exc) or type(exc).__name__) from None
 
     def _fill(self) -> bool:
         """Read what has arrived into the buffer; False at the end of the stream."""
-        try:
-            self.sock.settimeout(_left(self.deadline, httpcore2.ReadTimeout))
-            data = self.sock.recv(_RECV)
-        except TimeoutError:
-            raise httpcore2.ReadTimeout("the request's total deadline passed") from None
-        except OSError as exc:
-            raise httpcore2.ReadError(str(exc) or type(exc).__name__) from None
+        if not self.tls:  # TLS may hold decrypted bytes the socket no longer shows: it tries the read first
+            self._wait(select.POLLIN, httpcore2.ReadTimeout)
+        while True:
+            try:
+                data = self.sock.recv(_RECV)
+                break
+            except (BlockingIOError, ssl.SSLWantReadError):
+                self._wait(select.POLLIN, httpcore2.ReadTimeout)
+            except ssl.SSLWantWriteError:
+                self._wait(select.POLLOUT, httpcore2.ReadTimeout)
+            except OSError as exc:
+                raise httpcore2.ReadError(str(exc) or type(exc).__name__) from None
         self.buffer += data
         return bool(data)
 
