@@ -261,7 +261,7 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         rel = plain_rel(args.path) if args.mode != "prepend" else None
         fd = open_plain(ctx.workdir_fd(), rel, flags) if rel is not None else None
         if fd is not None:
-            shown = Path(rel).as_posix()
+            shown = rel
         else:
             path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
             if path.is_dir():
