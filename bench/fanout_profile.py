@@ -44,7 +44,7 @@ finally:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Where a fan-out's CPU goes, under yappi")
     parser.add_argument("--case", default="1000,256,3,0.5", help="N,W,T,L")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--save", default="", help="also write the stats here (pstat format)")
