@@ -113,38 +113,35 @@ def _request_head(parts: urllib.parse.SplitResult, host: str, port: int, headers
     lines += [f"{name}: {value}" for name, value in headers.items() if name.lower() not in ("host", "content-length")]
     if any("\r" in line or "\n" in line for line in lines):  # never says which: it may be the key
         raise httpcore2.LocalProtocolError("a request header contains a line break")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        raise httpcore2.LocalProtocolError("a request header is not Latin-1 text") from None
 
 
 def _idle_connection(endpoint: tuple[str, str, int]) -> Optional["_Connection"]:
-    """The newest idle connection to `endpoint` still open, or None; older ones past KEEPALIVE_EXPIRY are closed."""
-    now = time.monotonic()
-    stale = []
-    found = None
-    with _IDLE_LOCK:
-        idle = _IDLE.get(endpoint)
-        while idle:
-            if idle[0].used < now - KEEPALIVE_EXPIRY:
-                stale.append(idle.popleft())
-                continue
-            found = idle.pop()
-            break
-    for connection in stale:
-        connection.close()
-    if found is not None and not found.quiet():
+    """The newest idle connection to `endpoint` still open, or None; those the server closed, or idle past
+    KEEPALIVE_EXPIRY, are closed here."""
+    while True:
+        with _IDLE_LOCK:
+            idle = _IDLE.get(endpoint)
+            found = idle.pop() if idle else None
+        if found is None or (found.used >= time.monotonic() - KEEPALIVE_EXPIRY and found.quiet()):
+            return found
         found.close()
-        return _idle_connection(endpoint)
-    return found
 
 
 def _keep(connection: "_Connection") -> None:
-    connection.used = time.monotonic()
+    """Back to the idle list; the oldest past KEEPALIVE_EXPIRY, or past MAX_IDLE, are closed."""
+    now = connection.used = time.monotonic()
+    closing = []
     with _IDLE_LOCK:
         idle = _IDLE.setdefault(connection.endpoint, collections.deque())
-        if len(idle) < MAX_IDLE:
-            idle.append(connection)
-            return
-    connection.close()
+        idle.append(connection)
+        while idle and (len(idle) > MAX_IDLE or idle[0].used < now - KEEPALIVE_EXPIRY):
+            closing.append(idle.popleft())
+    for old in closing:
+        old.close()
 
 
 class _StaleConnection(Exception):
