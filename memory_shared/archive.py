@@ -4,9 +4,10 @@ Lives in <root>/archive/, outside the generations, and is append-only:
   raw/YYYY-MM/<date>_<task>.jsonl   a finished session's history.jsonl, copied as is
   YYYY-MM.jsonl.gz                  compact records (one per session) of that month
   summary.jsonl                     one line per month dropped past `keep_months`
-Every change is made under an exclusive flock on archive/.lock and lands by write-temp + fsync +
-rename, so a crash at any point loses no session (at worst a session is in both raw and its month
-until the next compress, which then only deletes the raw copy).
+A session is added under a shared flock on archive/.lock (workers finishing at once share it and one
+group flush, memory_shared/groupsync.py) by write-temp + flush + link; every other change is made under
+the exclusive flock and lands by write-temp + fsync + rename. A crash at any point loses no session (at
+worst a session is in both raw and its month until the next compress, which then only deletes the raw copy).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from typing import Any, ContextManager, Iterator, Optional
 from urllib.parse import quote, unquote
 
 from . import faults
-from .fsutil import Folder, Unsafe, atomic_replace, flocked, fsync_dir
+from .fsutil import Folder, Unsafe, atomic_replace, flocked, unique, write_all
+from .groupsync import durable
 
 TEMP_MARK = ".tmp-"
 HISTORY_CAP = 1 << 30  # bytes: a longer history is refused (a sparse file a task grew must not fill the disk)
@@ -40,17 +42,20 @@ def _write_lines(path: Path, lines: list[str], *, gz: bool) -> None:
                    before_rename=lambda: faults.point("archive.before_rename"))
 
 
-def _copy_history(source: Path, target: Path) -> None:
-    """Copy a history file that sits where the task's code could write (`ga run`): never through a symlink, only
-    a regular file, at most HISTORY_CAP bytes."""
-    with contextlib.closing(Folder(source.parent)) as folder, os.fdopen(folder.open(source.name), "rb") as src:
-        if os.fstat(src.fileno()).st_size > HISTORY_CAP:
+def _copy_history(source: Path, out: int) -> None:
+    """Copy a history file that sits where the task's code could write (`ga run`) to the open fd `out`: never
+    through a symlink, only a regular file, at most HISTORY_CAP bytes."""
+    with contextlib.closing(Folder(source.parent)) as folder:
+        src = folder.open(source.name)
+    try:
+        if os.fstat(src).st_size > HISTORY_CAP:
             raise Unsafe(f"{source}: larger than {HISTORY_CAP >> 20} MB; not archived")
-        with open(target, "wb") as out:
-            left = HISTORY_CAP  # a script still writing cannot make the copy longer than the cap
-            while left and (chunk := src.read(min(left, 1 << 20))):
-                out.write(chunk)
-                left -= len(chunk)
+        left = HISTORY_CAP  # a script still writing cannot make the copy longer than the cap
+        while left and (chunk := os.read(src, min(left, 1 << 20))):
+            write_all(out, chunk)
+            left -= len(chunk)
+    finally:
+        os.close(src)
 
 
 def _encode_task(task_id: str) -> str:
@@ -78,17 +83,20 @@ class Archive:
         when = when or datetime.now().astimezone()
         day = when.strftime("%Y-%m-%d")
         month_dir = self.raw_dir / day[:7]
-        with self._locked():
-            month_dir.mkdir(parents=True, exist_ok=True)
-            tmp = month_dir / f"{day}_{_encode_task(task_id)}{TEMP_MARK}{os.getpid()}"
-            _copy_history(source, tmp)
-            with open(tmp, "rb") as done:
-                os.fsync(done.fileno())
-            os.utime(tmp, (when.timestamp(), when.timestamp()))
-            target = self._free_name(month_dir, f"{day}_{_encode_task(task_id)}")
-            os.link(tmp, target)  # never replaces: an archived session is never overwritten
-            os.unlink(tmp)
-            fsync_dir(month_dir)
+        stem = f"{day}_{_encode_task(task_id)}"
+        with self._locked(shared=True):  # writers share it; compress holds it alone, so the temps it sees are orphans
+            with contextlib.closing(Folder(month_dir, create=True)) as month:
+                tmp = f"{stem}{TEMP_MARK}{unique()}"
+                out = month.create(tmp, os.O_WRONLY)
+                try:
+                    _copy_history(source, out)
+                    os.utime(out, (when.timestamp(), when.timestamp()))
+                    durable(out)  # one flush shared with the other workers finishing now
+                finally:
+                    os.close(out)
+                target = self._link_free(month, tmp, stem)
+                os.unlink(tmp, dir_fd=month.fd)
+                durable(month.fd)
         return target
 
     def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, Any]:
@@ -219,12 +227,17 @@ class Archive:
             tmp.unlink(missing_ok=True)
 
     @staticmethod
-    def _free_name(directory: Path, stem: str) -> Path:
-        target, n = directory / f"{stem}.jsonl", 1
-        while target.exists():
-            n += 1
-            target = directory / f"{stem}~{n}.jsonl"
-        return target
+    def _link_free(month: Folder, source: str, stem: str) -> Path:
+        """Link `source` as <stem>.jsonl, or <stem>~N.jsonl with the first free N: an archived session is never
+        overwritten, also when two workers archive the same task at once."""
+        n = 1
+        while True:
+            name = f"{stem}.jsonl" if n == 1 else f"{stem}~{n}.jsonl"
+            try:
+                os.link(source, name, src_dir_fd=month.fd, dst_dir_fd=month.fd)
+                return month.path / name
+            except FileExistsError:
+                n += 1
 
 
 # ---- compaction of one session --------------------------------------------------------------

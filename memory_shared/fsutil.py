@@ -208,8 +208,12 @@ def open_dir(dir_fd: Optional[int], relpath: Path | str, create: bool = False) -
     ga chose itself, followed as given). Below `dir_fd` each component is opened with O_NOFOLLOW; `create`
     makes the missing ones."""
     if dir_fd is None:
-        if create:
-            Path(relpath).mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(relpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if not create:
+                raise
+        Path(relpath).mkdir(parents=True, exist_ok=True)
         return os.open(relpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     fd = os.dup(dir_fd)
     try:
@@ -239,14 +243,16 @@ def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: 
     FIFO cannot hang the open. Refuses (Unsafe) anything but a regular file, and (unless `linked_ok`) a file to
     write with other hard links (it could be someone else's file linked in); O_TRUNC applies only after the checks."""
     path = Path(relpath)
-    parent = open_dir(dir_fd, path.parent) if path.parent != Path(".") else os.dup(dir_fd)
+    parent = open_dir(dir_fd, path.parent) if path.parent != Path(".") else None
     try:
         try:
-            fd = os.open(path.name, (flags & ~os.O_TRUNC) | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=parent)
+            fd = os.open(path.name, (flags & ~os.O_TRUNC) | _NOFOLLOW | os.O_NONBLOCK, mode,
+                         dir_fd=dir_fd if parent is None else parent)
         except OSError as exc:
             raise _refusal(str(relpath), exc) from None
     finally:
-        os.close(parent)
+        if parent is not None:
+            os.close(parent)
     info = os.fstat(fd)
     writing = flags & (os.O_WRONLY | os.O_RDWR)
     problem = ("not a regular file" if not stat.S_ISREG(info.st_mode)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,21 @@ def check_l1(text: str, max_lines: int, max_chars: int) -> None:
 
 def render_l1(snapshot_path: Path | str, max_lines: int = 30, max_chars: int = 2000) -> str:
     """The L1 text a prompt carries: trailing spaces and runs of blank lines removed, bounded."""
-    path = Path(snapshot_path) / L1_INDEX
-    if not path.is_file():
+    try:  # an open and reads, not a stat and a file object: every worker renders it as it starts
+        fd = os.open(Path(snapshot_path) / L1_INDEX, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return ""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except IsADirectoryError:
+        return ""
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
     lines: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in raw.decode("utf-8").splitlines():
         line = line.rstrip()
         if not line and (not lines or not lines[-1]):
             continue

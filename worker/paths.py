@@ -63,6 +63,28 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def plain_rel(path: str) -> Optional[str]:
+    """`path` normalized, when it plainly names a path below the worker's directory (relative, not leaving it by
+    '..', no '~'); None when it needs the full check of resolve_read/resolve_write."""
+    text = path.strip()
+    if not text or text.startswith(("/", "~")):
+        return None
+    rel = os.path.normpath(text)
+    if rel in (".", "..") or rel.startswith("../"):
+        return None
+    return rel
+
+
+def open_plain(root_fd: int, rel: str, flags: int) -> Optional[int]:
+    """An fd of the regular file `rel` (from plain_rel) below the directory fd `root_fd`, opened one component at
+    a time without following a symlink; None when that walk does not reach it (a symlink or a missing directory on
+    the way, not a regular file...): then resolve and open_checked decide, as for any path."""
+    try:
+        return fsutil.open_file(root_fd, rel, flags, linked_ok=True)
+    except OSError:  # fsutil.Unsafe included
+        return None
+
+
 def open_checked(real: Path, workdir: Path, allowed: Iterable[Path], flags: int = os.O_RDONLY,
                  make_parents: bool = False) -> int:
     """An fd of `real` (a path resolve_read or resolve_write returned), opened again from the root it lies in one

@@ -61,6 +61,21 @@ def test_same_task_twice_is_kept_twice_and_odd_ids_round_trip(tmp_path):
     assert len(archive.search(task_id="task-1")) == 2
 
 
+def test_threads_archiving_the_same_task_at_once_each_keep_their_copy(tmp_path):
+    """Workers add sessions under a shared lock: 24 threads archiving one task id at the same moment land 24
+    whole copies under distinct names, and leave no temporary file behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    archive = Archive(tmp_path / "mem")
+    history = write_history(tmp_path / "h.jsonl", "x")
+    with ThreadPoolExecutor(24) as pool:
+        paths = list(pool.map(lambda _: archive.store_session("same", history, when=NOW), range(24)))
+    month = tmp_path / "mem/archive/raw/2025-06"
+    assert len(set(paths)) == 24 and sorted(p.name for p in month.iterdir()) == sorted(p.name for p in paths)
+    assert all(p.read_bytes() == history.read_bytes() for p in paths)
+    assert len(archive.search(task_id="same")) == 24
+
+
 def test_tolerant_of_text_mode_content_parts_and_torn_lines(tmp_path):
     raw = tmp_path / "2025-06-01_t.jsonl"
     raw.write_text("\n".join([

@@ -236,3 +236,39 @@ def test_a_session_whose_history_was_swapped_for_a_link_is_not_continued(tmp_pat
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert "history.jsonl: a symbolic link" in again.stderr
     assert unchanged(target)
+
+
+@pytest.mark.parametrize("planted", ["leaf", "directory", "fifo", "inside"])
+def test_file_write_never_writes_through_a_planted_link_or_special_file(tmp_path, planted):
+    """file_write opens a plain relative path by one walk from the workdir's fd; whatever the task planted on the
+    way (a symlink to a file or a directory outside, a FIFO) is refused in one line and nothing outside changes,
+    the same as the full check decides; a link that stays inside the workdir is written through, as before."""
+    from configs import load_settings
+    from worker.tools import REGISTRY, ToolContext
+
+    (target,) = victims(tmp_path, "notes.md")
+    work = a_workdir(tmp_path)
+    (work / "sub").mkdir()
+    path = {"leaf": "sub/notes.md", "directory": "link/notes.md", "fifo": "sub/pipe", "inside": "sub/alias.md"}[planted]
+    if planted == "leaf":
+        (work / "sub" / "notes.md").symlink_to(target)
+    elif planted == "directory":
+        (work / "link").symlink_to(target.parent)
+    elif planted == "fifo":
+        os.mkfifo(work / "sub" / "pipe")
+    else:
+        (work / "sub" / "alias.md").symlink_to(work / "real.md")
+    ctx = ToolContext(task_id="t1", workdir=work, settings=load_settings(), memory=None)
+    spec = REGISTRY["file_write"]
+    try:
+        for mode in ("overwrite", "append", "prepend"):
+            result = spec.run(ctx, spec.args.model_validate({"path": path, "content": "hostile\n", "mode": mode}))
+            if planted == "inside":
+                assert result.ok, result.output
+            else:
+                assert not result.ok and "\n" not in result.output and path.split("/")[0] in result.output
+    finally:
+        ctx.close()
+    assert unchanged(target)
+    if planted == "inside":
+        assert (work / "real.md").read_text() == "hostile\n" * 3 and (work / "sub" / "alias.md").is_symlink()

@@ -68,9 +68,10 @@ def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettin
     """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
     trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
     if ctx.policy == "watermark":
-        if anchor is not None and serialized_size(messages) > ctx.budget_chars:
-            messages = anchor.with_full_anchor(messages)
-        trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water)
+        size = serialized_size(messages)
+        if anchor is not None and size > ctx.budget_chars:
+            messages, size = anchor.with_full_anchor(messages), None
+        trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water, size=size)
         return ContextStep(trimmed, report.strict, report)
     due = compression_due(turn, ctx.compress_every)
     compressed = compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars) if due else messages

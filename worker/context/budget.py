@@ -35,12 +35,13 @@ def trim_to_budget(messages: list[Message], ctx: ContextSettings) -> list[Messag
     return trim_with_report(messages, ctx)[0]
 
 
-def trim_with_report(messages: list[Message], ctx: ContextSettings,
-                     evict_to: Optional[float] = None) -> tuple[list[Message], TrimReport]:
+def trim_with_report(messages: list[Message], ctx: ContextSettings, evict_to: Optional[float] = None,
+                     size: Optional[int] = None) -> tuple[list[Message], TrimReport]:
     """Over budget: strict compression, then FIFO eviction to `evict_to` of the budget (default the
-    setting's), then a cut of every message as a last resort."""
+    setting's), then a cut of every message as a last resort. `size`: serialized_size(messages), when the
+    caller has it already (the whole history is encoded to measure it)."""
     budget = ctx.budget_chars
-    size = serialized_size(messages)
+    size = serialized_size(messages) if size is None else size
     report = TrimReport(before=size, after=size)
     if size <= budget:
         return messages, report

@@ -1,15 +1,22 @@
 """One POST to a model endpoint, bounded in time and size: the transport under worker/llm.py.
 
-httpcore2's timeouts apply to each socket operation, so an endpoint that sends one byte a second
-never trips them. Here every socket operation of a request (the wait for a pooled connection,
-connect, TLS, each write and each read) waits at most until that request's deadline, kept per
-thread (sync httpcore2 does all I/O in the calling thread), so the whole exchange ends by it.
-The body is read in chunks and refused once it passes `max_bytes`, so it is never held whole.
+A request's every socket operation (connect, TLS, each write and each read) waits at most until that
+request's deadline, so an endpoint that sends one byte a second still ends by it. The body is read in
+chunks and refused once it passes `max_bytes`, so it is never held whole.
+
+Direct connections speak HTTP/1.1 on plain keep-alive sockets (one idle list per endpoint, shared by all
+threads): with hundreds of workers in one process, httpcore2's pool cost more CPU than everything else a
+request does (bench/fanout.py). Through a proxy the request goes through httpcore2, which speaks CONNECT.
+Failures are httpcore2's exception classes either way, so callers catch one set.
 """
 from __future__ import annotations
 
+import collections
 import itertools
+import math
 import os
+import select
+import socket
 import ssl
 import threading
 import time
@@ -29,6 +36,12 @@ SHARDS = 32
 _next_shard = itertools.count()
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 _PROXIES: dict[tuple, str] = {}  # (the proxy variables, scheme, host) -> the proxy for it
+KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept
+MAX_IDLE = 1024  # idle connections kept per endpoint
+MAX_HEAD = 64 * 1024  # bytes of status line and headers (and of a chunk-size line) before the reply is refused
+_RECV = 64 * 1024
+_IDLE: dict[tuple[str, str, int], collections.deque] = {}  # (scheme, host, port) -> idle _Connection, newest last
+_IDLE_LOCK = threading.Lock()
 
 
 class ReplyTooLarge(Exception):
@@ -69,6 +82,292 @@ def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_
     ReplyTooLarge past `max_bytes`; httpcore2's NetworkError/ProtocolError/ProxyError when the link fails.
     A 200 that streams server-sent events is also handed to `on_events` chunk by chunk as it arrives."""
     check_url(url)
+    if _proxy_for(url):
+        return _post_through_proxy(url, payload, headers, timeout, max_bytes, on_events)
+    parts = urllib.parse.urlsplit(url)
+    scheme, host = parts.scheme, parts.hostname or ""
+    port = parts.port or (443 if scheme == "https" else 80)
+    deadline = time.monotonic() + timeout
+    head = _request_head(parts, host, port, headers, len(payload))
+    endpoint = (scheme, host, port)
+    connection = _idle_connection(endpoint)
+    if connection is not None:
+        try:
+            return connection.exchange(head, payload, deadline, max_bytes, on_events)
+        except _StaleConnection:
+            pass  # the server closed it while it was idle, before reading a byte of this request: a fresh one
+    connection = _Connection.open(endpoint, deadline)
+    try:
+        return connection.exchange(head, payload, deadline, max_bytes, on_events)
+    except _StaleConnection:
+        raise httpcore2.RemoteProtocolError("the server closed the connection without replying") from None
+
+
+def _request_head(parts: urllib.parse.SplitResult, host: str, port: int, headers: dict[str, str], length: int) -> bytes:
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    default_port = 443 if parts.scheme == "https" else 80
+    authority = host if port == default_port else f"{host}:{port}"
+    if ":" in host:
+        authority = f"[{host}]" if port == default_port else f"[{host}]:{port}"
+    lines = [f"POST {target} HTTP/1.1", f"Host: {authority}", f"Content-Length: {length}"]
+    lines += [f"{name}: {value}" for name, value in headers.items() if name.lower() not in ("host", "content-length")]
+    if any("\r" in line or "\n" in line for line in lines):  # never says which: it may be the key
+        raise httpcore2.LocalProtocolError("a request header contains a line break")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        raise httpcore2.LocalProtocolError("a request header is not Latin-1 text") from None
+
+
+def _idle_connection(endpoint: tuple[str, str, int]) -> Optional["_Connection"]:
+    """The newest idle connection to `endpoint` still open, or None; those the server closed, or idle past
+    KEEPALIVE_EXPIRY, are closed here."""
+    while True:
+        with _IDLE_LOCK:
+            idle = _IDLE.get(endpoint)
+            found = idle.pop() if idle else None
+        if found is None or (found.used >= time.monotonic() - KEEPALIVE_EXPIRY and found.quiet()):
+            return found
+        found.close()
+
+
+def _keep(connection: "_Connection") -> None:
+    """Back to the idle list; the oldest past KEEPALIVE_EXPIRY, or past MAX_IDLE, are closed."""
+    now = connection.used = time.monotonic()
+    closing = []
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(connection.endpoint, collections.deque())
+        idle.append(connection)
+        while idle and (len(idle) > MAX_IDLE or idle[0].used < now - KEEPALIVE_EXPIRY):
+            closing.append(idle.popleft())
+    for old in closing:
+        old.close()
+
+
+class _StaleConnection(Exception):
+    """A kept-alive connection the server had closed: nothing of the reply came back."""
+
+
+class _Connection:
+    """One HTTP/1.1 connection; every socket operation waits at most until the request's deadline."""
+
+    def __init__(self, sock: socket.socket, endpoint: tuple[str, str, int]):
+        self.sock, self.endpoint = sock, endpoint
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.buffer = bytearray()
+        self.used = 0.0
+        self.deadline = 0.0
+        # Non-blocking from here on, each wait a poll bounded by the deadline: a socket timeout costs an ioctl
+        # before every send and receive, and every syscall drops the GIL among hundreds of threads.
+        sock.setblocking(False)
+        self.poller = select.poll()
+        self.poller.register(sock, select.POLLIN)
+
+    @classmethod
+    def open(cls, endpoint: tuple[str, str, int], deadline: float) -> "_Connection":
+        scheme, host, port = endpoint
+        try:
+            sock = socket.create_connection((host, port), timeout=_left(deadline, httpcore2.ConnectTimeout))
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(str(exc) or "connect timed out") from None
+        except OSError as exc:
+            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if scheme == "https":
+                sock.settimeout(_left(deadline, httpcore2.ConnectTimeout))
+                sock = _ssl_context().wrap_socket(sock, server_hostname=host)
+        except TimeoutError:
+            sock.close()
+            raise httpcore2.ConnectTimeout("TLS handshake timed out") from None
+        except OSError as exc:  # ssl.SSLError included
+            sock.close()
+            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from None
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, endpoint)
+
+    def quiet(self) -> bool:
+        """True while the idle connection has nothing to read: no close from the server, no stray bytes."""
+        self.poller.modify(self.sock, select.POLLIN)
+        return not self.poller.poll(0)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def exchange(self, head: bytes, payload: bytes, deadline: float, max_bytes: int,
+                 sink: Optional[Callable[[bytes], None]]) -> HttpReply:
+        """Send the request and read its reply; the connection goes back to the idle list when both ends keep it."""
+        self.deadline = deadline
+        try:
+            reply, reusable = self._exchange(head, payload, max_bytes, sink)
+        except BaseException:
+            self.close()
+            raise
+        if reusable:
+            _keep(self)
+        else:
+            self.close()
+        return reply
+
+    def _exchange(self, head: bytes, payload: bytes, max_bytes: int,
+                  sink: Optional[Callable[[bytes], None]]) -> tuple[HttpReply, bool]:
+        fresh = self.used == 0.0
+        try:
+            self._send(head + payload if len(payload) < 65536 else head)
+            if len(payload) >= 65536:
+                self._send(payload)
+        except httpcore2.WriteError:
+            if fresh:
+                raise
+            raise _StaleConnection() from None
+        status, names = self._read_head(fresh)
+        while 100 <= status < 200 and status != 101:  # an interim reply: the real one follows
+            status, names = self._read_head(True)
+        connection = names.get("connection", "").lower()
+        reusable = "close" not in connection
+        announced = names.get("content-length", "")
+        streamed = status == 200 and "text/event-stream" in names.get("content-type", "")
+        sink = sink if streamed else None
+        if status in (204, 304):
+            return HttpReply(status, names, b""), reusable
+        if "chunked" in names.get("transfer-encoding", "").lower():
+            body = _read_capped(self._chunks(), max_bytes, sink)
+        elif announced:
+            if not announced.isdigit():
+                raise httpcore2.RemoteProtocolError(f"bad Content-Length {announced[:40]!r}")
+            if int(announced) > max_bytes:
+                raise ReplyTooLarge(max_bytes, int(announced))
+            body = _read_capped(self._exactly(int(announced)), max_bytes, sink)
+        else:
+            body = _read_capped(self._until_close(), max_bytes, sink)
+            reusable = False
+        return HttpReply(status, names, body), reusable
+
+    def _wait(self, events: int, expired: type[Exception]) -> None:
+        """Until the socket is ready for `events` (or has failed: the next call says how), at most to the deadline."""
+        self.poller.modify(self.sock, events)
+        self.poller.poll(math.ceil(_left(self.deadline, expired) * 1000))
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                self._wait(select.POLLOUT, httpcore2.WriteTimeout)
+            except ssl.SSLWantReadError:
+                self._wait(select.POLLIN, httpcore2.WriteTimeout)
+            except OSError as exc:
+                raise httpcore2.WriteError(str(exc) or type(exc).__name__) from None
+
+    def _fill(self) -> bool:
+        """Read what has arrived into the buffer; False at the end of the stream."""
+        if not self.tls:  # TLS may hold decrypted bytes the socket no longer shows: it tries the read first
+            self._wait(select.POLLIN, httpcore2.ReadTimeout)
+        while True:
+            try:
+                data = self.sock.recv(_RECV)
+                break
+            except (BlockingIOError, ssl.SSLWantReadError):
+                self._wait(select.POLLIN, httpcore2.ReadTimeout)
+            except ssl.SSLWantWriteError:
+                self._wait(select.POLLOUT, httpcore2.ReadTimeout)
+            except OSError as exc:
+                raise httpcore2.ReadError(str(exc) or type(exc).__name__) from None
+        self.buffer += data
+        return bool(data)
+
+    def _line(self, end: bytes = b"\r\n") -> bytes:
+        """Up to and without `end`, taken from the buffer; at most MAX_HEAD bytes."""
+        start = 0
+        while True:
+            found = self.buffer.find(end, start)
+            if found >= 0:
+                line = bytes(self.buffer[:found])
+                del self.buffer[:found + len(end)]
+                return line
+            if len(self.buffer) > MAX_HEAD:
+                raise httpcore2.RemoteProtocolError(f"a header or chunk line over {MAX_HEAD} bytes")
+            start = max(0, len(self.buffer) - len(end) + 1)
+            if not self._fill():
+                raise httpcore2.RemoteProtocolError("the server closed the connection mid-reply")
+
+    def _read_head(self, fresh: bool) -> tuple[int, dict[str, str]]:
+        if not self.buffer:
+            try:
+                if not self._fill():
+                    if not fresh:
+                        raise _StaleConnection()
+                    raise httpcore2.RemoteProtocolError("the server closed the connection without replying")
+            except httpcore2.ReadError:
+                if not fresh:
+                    raise _StaleConnection() from None
+                raise
+        lines = self._line(b"\r\n\r\n").decode("latin-1").split("\r\n")
+        status_line = lines[0].split(" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit() \
+                or len(status_line[1]) != 3:
+            raise httpcore2.RemoteProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        names: dict[str, str] = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if not colon or not name or name != name.strip():
+                raise httpcore2.RemoteProtocolError(f"a malformed header line: {line[:80]!r}")
+            names[name.lower()] = value.strip()
+        if status_line[0] == "HTTP/1.0" and "keep-alive" not in names.get("connection", "").lower():
+            names.setdefault("connection", "close")
+        return int(status_line[1]), names
+
+    def _exactly(self, size: int) -> Iterable[bytes]:
+        while size > 0:
+            if not self.buffer and not self._fill():
+                raise httpcore2.RemoteProtocolError("the server closed the connection before the whole body came")
+            chunk = bytes(self.buffer[:size])
+            del self.buffer[:len(chunk)]
+            size -= len(chunk)
+            yield chunk
+
+    def _chunks(self) -> Iterable[bytes]:
+        while True:
+            size_text = self._line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise httpcore2.RemoteProtocolError(f"a bad chunk size {size_text[:40]!r}") from None
+            if size < 0:
+                raise httpcore2.RemoteProtocolError("a negative chunk size")
+            if size == 0:
+                while self._line():  # trailers, up to the empty line
+                    pass
+                return
+            yield from self._exactly(size)
+            if self._line():
+                raise httpcore2.RemoteProtocolError("a chunk longer than its size said")
+
+    def _until_close(self) -> Iterable[bytes]:
+        while True:
+            if self.buffer:
+                chunk = bytes(self.buffer)
+                self.buffer.clear()
+                yield chunk
+            if not self._fill():
+                return
+
+
+def _left(deadline: float, expired: type[Exception]) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired("the request's total deadline passed")
+    return left
+
+
+def _post_through_proxy(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_bytes: int,
+                        on_events: Optional[Callable[[bytes], None]]) -> HttpReply:
     _local.deadline = time.monotonic() + timeout
     try:
         limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
@@ -148,8 +447,7 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 
 
 def _pool(url: str) -> httpcore2.ConnectionPool:
-    """The calling thread's pool of SHARDS per proxy setting per process (keep-alive across tasks; the CA bundle
-    is loaded once)."""
+    """The calling thread's pool of SHARDS per proxy per process (keep-alive across tasks)."""
     proxy = _proxy_for(url)
     shard = getattr(_local, "shard", None)
     if shard is None:
@@ -165,12 +463,15 @@ def _pool(url: str) -> httpcore2.ConnectionPool:
 
 
 _SSL: list[ssl.SSLContext] = []
+_SSL_LOCK = threading.Lock()
 
 
 def _ssl_context() -> ssl.SSLContext:
-    """One context (its CA bundle loaded once) for every pool; the caller holds _POOLS_LOCK."""
+    """One context (its CA bundle loaded once) for every connection and pool."""
     if not _SSL:
-        _SSL.append(httpcore2.default_ssl_context())
+        with _SSL_LOCK:
+            if not _SSL:
+                _SSL.append(httpcore2.default_ssl_context())
     return _SSL[0]
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 from pydantic import BaseModel
 
 from configs import Settings
+from memory_shared import fsutil
 from worker.types import ToolResult
 
 if TYPE_CHECKING:
@@ -45,6 +46,13 @@ class ToolContext:
     code_runs: int = 0  # the last .ga/code_N number
     warned_unsandboxed: bool = False
     gateway: Any = None  # worker.gateway.Gateway, started by the first code_run
+    workdir_folder: Optional[fsutil.Folder] = None  # the workdir held open (workdir_fd)
+
+    def workdir_fd(self) -> int:
+        """The worker's directory, opened once per task: the file tools walk below it from this fd."""
+        if self.workdir_folder is None:
+            self.workdir_folder = self.cleanup.enter_context(closing(fsutil.Folder(self.workdir)))
+        return self.workdir_folder.fd
 
     def close(self) -> None:
         """Run what the tools registered on `cleanup` (each one, even if another fails)."""

@@ -10,8 +10,9 @@ from typing import BinaryIO, Iterable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from memory_shared import fsutil
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, memory_rel, open_checked, resolve_read, resolve_write
+from worker.paths import PathError, memory_rel, open_checked, open_plain, plain_rel, resolve_read, resolve_write
 from worker.textpatch import patch_exact
 from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
@@ -248,18 +249,27 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
             full = ctx.memory.stage_write(rel, args.content, args.mode, **_staging(ctx))
             return ToolResult(f"staged {args.mode} of {args.path}, now {len(full)} chars"
                               " (committed if the task succeeds)", evidence=False)
-        path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
-        if path.is_dir():
-            return _error(f"{args.path}: is a directory; give a file name")
-        allowed = ctx.settings.worker.allow_write
-        data = args.content.encode("utf-8")
-        if args.mode == "prepend" and path.is_file():
-            with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as old:
-                data += old.read()
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.mode == "append" else os.O_TRUNC)
-        with os.fdopen(open_checked(path, ctx.workdir, allowed, flags, make_parents=True), "wb") as handle:
-            handle.write(data)
+        data = args.content.encode("utf-8")
+        rel = plain_rel(args.path) if args.mode != "prepend" else None
+        fd = open_plain(ctx.workdir_fd(), rel, flags) if rel is not None else None
+        if fd is not None:
+            shown = rel
+        else:
+            path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
+            if path.is_dir():
+                return _error(f"{args.path}: is a directory; give a file name")
+            allowed = ctx.settings.worker.allow_write
+            if args.mode == "prepend" and path.is_file():
+                with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as old:
+                    data += old.read()
+            fd = open_checked(path, ctx.workdir, allowed, flags, make_parents=True)
+            shown = _display(path, ctx)
+        try:
+            fsutil.write_all(fd, data)
+            size = len(data) if args.mode == "overwrite" else os.fstat(fd).st_size
+        finally:
+            os.close(fd)
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
-    return ToolResult(f"wrote {len(args.content)} chars to {_display(path, ctx)} ({args.mode});"
-                      f" file is now {path.stat().st_size} bytes")
+    return ToolResult(f"wrote {len(args.content)} chars to {shown} ({args.mode}); file is now {size} bytes")
