@@ -16,14 +16,14 @@ from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
-from worker.gateway import Account
 from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.record import Stop, TaskRecord
 from worker.taskcheck import TaskCheck, run_check
 from worker.taskmemory import MemorySession
 from worker.tools import REGISTRY, Tool, ToolContext
-from worker.types import Status, ToolResult, Usage
+from worker.types import Status, ToolResult
+from worker.usage import Account, Usage
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from worker.model import Model, Reply, ToolCall
     from worker.models import ModelConfig
     from worker.record import TaskRecord
-    from worker.types import ToolResult, Usage
+    from worker.types import ToolResult
+    from worker.usage import Usage
 
 log = structlog.get_logger("ga.telemetry")
 CONTENT_CHARS = 8000  # of each captured content attribute
