@@ -80,6 +80,7 @@ class Worker:
             kill()
 
     def run(self) -> TaskRecord:
+        """The task from start to end (an `invoke_agent` span around it when telemetry is on)."""
         return self._run_task()
 
     def _run(self) -> TaskRecord:

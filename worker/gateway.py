@@ -9,7 +9,8 @@ OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
   models.yaml named by the request's `model`, else the task's own model), with the real key added here;
   every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
   limits or the run's budget are spent the request is refused with 402. Under a budget each call holds a
-  bound on its spend while in flight (Account.reserve), so concurrent calls overshoot by one call at most.
+  bound on its spend while in flight (Account.reserve, worker/usage.py), so concurrent calls overshoot by one
+  call at most.
 - GET /v1/models: the models a script may name.
 - POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
   the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
