@@ -41,7 +41,7 @@ from configs.settings import ContextSettings  # noqa: E402
 from memory_shared import MemoryStore  # noqa: E402
 from worker import Worker  # noqa: E402
 from worker.model import Reply, ToolCall  # noqa: E402
-from worker.types import Usage  # noqa: E402
+from worker.usage import Usage  # noqa: E402
 
 CACHED_PRICE = 0.10  # a provider's price for cached input, as a fraction of the uncached price
 WORKLOADS = {

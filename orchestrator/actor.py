@@ -29,7 +29,8 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.record import Failure, Stop
-from worker.types import Status, Usage
+from worker.types import Status
+from worker.usage import Usage
 
 if TYPE_CHECKING:
     from configs import Settings

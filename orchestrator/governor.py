@@ -26,7 +26,7 @@ from configs.logs import redact_text
 from orchestrator.executor import EndpointGovernor
 from orchestrator.records import Job
 from worker.model import HookedModel, Model, ModelError, Reply
-from worker.types import Usage
+from worker.usage import Usage
 
 if TYPE_CHECKING:
     from worker.models import ModelConfig

@@ -23,7 +23,8 @@ from pydantic_core import to_jsonable_python
 from configs import Settings
 from worker.context.cut import cut_head_tail
 from worker.record import ActorInfo, Kind, NestedUsage, TaskRecord
-from worker.types import Record, Status, Usage
+from worker.types import Record, Status
+from worker.usage import Usage
 
 __all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts",
            "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]

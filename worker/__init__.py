@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from worker.agent import Worker
     from worker.record import TaskRecord
-    from worker.types import Usage
+    from worker.usage import Usage
 
 __all__ = ["TaskRecord", "Usage", "Worker"]
 # Loaded on first use: worker.agent pulls the tools (playwright, ~0.1 s) that `ga --help` and the
 # light modules of this package (types, record, models, conversations) never need.
-_HOMES = {"Worker": "worker.agent", "Usage": "worker.types", "TaskRecord": "worker.record"}
+_HOMES = {"Worker": "worker.agent", "Usage": "worker.usage", "TaskRecord": "worker.record"}
 
 
 def __getattr__(name: str) -> Any:

@@ -16,14 +16,14 @@ from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
-from worker.gateway import Account
 from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.record import Stop, TaskRecord
 from worker.taskcheck import TaskCheck, run_check
 from worker.taskmemory import MemorySession
 from worker.tools import REGISTRY, Tool, ToolContext
-from worker.types import Status, ToolResult, Usage
+from worker.types import Status, ToolResult
+from worker.usage import Account, Usage
 
 log = structlog.get_logger("worker")
 MAX_MALFORMED_IN_A_ROW = 3
@@ -48,6 +48,7 @@ class Worker:
         self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
         self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
         self._run_tool = telemetry.traced_tool_calls(self._dispatch, settings)
+        self._run_task = telemetry.traced_agent(self._run, self)
         self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
         self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
         self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (tools or REGISTRY)}
@@ -78,8 +79,11 @@ class Worker:
         for kill in list(self._kill):
             kill()
 
-    @telemetry.traced_agent
     def run(self) -> TaskRecord:
+        """The task from start to end (an `invoke_agent` span around it when telemetry is on)."""
+        return self._run_task()
+
+    def _run(self) -> TaskRecord:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
                            commit_key=self.commit_key) as memory:

@@ -18,7 +18,7 @@ from configs import Settings
 from worker import conversations
 from worker.oneshot import open_exchange, open_store
 from worker.record import Stop
-from worker.types import Usage
+from worker.usage import Usage
 
 HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so far · /model NAME  switch model · "
         "/resume [ID]  continue another session · /sessions · /quit")

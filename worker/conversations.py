@@ -23,7 +23,7 @@ from worker.history import read_text, replay
 from worker.models import nested_model_env
 from worker.record import TaskRecord
 from worker.runlog import run_log
-from worker.types import Usage
+from worker.usage import Usage
 
 
 class SessionError(ValueError):

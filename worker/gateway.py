@@ -9,7 +9,8 @@ OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
   models.yaml named by the request's `model`, else the task's own model), with the real key added here;
   every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
   limits or the run's budget are spent the request is refused with 402. Under a budget each call holds a
-  bound on its spend while in flight (Account.reserve), so concurrent calls overshoot by one call at most.
+  bound on its spend while in flight (Account.reserve, worker/usage.py), so concurrent calls overshoot by one
+  call at most.
 - GET /v1/models: the models a script may name.
 - POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
   the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import structlog
 
 from worker import telemetry
-from worker.types import Usage
+from worker.usage import Account, Usage, cost_of
 
 if TYPE_CHECKING:
     from worker.models import ModelConfig
@@ -54,90 +55,6 @@ def serve_fanouts_with(run_nested: Callable[[dict[str, Any], "Parent"], dict[str
     """The orchestrator hands over how a nested fan-out is run: (request, parent) -> the run's public result."""
     global _fanout
     _fanout = run_nested
-
-
-@dataclass
-class Account:
-    """What a task spends: its own model calls and the gateway's direct ones (`usage`), and its nested runs
-    (`nested`, `runs`), against the task's limit and what the run's budget left it (the lower of the two).
-
-    The gateway holds a bound on what a call or nested run may spend before it starts (`reserve`) and lets go
-    of it when it ends (`settle`): while the calls in flight may spend what is left, the next one waits for
-    them. So concurrent calls overshoot the budget by at most one call's bound, never by their sum."""
-
-    max_tokens: Optional[int] = None
-    max_cost: Optional[float] = None
-    usage: Usage = field(default_factory=Usage)
-    nested: Usage = field(default_factory=Usage)
-    runs: int = 0
-    held_tokens: int = 0  # the bounds held by the calls and nested runs in flight
-    held_cost: float = 0.0
-    in_flight: int = 0
-    lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
-
-    @property
-    def limited(self) -> bool:
-        return self.max_tokens is not None or self.max_cost is not None
-
-    def add(self, usage: Usage) -> None:
-        with self.lock:
-            self.usage = self.usage + usage
-
-    def add_run(self, usage: Usage) -> None:
-        with self.lock:
-            self.nested, self.runs = self.nested + usage, self.runs + 1
-
-    def spent(self) -> Usage:
-        with self.lock:
-            return self.usage + self.nested
-
-    def reserve(self, tokens: int, cost: float, cancelled: Optional[threading.Event] = None) -> str:
-        """Hold `tokens` and `cost` (a bound on what a call will spend) before it starts; "" once held, else
-        why it may not start. While what is in flight holds the rest of the budget, wait for it to settle."""
-        with self.lock:
-            refusal = self._wait_for_room(cancelled)
-            if not refusal:
-                self._hold(tokens, cost)
-            return refusal
-
-    def reserve_rest(self, cancelled: Optional[threading.Event] = None) -> tuple[str, Optional[int], Optional[float]]:
-        """`reserve` for a nested run: it holds all that is left, its budget (None: no limit)."""
-        with self.lock:
-            refusal = self._wait_for_room(cancelled)
-            if refusal:
-                return refusal, None, None
-            spent = self.usage + self.nested
-            tokens = None if self.max_tokens is None else self.max_tokens - spent.total - self.held_tokens
-            cost = None if self.max_cost is None else self.max_cost - spent.cost - self.held_cost
-            self._hold(tokens or 0, cost or 0.0)
-            return "", tokens, cost
-
-    def settle(self, tokens: int, cost: float) -> None:
-        """The call that held `tokens` and `cost` ended (its usage added): let go of them."""
-        with self.lock:
-            self.held_tokens, self.held_cost = self.held_tokens - tokens, self.held_cost - cost
-            self.in_flight -= 1
-            self.lock.notify_all()
-
-    def _wait_for_room(self, cancelled: Optional[threading.Event]) -> str:
-        while self.in_flight and self._refusal(self.held_tokens, self.held_cost):
-            if cancelled is not None and cancelled.is_set():
-                return "the task is ending"
-            self.lock.wait(0.5)
-        return self._refusal(self.held_tokens, self.held_cost)
-
-    def _hold(self, tokens: int, cost: float) -> None:
-        self.held_tokens, self.held_cost = self.held_tokens + tokens, self.held_cost + cost
-        self.in_flight += 1
-
-    def _refusal(self, held_tokens: int, held_cost: float) -> str:
-        """Why no more model calls or nested runs may start, counting what is held ("" while they may)."""
-        spent = self.usage + self.nested
-        if self.max_tokens is not None and spent.total + held_tokens >= self.max_tokens:
-            return f"the task's token budget is spent ({spent.total:,} of {self.max_tokens:,} tokens)"
-        if self.max_cost is not None and spent.cost + held_cost >= self.max_cost:
-            return f"the task's cost budget is spent (${spent.cost:.4f} of ${self.max_cost:.4f})"
-        return ""
 
 
 @dataclass
@@ -315,7 +232,7 @@ def reply_usage(body: bytes, payload: bytes, config: ModelConfig) -> Usage:
     prompt, completion = _count(found.get("prompt_tokens")), _count(found.get("completion_tokens"))
     details = found.get("prompt_tokens_details")
     cached = min(prompt, _count(details.get("cached_tokens") if isinstance(details, dict) else 0))
-    return Usage(prompt=prompt, completion=completion, cached=cached, cost=config.cost(prompt, completion, cached))
+    return Usage.priced(prompt, completion, cached, config)
 
 
 def call_bound(request: dict[str, Any], payload: bytes, config: Any) -> tuple[int, float]:
@@ -323,7 +240,7 @@ def call_bound(request: dict[str, Any], payload: bytes, config: Any) -> tuple[in
     is about 4, so a prompt of an unusual text still fits)."""
     completion = max(_count(request.get(name)) for name in COMPLETION_LIMITS)
     prompt = len(payload) // 2
-    return prompt + completion, config.cost(prompt, completion, 0)
+    return prompt + completion, cost_of(config, prompt, completion, 0)
 
 
 def _count(value: Any) -> int:

@@ -80,10 +80,6 @@ class ModelConfig(BaseModel):
         room = self.context_window - self.max_tokens - overhead
         return min(default, max(room, self.context_window // 4))
 
-    def cost(self, prompt: int, completion: int, cached: int) -> float:
-        cached_price = self.price_input if self.price_cached is None else self.price_cached
-        return ((prompt - cached) * self.price_input + cached * cached_price + completion * self.price_output) / 1e6
-
 
 def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
     """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none."""

@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from worker.types import Record, Status, Usage
+from worker.types import Record, Status
+from worker.usage import Usage
 
 
 class Kind(str, Enum):

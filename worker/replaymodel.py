@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from worker.model import Model, ModelError, Reply, ToolCall
 from worker.model.replies import interpret
-from worker.types import Usage
+from worker.usage import Usage
 
 if TYPE_CHECKING:
     from worker.models import ModelConfig

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol
 
 import structlog
 
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from worker.model import Model, Reply, ToolCall
     from worker.models import ModelConfig
     from worker.record import TaskRecord
-    from worker.types import ToolResult, Usage
+    from worker.types import ToolResult
+    from worker.usage import Usage
 
 log = structlog.get_logger("ga.telemetry")
 CONTENT_CHARS = 8000  # of each captured content attribute
@@ -164,21 +165,20 @@ class TracedWorker(Protocol):
     def model(self) -> Model: ...
 
 
-W = TypeVar("W", bound=TracedWorker)
 
-
-def traced_agent(run: Callable[[W], TaskRecord]) -> Callable[[W], TaskRecord]:
-    """Worker.run as an `invoke_agent` span, joined to the job's trace through the worker's env."""
+def traced_agent(run: Callable[[], TaskRecord], worker: TracedWorker) -> Callable[[], TaskRecord]:
+    """A worker's run() as an `invoke_agent` span, joined to the job's trace through the worker's env; `run` itself
+    when telemetry is off (like traced_model, decided once per worker)."""
+    if tracer(worker.settings) is None:
+        return run
 
     @functools.wraps(run)
-    def wrapper(worker: W) -> TaskRecord:
-        if tracer(worker.settings) is None:
-            return run(worker)
+    def wrapper() -> TaskRecord:
         with span(worker.settings, "invoke_agent ga", parent=worker.env.get("TRACEPARENT"), attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "ga", "gen_ai.agent.id": worker.task_id,
                 "gen_ai.request.model": model_name(worker.model),
                 "gen_ai.input.messages": content(worker.settings, worker.task)}) as current:
-            result = run(worker)
+            result = run()
             annotate(current, {"ga.task.status": result.status, "ga.task.turns": result.turns,
                                **usage_attributes(result.usage),
                                "gen_ai.output.messages": content(worker.settings, result.answer)},

@@ -11,7 +11,7 @@ the full anchor.)
 `manage_context` does the same and also reports what happened (compression point, evictions, sizes).
 
 Levels (docs/design.md §1): cut.py caps one tool output, compress.py cuts old tags, budget.py enforces the
-character budget, anchor.py renders the working-memory anchor.
+character budget (and holds the per-turn step, maintain), anchor.py renders the working-memory anchor.
 
 Two policies (`context.policy`):
 - "watermark" (default): nothing old is touched while the request fits the budget, so every request
@@ -23,15 +23,15 @@ Two policies (`context.policy`):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
-
-from configs.settings import ContextSettings
 from worker.context.anchor import Anchor, anchor_message, render_anchor, summarize_call, turn_line
 from worker.context.budget import (
+    ContextStep,
     TrimReport,
+    compress_if_due,
     cut_to_fit,
     evict_fifo,
+    maintain,
+    manage_context,
     repair_tool_pairs,
     serialized_size,
     split_units,
@@ -39,7 +39,7 @@ from worker.context.budget import (
     trim_with_report,
 )
 from worker.context.compress import compress_message, compress_tags, compress_text, compression_due
-from worker.context.cut import cut_arguments, cut_head_tail
+from worker.context.cut import cut_arguments, cut_head_tail, output_cap
 
 __all__ = [
     "Anchor", "ContextStep", "TrimReport", "anchor_message", "compress_if_due", "compress_message",
@@ -48,47 +48,3 @@ __all__ = [
     "maintain", "split_units", "summarize_call", "trim_to_budget", "trim_with_report", "turn_line",
 ]
 
-
-@dataclass
-class ContextStep:
-    messages: list[dict[str, Any]]
-    compressed: bool  # this turn was a compression point
-    trim: TrimReport
-
-
-def compress_if_due(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings) -> list[dict[str, Any]]:
-    """Tag-level compression on every `compress_every`-th turn; the same list otherwise."""
-    if not compression_due(turn, ctx.compress_every):
-        return messages
-    return compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars)
-
-
-def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
-                   anchor: Optional[Anchor] = None) -> ContextStep:
-    """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
-    trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
-    if ctx.policy == "watermark":
-        size = serialized_size(messages)
-        if anchor is not None and size > ctx.budget_chars:
-            messages, size = anchor.with_full_anchor(messages), None
-        trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water, size=size)
-        return ContextStep(trimmed, report.strict, report)
-    due = compression_due(turn, ctx.compress_every)
-    compressed = compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars) if due else messages
-    trimmed, report = trim_with_report(compressed, ctx)
-    return ContextStep(trimmed, due, report)
-
-
-def maintain(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
-             anchor: Optional[Anchor] = None) -> list[dict[str, Any]]:
-    """The request to send this turn (see manage_context)."""
-    return manage_context(messages, turn, ctx, anchor).messages
-
-
-def output_cap(ctx: ContextSettings, kind: str, calls_in_turn: int = 1) -> int:
-    """The head+tail cap for one tool output (kind: a field of ContextSettings.caps, e.g. "code_run").
-
-    Like the reference, a turn with several calls shares the cap among them (never below 1/5 of it).
-    """
-    cap = getattr(ctx.caps, kind)
-    return max(cap // max(calls_in_turn, 1), cap // 5)

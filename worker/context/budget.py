@@ -1,15 +1,19 @@
 """The character budget (level 3 of context control): stricter compression, FIFO eviction in
-whole units, tool-call pairing repair, and a last-resort cut when even the newest turn is too big."""
+whole units, tool-call pairing repair, and a last-resort cut when even the newest turn is too big.
+`maintain` / `manage_context` are the loop's one call per turn: compress if due, then trim to budget."""
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from configs.settings import ContextSettings
-from worker.context.compress import compress_tags, compress_text
+from worker.context.compress import compress_tags, compress_text, compression_due
 from worker.context.cut import cut_arguments
+
+if TYPE_CHECKING:
+    from worker.context.anchor import Anchor
 
 Message = dict[str, Any]
 
@@ -23,6 +27,42 @@ class TrimReport:
     strict: bool = False  # the stricter compression ran
     evicted: int = 0  # messages dropped
     hard_cut: bool = False  # the newest messages had to be cut below tag level
+
+
+@dataclass
+class ContextStep:
+    messages: list[dict[str, Any]]
+    compressed: bool  # this turn was a compression point
+    trim: TrimReport
+
+
+def compress_if_due(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings) -> list[dict[str, Any]]:
+    """Tag-level compression on every `compress_every`-th turn; the same list otherwise."""
+    if not compression_due(turn, ctx.compress_every):
+        return messages
+    return compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars)
+
+
+def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
+                   anchor: Optional[Anchor] = None) -> ContextStep:
+    """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
+    trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
+    if ctx.policy == "watermark":
+        size = serialized_size(messages)
+        if anchor is not None and size > ctx.budget_chars:
+            messages, size = anchor.with_full_anchor(messages), None
+        trimmed, report = trim_with_report(messages, ctx, evict_to=ctx.low_water, size=size)
+        return ContextStep(trimmed, report.strict, report)
+    due = compression_due(turn, ctx.compress_every)
+    compressed = compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars) if due else messages
+    trimmed, report = trim_with_report(compressed, ctx)
+    return ContextStep(trimmed, due, report)
+
+
+def maintain(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
+             anchor: Optional[Anchor] = None) -> list[dict[str, Any]]:
+    """The request to send this turn (see manage_context)."""
+    return manage_context(messages, turn, ctx, anchor).messages
 
 
 def serialized_size(messages: list[Message]) -> int:

@@ -1,8 +1,20 @@
-"""Head+tail cutting of text and of tool-call argument JSON (level 1 of context control)."""
+"""Head+tail cutting of text and of tool-call argument JSON, and the cap of one tool output (level 1 of context
+control)."""
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from configs.settings import ContextSettings
+
+
+def output_cap(ctx: ContextSettings, kind: str, calls_in_turn: int = 1) -> int:
+    """The head+tail cap for one tool output (kind: a field of ContextSettings.caps, e.g. "code_run").
+
+    Like the reference, a turn with several calls shares the cap among them (never below 1/5 of it).
+    """
+    cap = getattr(ctx.caps, kind)
+    return max(cap // max(calls_in_turn, 1), cap // 5)
 
 
 def cut_marker(cut: int, note: str = "") -> str:

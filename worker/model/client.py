@@ -47,7 +47,7 @@ from worker.model.streaming import StreamAssembler
 from worker.model.textproto import protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
 from worker.models import ModelConfig, ModelConfigError
-from worker.types import Usage
+from worker.usage import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
 MAX_ANCHORS = 8
@@ -304,8 +304,7 @@ class LLMClient:
             prompt, completion = usage.prompt_tokens or 0, usage.completion_tokens or 0
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or getattr(usage, "prompt_cache_hit_tokens", None) or 0
-        return Usage(prompt=prompt, completion=completion, cached=cached,
-                     cost=self.config.cost(prompt, completion, cached))
+        return Usage.priced(prompt, completion, cached, self.config)
 
 
 def _dumps(value: Any) -> bytes:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from configs.usererrors import validation_line
 from worker.model.textproto import parse_block
-from worker.types import Usage
+from worker.usage import Usage
 
 
 @dataclass

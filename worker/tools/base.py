@@ -33,7 +33,7 @@ class ToolContext:
     env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
     kill: list[Callable[[], object]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
-    account: Any = None  # worker.gateway.Account: what the task spent and may spend
+    account: Any = None  # worker.usage.Account: what the task spent and may spend
     model_config: Optional[ModelConfig] = None  # the task's model entry: where its gateway forwards model calls
     cleanup: ExitStack = field(default_factory=ExitStack)
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps

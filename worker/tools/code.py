@@ -30,6 +30,7 @@ from worker.paths import PathError, resolve_read
 from worker.sandbox_limits import Limits, PidsCgroup, confine, verdict
 from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
+from worker.usage import Account
 
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
@@ -176,7 +177,7 @@ def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Ga
 def _gateway(ctx: ToolContext) -> gateway.Gateway:
     """The task's model gateway, started at its first code_run and closed at its end."""
     if ctx.gateway is None:
-        account = ctx.account if ctx.account is not None else gateway.Account()
+        account = ctx.account if ctx.account is not None else Account()
         parent = gateway.Parent(ctx.task_id, ctx.workdir, ctx.settings, {k: str(v) for k, v in ctx.env.items()},
                                 account)
         ctx.gateway = gateway.Gateway(ctx.settings, ctx.model_config, parent)
