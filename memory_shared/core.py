@@ -123,6 +123,17 @@ class StoreCore:
 
     # ---- pins, staging and the pin check ------------------------------------------------------
 
+    def pin_head(self, check: bool = True) -> tuple[int, Hold]:
+        """Pin HEAD: (its generation, the pin). HEAD read a moment before the pin may have moved on and been
+        collected by a gc in another process meanwhile; then the newer HEAD is pinned instead."""
+        while True:
+            head = self.head()
+            try:
+                return head, self.pin(head, check, head=head)
+            except GenerationMissing:
+                if self.head() == head:  # not a HEAD that moved on: really gone
+                    raise
+
     def pin(self, generation: int, check: bool = True, head: Optional[int] = None) -> Hold:
         """Pin a published generation; with `check`, refuse it if its files changed since publication.
         Never called with `lock` held (head() may take it), and takes it before `pins.lock`, as gc does."""

@@ -144,10 +144,11 @@ class MemoryStore:
 
     def snapshot(self, generation: Optional[int] = None) -> Snapshot:
         """Pin a generation (HEAD by default) and return its read-only tree."""
-        head = self.core.head()
-        target = head if generation is None else generation
-        pin = self.core.pin(target, head=head)
-        return Snapshot(target, self.core.gen_path(target), pin)
+        if generation is None:
+            generation, pin = self.core.pin_head()
+        else:
+            pin = self.core.pin(generation)
+        return Snapshot(generation, self.core.gen_path(generation), pin)
 
     def stat_check(self, generation: int) -> list[str]:
         """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""

@@ -61,11 +61,12 @@ class Transaction:
         # transaction commits nothing and `generation` is that earlier commit's
         self.already_committed = False
         self._core = core
-        head: Optional[int] = None  # known only when the base is HEAD: the pin need not look it up again
         if base is None:
-            base = head = core.head()
+            base, pin = core.pin_head()
+        else:
+            pin = core.pin(base) if base >= 0 else None
         self.base = base
-        self._pin = core.pin(self.base, head=head) if self.base >= 0 else None
+        self._pin = pin
         self._release_pin = weakref.finalize(self, self._pin.release) if self._pin else (lambda: None)
         self._base_tree: Optional[Path] = core.gen_path(self.base) if self.base >= 0 else None
         self._final: dict[str, Optional[str]] = {}   # path -> new text, None for deleted

@@ -1,4 +1,4 @@
-"""One POST to a model endpoint, bounded in time and size: the transport under worker/llm.py.
+"""One POST to a model endpoint, bounded in time and size: the transport under worker/model/client.py.
 
 A request's every socket operation (connect, TLS, each write and each read) waits at most until that
 request's deadline, so an endpoint that sends one byte a second still ends by it. The body is read in
