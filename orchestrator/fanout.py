@@ -26,9 +26,9 @@ import structlog
 from configs import Settings, load_settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
+from orchestrator.driver import Nesting
 from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id
-from orchestrator.nesting import Nesting
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
@@ -226,7 +226,6 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.model import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}
@@ -238,7 +237,8 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelC
         name = pending.pop(0)
         try:
             config = resolve_model(name, settings)
-            LLMClient(config)  # fails now, not in every worker, when the key is missing
+            config.api_key()  # fails now, not in every worker, when the key is missing
+            config.chat_url()  # ... or when the URL cannot be used
         except ModelConfigError as exc:
             raise FanoutError(str(exc)) from None
         except Exception as exc:  # httpx.InvalidURL and friends: a base_url that is not a URL
@@ -253,7 +253,7 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelC
 
 def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
-    from orchestrator.costs import prompt_limit
+    from orchestrator.preflight import prompt_limit
 
     limits = {name: prompt_limit(settings, config.context_window) for name, config in models.items()}
     fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
@@ -328,7 +328,7 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
 def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
-    from orchestrator.costs import ModelBook
+    from orchestrator.preflight import ModelBook
 
     book = ModelBook(settings)  # each model's prices and window looked up once, not once per task
     try:

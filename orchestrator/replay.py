@@ -26,6 +26,7 @@ import yaml
 
 from configs import Settings
 from orchestrator.actor import WorkerActor
+from orchestrator.driver import Nesting
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
@@ -36,7 +37,6 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
-from orchestrator.nesting import Nesting
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
