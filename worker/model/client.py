@@ -42,7 +42,6 @@ from worker.model.replies import (
     new_call_id,
     parse_completion,
 )
-from worker.model.streaming import StreamAssembler
 from worker.model.textproto import protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, post
 from worker.models import ModelConfig
@@ -200,7 +199,11 @@ class LLMClient:
     def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
-        stream = StreamAssembler(self.on_text) if self.on_text is not None else None
+        stream = None
+        if self.on_text is not None:
+            from worker.model.streaming import StreamAssembler  # loaded only when text streams (`ga chat`)
+
+            stream = StreamAssembler(self.on_text)
         try:
             reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes,
                          stream.feed if stream else None)
