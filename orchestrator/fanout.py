@@ -26,7 +26,6 @@ import structlog
 from configs import Settings, load_settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
-from orchestrator.driver import Nesting
 from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
@@ -35,6 +34,7 @@ from worker import gateway, sandbox
 from worker.runlog import run_log
 
 if TYPE_CHECKING:
+    from orchestrator.driver import Nesting
     from worker.models import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
@@ -65,6 +65,8 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     if nest is None and os.environ.get(sandbox.ENV_MARK) == "bwrap":
         raise FanoutError("nested fan-out refused: this code_run has no model gateway (sandbox.network: off); "
                           "do the work in the current task, or let the parent's sandbox reach its gateway")
+    from orchestrator.driver import Driver, Nesting  # here, not at import: `ga --help` needs neither
+
     settings = settings or load_settings()
     nest = nest or Nesting()
     plan = build_plan(spec, **top)
@@ -75,7 +77,6 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     runs_dir = Path(out) if out else (nest.runs_dir() or Path(settings.fanout.runs_dir))
     models = resolve_models(plan, settings)
     check_prompts(plan, settings, models)
-    from orchestrator.driver import Driver
     from orchestrator.preflight import PreflightError
     from orchestrator.preflight import preflight as check_before_start
 
@@ -408,6 +409,8 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     settings = parent.settings.model_copy(deep=True)
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
+    from orchestrator.driver import Nesting
+
     plan = _nested_plan(request, parent)
     tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left
     if tokens is not None:  # never 0: a budget of 0 would mean none

@@ -26,7 +26,6 @@ import yaml
 
 from configs import Settings
 from orchestrator.actor import WorkerActor
-from orchestrator.driver import Nesting
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
@@ -318,7 +317,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
              origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
-    from orchestrator.driver import Driver, run_status
+    from orchestrator.driver import Driver, Nesting, run_status
 
     started = time.time()
     executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out
