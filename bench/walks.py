@@ -27,7 +27,8 @@ that waits for it). For `turn`, the ga modules on the stack when the window open
 they are what the reader is in when the request leaves. The order is the order of first entry.
   - A ga module is one whose source file lies in this checkout, outside bench/ and tests/: no package list
     to keep up to date, so the walks survive renames and new packages.
-  - Running a module's top-level code (an import) is not entering it: loading is not following the path.
+  - Running a module's top-level code (an import), class bodies included, is not entering it: loading is
+    not following the path.
   - configs/ is listed but not counted: settings, the YAML loader, logging set-up and its structlog
     processors, version and error texts. The path reads settings as attributes and calls `log.info(...)`;
     a reader follows neither into configs/. It is listed, marked "not counted".
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import re
@@ -151,7 +153,7 @@ class Tracer:
                 self._commits = commits
 
     def _on_call(self, frame: Any) -> None:
-        if frame.f_code.co_name == "<module>" or not self.is_ga(frame):
+        if _loading(frame.f_code) or not self.is_ga(frame):
             return
         module = frame.f_globals.get("__name__", "")
         thread = threading.get_ident()
@@ -206,7 +208,7 @@ class Tracer:
     def _ga_stack(self, frame: Any) -> list[str]:
         modules = []
         while frame is not None:
-            if self.is_ga(frame) and frame.f_code.co_name != "<module>":
+            if self.is_ga(frame) and not _loading(frame.f_code):
                 modules.append(frame.f_globals.get("__name__", ""))
             frame = frame.f_back
         return _distinct(reversed(modules))
@@ -220,6 +222,12 @@ class Tracer:
         finally:
             self.recording = False
         return self.events
+
+
+def _loading(code: Any) -> bool:
+    """A module's or a class's body: code run by an import, not a function the path calls (such bodies run
+    without a frame of their own locals, CO_NEWLOCALS)."""
+    return not code.co_flags & inspect.CO_NEWLOCALS
 
 
 def _package(module: str) -> str:

@@ -76,8 +76,8 @@ def check_model(model: Optional[str], current: Settings, needed_by: str = "") ->
 def preflight_run(model: Optional[str], continue_session: Optional[str], current: Settings) -> None:
     """`ga run`'s pre-flight, as a fan-out's: the model (`model`, else the continued session's, else the
     configured one) resolves and its endpoint answers, or one line says why not and nothing starts."""
+    from orchestrator.preflight import invalid_url, probe, unreachable
     from worker.conversations import SessionError, find
-    from worker.endpoint import invalid_url, probe, unreachable
 
     try:
         name = model or (find(current, continue_session).model if continue_session else None)

@@ -14,10 +14,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import commitlog, foldertables, lostrecords, manifest
-from .commitlog import Commit
+from . import commitlog, lostrecords, manifest
+from .commitlog import Assessment, Commit
 from .core import StoreCore
-from .recovery import Assessment
 
 
 @dataclass
@@ -94,7 +93,7 @@ def _proven(core: StoreCore, generation: int, records: list[tuple[int, bytes, Co
         if recorded is None or digest is None or recorded == digest:
             return record
     for record in records:  # the MANIFEST edited, not the record: the files still hash to the record
-        if record[2].manifest and foldertables.tables_of(tree, cache).digest == record[2].manifest:
+        if record[2].manifest and manifest.tables_of(tree, cache).digest == record[2].manifest:
             return record
     return None
 

@@ -3,7 +3,7 @@
 MemoryStore (store.py) composes one; a transaction, recovery's fixes, verify and repair receive it instead of
 the MemoryStore, so every arrow points one way (store → transaction/fixes/verify/repair → core) and no part
 reads another's private members. It decides nothing about commits or repair: it names the files, holds the
-locks and pins, and caches the assessment of the log (recovery.py) between changes.
+locks and pins, and caches the assessment of the log (commitlog.py) between changes.
 
 Pins (files that keep a generation from gc) and the staging dirs of live commits are flock-held entries
 (`Hold`): an entry is live while its creator holds an flock on it; the kernel drops the flock when the
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import faults, manifest, recovery
+from . import commitlog, faults, manifest
 from .errors import GenerationDamaged, GenerationMissing, StoreMissing, StoreNeedsRepair
 from .fsutil import atomic_replace, flocked, is_abandoned, lock_fd, remove_tree, unique
 from .paths import POOL
@@ -45,7 +45,7 @@ class StoreCore:
         self.recovered: list[str] = []  # what recovery fixed through this handle, one line each
         self._checked: dict[int, float] = {}  # generation -> when this handle last found its files intact
         self._folders_checked: dict[str, float] = {}  # pooled folder -> when this handle found it intact
-        self._assessed: Optional[tuple[tuple, recovery.Assessment]] = None
+        self._assessed: Optional[tuple[tuple, commitlog.Assessment]] = None
 
     def gen_path(self, generation: int) -> Path:
         return self.gens / str(generation)
@@ -74,13 +74,13 @@ class StoreCore:
         """The derived HEAD, or -1 before generation 0 is published (never raises, never locks)."""
         return self.assess().head
 
-    def assess(self, full: bool = False) -> recovery.Assessment:
+    def assess(self, full: bool = False) -> commitlog.Assessment:
         """The store's state, cached while nothing changed; between changes only new log lines are read,
         unless `full` (verify and repair read the whole log again)."""
-        key = recovery.fingerprint(self.root)
+        key = commitlog.fingerprint(self.root)
         if full or self._assessed is None or self._assessed[0] != key:
             previous = None if full or self._assessed is None else self._assessed[1].log
-            self._assessed = (key, recovery.assess(self.root, previous))
+            self._assessed = (key, commitlog.assess(self.root, previous))
         return self._assessed[1]
 
     def write_head(self, generation: int, with_faults: bool = False) -> None:

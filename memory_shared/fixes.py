@@ -1,11 +1,11 @@
-"""Carrying out what recovery.py decided: a torn tail cut, a lost record restored, HEAD rewritten, an old store
+"""Carrying out what recovery (commitlog.py) decided: a torn tail cut, a lost record restored, HEAD rewritten, an old store
 upgraded. Run at open (`recover`) and under the commit lock before every commit (`recover_locked`).
 """
 from __future__ import annotations
 
 import os
 
-from . import events, foldertables, lostrecords, manifest, recovery
+from . import commitlog, events, lostrecords, manifest
 from .core import StoreCore, abandoned_entries
 from .errors import StoreNeedsRepair
 from .fsutil import flocked, remove_tree
@@ -38,7 +38,7 @@ def recover_locked(core: StoreCore, full: bool) -> None:
             _upgrade(core, core.assess())
 
 
-def apply_fixes(core: StoreCore, fixes: list[recovery.Fix]) -> None:
+def apply_fixes(core: StoreCore, fixes: list[commitlog.Fix]) -> None:
     """Carry out recovery fixes (caller holds `lock`), logging each in events.jsonl."""
     restored = False
     for fix in fixes:
@@ -71,7 +71,7 @@ def _restore_record(core: StoreCore, generation: int) -> str:
             f"not matching it): moved to {folder}")
 
 
-def _upgrade(core: StoreCore, found: recovery.Assessment) -> None:
+def _upgrade(core: StoreCore, found: commitlog.Assessment) -> None:
     """A store written before manifests: compute each published generation's MANIFEST once, from the
     files as they are now, and record the hashes in events.jsonl (the anchor of those manifests)."""
     hashes: dict[str, str] = {}
@@ -80,7 +80,7 @@ def _upgrade(core: StoreCore, found: recovery.Assessment) -> None:
         tree = core.gen_path(commit.generation)
         if commit.manifest is None and commit.generation not in found.upgraded and tree.is_dir() \
                 and not (tree / manifest.NAME).exists():
-            built = foldertables.tables_of(tree, cache)
+            built = manifest.tables_of(tree, cache)
             built.write()
             hashes[str(commit.generation)] = built.digest
             core.link_manifest(commit.generation)

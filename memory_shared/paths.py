@@ -1,6 +1,6 @@
 """Path safety: only plain relative POSIX paths, and nothing that resolves outside a tree.
 
-A generation's folders are shared between generations as pooled directories (`dirs/<id>`, see cow.py),
+A generation's folders are shared between generations as pooled directories (`dirs/<id>`, see transaction.py),
 reached by symlinks the store makes, `../../dirs/<id>`: both a generation's root and a pooled directory sit
 two levels below the store's root, so the same text resolves from either. Those links are folders of the
 tree; any other symlink is resolved logically (against the generation's paths, not the pool's) and refused

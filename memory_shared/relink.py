@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import foldertables, manifest
+from . import manifest
 from .core import StoreCore
 from .fsutil import atomic_symlink
 from .manifest import Table
@@ -50,9 +50,9 @@ def swapped_links(core: StoreCore, generations: list[int]) -> list[Swapped]:
                     continue
                 seen.add(entry)
                 target = _target(entry, pool)
-                if target is None or foldertables.folder_digest(target) != sha:
+                if target is None or manifest.folder_digest(target) != sha:
                     if index is None:
-                        index = foldertables.pool_index(core.pool)
+                        index = manifest.pool_index(core.pool)
                     wanted = index.get(sha)
                     if wanted is None:  # a folder table lost or edited, not a link: other checks name it
                         continue

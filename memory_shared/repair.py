@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import chain, events, fixes, foldertables, lostrecords, manifest, relink
+from . import chain, events, fixes, lostrecords, manifest, relink
 from .commitlog import Commit
 from .core import StoreCore
 from .fsutil import READ_ONLY, atomic_link, atomic_replace, flocked, flocked_readonly, fsync_dir, unique, write_new
@@ -184,7 +184,7 @@ def _regenerate_manifest(plan: _Plan, generation: int, commit: Optional[Commit],
                 return False
     except FileNotFoundError:
         pass
-    built = foldertables.tables_of(tree, cache)
+    built = manifest.tables_of(tree, cache)
     if built.digest != recorded:
         return False  # the files changed too: content_damage names them
 
@@ -227,7 +227,7 @@ def _rebuild_or_give_up(plan: _Plan, generation: int, last: int, found, cache: d
     except FileNotFoundError:
         data = None
     if data is not None and (recorded is None or manifest.digest(data) == recorded):
-        index = foldertables.pool_index(core.pool)
+        index = manifest.pool_index(core.pool)
         folders: list[str] = []
         entries = manifest.flatten(None, data, folders, by_hash=index)
         near = sorted((g for g in found.dirs if g <= last), key=lambda g: abs(g - generation))
@@ -318,7 +318,7 @@ def _link_back(plan: _Plan, damage: Damage, published: list[int], cache: dict) -
         for path in {os.path.realpath(core.gen_path(g) / r) for g, r in damage.places}:
             atomic_link(source, Path(path))
         for touched in damage.generations:
-            foldertables.refresh_stats(core.gen_path(touched))
+            manifest.refresh_stats(core.gen_path(touched))
     plan.act(f"restored {rel} in generations {', '.join(map(str, damage.generations))} (it was missing: linked "
              f"again to {source.relative_to(core.root)}, the same content)", link, "restored", path=rel,
              places=", ".join(f"{g}/{r}" for g, r in damage.places))
@@ -341,7 +341,7 @@ def _replace(plan: _Plan, damage: Damage, text: bytes) -> None:
     os.unlink(fresh)
     touched = {generation for generation, _ in damage.places}
     for generation in sorted(touched):
-        foldertables.refresh_stats(core.gen_path(generation))
+        manifest.refresh_stats(core.gen_path(generation))
 
 
 def _drop(plan: _Plan, damage: Damage) -> None:
@@ -355,8 +355,8 @@ def _drop(plan: _Plan, damage: Damage) -> None:
         if os.path.lexists(tree / rel):  # generations sharing its folder lost it with the first unlink
             os.unlink(tree / rel)
             fsync_dir((tree / rel).parent)
-        foldertables.refresh_stats(tree)
+        manifest.refresh_stats(tree)
 
 
 def _refresh_stats(core: StoreCore, generation: int) -> None:
-    foldertables.refresh_stats(core.gen_path(generation))
+    manifest.refresh_stats(core.gen_path(generation))

@@ -5,7 +5,7 @@ are built before, in staging):
   1. rename staging/<id> -> generations/<n>   (the tree is complete and fsynced before the rename)
   2. append the record of n to log.jsonl       (one write; fsync): n is now published
   3. replace HEAD with n                        (temp file, fsync, rename, fsync dir)
-Recovery (recovery.py decides, fixes.py acts) runs at open and under the lock before every commit: HEAD is
+Recovery (commitlog.py decides, fixes.py acts) runs at open and under the lock before every commit: HEAD is
 recomputed from the log and the generations, a torn last line is cut (kept in quarantine/), a complete
 generation directory above the log gets its record back (an incomplete one goes to quarantine/), and
 anything else is left for `ga memory repair` (repair.py), with commits and pins refusing meanwhile. Nothing is deleted on the word of
@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from . import commitlog, cow, events, faults, fixes, foldertables, layers, manifest
+from . import commitlog, events, faults, fixes, layers, manifest, transaction
 from .commitlog import Commit
 from .core import Hold, StoreCore, abandoned_entries, create_dir, live_pins
 from .errors import MemoryStoreError, StoreMissing, StoreNeedsRepair
@@ -236,16 +236,16 @@ class MemoryStore:
         if quarantined.is_dir():
             roots += [Path(e.path) for q in os.scandir(quarantined) if q.is_dir() for e in os.scandir(q.path)
                       if e.is_dir(follow_symlinks=False)]
-        linked = cow.reachable(roots, core.pool)
+        linked = transaction.reachable(roots, core.pool)
         building = set(os.listdir(core.staging))
         unlinked: dict[str, list[os.DirEntry]] = {}
         for entry in os.scandir(core.pool):
             folder = ".".join(entry.name.split(".")[:2])  # <staging id>.<k>, then .m / .s for its tables
             if folder not in linked and folder.rsplit(".", 1)[0] not in building:
                 unlinked.setdefault(folder, []).append(entry)
-        unmet = foldertables.unmet_folders(roots, [core.pool / f for f in linked]) if unlinked else set()
+        unmet = manifest.unmet_folders(roots, [core.pool / f for f in linked]) if unlinked else set()
         for folder, entries in unlinked.items():
-            if foldertables.folder_digest(core.pool / folder) in unmet:
+            if manifest.folder_digest(core.pool / folder) in unmet:
                 continue  # a manifest still names it (a link to it was swapped): repair relinks it
             for entry in entries:
                 os.rename(entry.path, trash / f"pool-{entry.name}")

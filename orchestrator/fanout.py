@@ -28,13 +28,13 @@ from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
 from orchestrator.ledger import RunDir, new_run_id
-from orchestrator.nesting import Nesting
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
 from worker.runlog import run_log
 
 if TYPE_CHECKING:
+    from orchestrator.driver import Nesting
     from worker.models import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
@@ -65,6 +65,8 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     if nest is None and os.environ.get(sandbox.ENV_MARK) == "bwrap":
         raise FanoutError("nested fan-out refused: this code_run has no model gateway (sandbox.network: off); "
                           "do the work in the current task, or let the parent's sandbox reach its gateway")
+    from orchestrator.driver import Driver, Nesting  # here, not at import: `ga --help` needs neither
+
     settings = settings or load_settings()
     nest = nest or Nesting()
     plan = build_plan(spec, **top)
@@ -75,7 +77,6 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     runs_dir = Path(out) if out else (nest.runs_dir() or Path(settings.fanout.runs_dir))
     models = resolve_models(plan, settings)
     check_prompts(plan, settings, models)
-    from orchestrator.driver import Driver
     from orchestrator.preflight import PreflightError
     from orchestrator.preflight import preflight as check_before_start
 
@@ -226,7 +227,6 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.model import LLMClient
     from worker.models import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}
@@ -238,7 +238,8 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelC
         name = pending.pop(0)
         try:
             config = resolve_model(name, settings)
-            LLMClient(config)  # fails now, not in every worker, when the key is missing
+            config.api_key()  # fails now, not in every worker, when the key is missing
+            config.chat_url()  # ... or when the URL cannot be used
         except ModelConfigError as exc:
             raise FanoutError(str(exc)) from None
         except Exception as exc:  # httpx.InvalidURL and friends: a base_url that is not a URL
@@ -253,7 +254,7 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelC
 
 def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
-    from orchestrator.costs import prompt_limit
+    from orchestrator.preflight import prompt_limit
 
     limits = {name: prompt_limit(settings, config.context_window) for name, config in models.items()}
     fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
@@ -328,7 +329,7 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
 def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
-    from orchestrator.costs import ModelBook
+    from orchestrator.preflight import ModelBook
 
     book = ModelBook(settings)  # each model's prices and window looked up once, not once per task
     try:
@@ -408,6 +409,8 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     settings = parent.settings.model_copy(deep=True)
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
+    from orchestrator.driver import Nesting
+
     plan = _nested_plan(request, parent)
     tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left
     if tokens is not None:  # never 0: a budget of 0 would mean none

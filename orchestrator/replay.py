@@ -36,7 +36,6 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
-from orchestrator.nesting import Nesting
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
@@ -318,7 +317,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
              origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
-    from orchestrator.driver import Driver, run_status
+    from orchestrator.driver import Driver, Nesting, run_status
 
     started = time.time()
     executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out

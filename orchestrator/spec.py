@@ -275,8 +275,8 @@ def from_prompts(prompts: list[Union[str, dict[str, Any]]], **top: Any) -> Plan:
 def check_prompt_sizes(plan: Plan, limit_of: Callable[[Optional[str]], int]) -> None:
     """SpecError naming every task whose prompt the worker's context cannot hold (unless `truncate: true`).
 
-    limit_of(model) is the largest prompt in JSON-serialized chars (orchestrator.costs.prompt_limit)."""
-    from orchestrator.costs import prompt_chars
+    limit_of(model) is the largest prompt in JSON-serialized chars (orchestrator.preflight.prompt_limit)."""
+    from orchestrator.preflight import prompt_chars
 
     where = str(plan.source) if plan.source else "<spec>"
     problems = []

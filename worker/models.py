@@ -80,6 +80,31 @@ class ModelConfig(BaseModel):
         room = self.context_window - self.max_tokens - overhead
         return min(default, max(room, self.context_window // 4))
 
+    def api_key(self) -> str:
+        """The key read from `api_key_env` ('' when the model needs none); ModelConfigError when it is unset."""
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if self.api_key_env and not key:
+            raise ModelConfigError(
+                f"model '{self.name}' reads its API key from {self.api_key_env}, which is not set; "
+                f"export {self.api_key_env}=... or choose another model with --model"
+            )
+        return key
+
+    def chat_url(self) -> str:
+        """The endpoint's chat completions URL; ModelConfigError when base_url cannot be used."""
+        from worker.model.transport import BadURL, check_url
+
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        try:
+            check_url(url)
+        except BadURL as exc:
+            raise ModelConfigError(self.url_problem(exc)) from None
+        return url
+
+    def url_problem(self, problem: Exception) -> str:
+        fix = "fix the URL after scripted@" if self.name.startswith("scripted@") else "fix base_url in models.yaml"
+        return f"model '{self.name}': base_url {self.base_url}: {problem}; {fix}"
+
 
 def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
     """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none."""

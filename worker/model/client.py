@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import os
 import re
 import threading
 import time
@@ -43,10 +42,9 @@ from worker.model.replies import (
     new_call_id,
     parse_completion,
 )
-from worker.model.streaming import StreamAssembler
 from worker.model.textproto import protocol_block, to_text_messages
-from worker.model.transport import BadURL, ReplyTooLarge, check_url, post
-from worker.models import ModelConfig, ModelConfigError
+from worker.model.transport import BadURL, ReplyTooLarge, post
+from worker.models import ModelConfig
 from worker.usage import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
@@ -69,17 +67,8 @@ class LLMClient:
 
     def __init__(self, config: ModelConfig):
         self.config = config
-        self._key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
-        if config.api_key_env and not self._key:
-            raise ModelConfigError(
-                f"model '{config.name}' reads its API key from {config.api_key_env}, which is not set; "
-                f"export {config.api_key_env}=... or choose another model with --model"
-            )
-        self._url = config.base_url.rstrip("/") + "/chat/completions"
-        try:
-            check_url(self._url)
-        except BadURL as exc:
-            raise ModelConfigError(_bad_url(config, exc)) from None
+        self._key = config.api_key()
+        self._url = config.chat_url()
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Authorization": f"Bearer {self._key or 'no-key'}"}
         self._jitter = tenacity.wait_random_exponential(multiplier=config.backoff_base, max=config.backoff_max)
@@ -210,12 +199,16 @@ class LLMClient:
     def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
-        stream = StreamAssembler(self.on_text) if self.on_text is not None else None
+        stream = None
+        if self.on_text is not None:
+            from worker.model.streaming import StreamAssembler  # loaded only when text streams (`ga chat`)
+
+            stream = StreamAssembler(self.on_text)
         try:
             reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes,
                          stream.feed if stream else None)
         except BadURL as exc:
-            raise ModelError(self._clean(_bad_url(cfg, exc))) from None
+            raise ModelError(self._clean(cfg.url_problem(exc))) from None
         except ReplyTooLarge as exc:
             size = f"{exc.announced:,} bytes announced" if exc.announced else "more was coming"
             raise ModelError(self._clean(
@@ -331,11 +324,6 @@ def _retry_after(headers: dict[str, str]) -> Optional[float]:
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError):
         return None
-
-
-def _bad_url(config: ModelConfig, problem: Exception) -> str:
-    fix = "fix the URL after scripted@" if config.name.startswith("scripted@") else "fix base_url in models.yaml"
-    return f"model '{config.name}': base_url {config.base_url}: {problem}; {fix}"
 
 
 def _error_message(body: bytes) -> str:
