@@ -113,9 +113,11 @@ def kill_and_resume(tasks: Path, runs: Path, address: Optional[str], log_path: P
         proc.stderr.close()
         kill = _state_at_kill(run_dir, at)
         # The sandboxes die with the driver (bubblewrap's --die-with-parent): wait for that, generously, since a
-        # loaded machine takes its time; what is still alive after `child_wait` outlived the kill.
+        # loaded machine takes its time; what is still alive after `child_wait` outlived the kill: the scripts
+        # (their command line holds the marker) and anything else of the sandboxes (bwrap, the relay of the
+        # model gateway), whose command lines name the run directory.
         deadline = time.monotonic() + child_wait
-        while (left := code_run_pids(marker)) and time.monotonic() < deadline:
+        while (left := code_run_pids(marker) + code_run_pids(str(run_dir))) and time.monotonic() < deadline:
             time.sleep(0.1)
         kill.children_left = left
         time.sleep(max(0.0, settle - (time.time() - at)))

@@ -6,7 +6,10 @@ socket outside, and become the command.
 Under `--unshare-net` the sandbox has its own loopback and nothing else: a port listened on here is the only
 way out, and it leads to one socket ga serves (the model gateway, an egress proxy). The listeners are bound
 before the command starts; a forked child relays, and this process execs the command, so the command's exit
-status and signals are the sandbox's as without forwards; the relay ends with the sandbox's PID namespace.
+status and signals are the sandbox's as without forwards. The relay ends when the command does: it watches
+for its parent (the command, after the exec) to go, because bubblewrap's init waits for every child before it
+ends the sandbox, so a relay left waiting on its listeners would keep a sandbox alive whose command a reaper
+killed after ga itself died.
 Only built-in modules, started with -I -S: one bare interpreter start-up is its whole cost.
 """
 import _signal  # pyright: ignore[reportMissingImports]  # a built-in module typeshed has no stubs for
@@ -14,8 +17,10 @@ import _socket
 import _thread
 import os
 import sys
+import time
 
 CHUNK = 65536
+WATCH_SECONDS = 0.5  # how often the relay looks whether the command is still its parent
 
 
 def main(argv: list) -> None:
@@ -28,8 +33,9 @@ def main(argv: list) -> None:
         listener.bind(("127.0.0.1", int(port)))
         listener.listen(64)
         forwards.append((listener, path))
+    command = os.getpid()
     if os.fork() == 0:
-        _relay_forever(forwards)
+        _relay_while(forwards, command)
     for listener, _ in forwards:
         listener.close()
     for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores these, and an ignored signal stays ignored across exec
@@ -37,13 +43,15 @@ def main(argv: list) -> None:
     os.execvp(argv[split + 1], argv[split + 1:])
 
 
-def _relay_forever(forwards: list) -> None:
+def _relay_while(forwards: list, command: int) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the script's output file stays the script's
         os.dup2(null, fd)
-    for listener, path in forwards[1:]:
+    for listener, path in forwards:
         _thread.start_new_thread(_accept, (listener, path))
-    _accept(*forwards[0])
+    while os.getppid() == command:  # once the command is gone this process is re-parented
+        time.sleep(WATCH_SECONDS)
+    os._exit(0)
 
 
 def _accept(listener: _socket.socket, path: str) -> None:

@@ -118,3 +118,28 @@ def test_kill_9_of_a_worker_actor_leaves_no_child(tmp_path: Path) -> None:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
     assert outcome["run"].results[0]["status"] == "failed"
+
+
+def test_the_gateway_relay_ends_when_the_command_it_became_is_killed(tmp_path: Path) -> None:
+    """The launcher of a sandbox with forwards forks a relay and execs the command. A reaper that kills the command
+    after ga died must not leave the relay behind: bubblewrap's init waits for every child, so a relay that lived
+    on would keep the whole sandbox alive (seen after kill -9 tests: bwrap and the relay, hours later)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launcher = subprocess.Popen([sys.executable, "-I", "-S", str(ROOT / "worker" / "sandbox_launch.py"),
+                                 f"{port}={tmp_path / 'gateway.sock'}", "--", "sleep", "60"])
+    relay = None
+    try:
+        children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
+        relay = wait_for(lambda: cmdline(launcher.pid).startswith("sleep 60") and
+                         int((children.read_text().split() or ["0"])[0]), 20)
+        assert relay, f"no relay under the launcher: {cmdline(launcher.pid)!r}"
+        launcher.send_signal(signal.SIGKILL)  # what the reaper does to a sandbox's command
+        launcher.wait()
+        assert wait_for(lambda: not alive(relay), 20), "the relay outlived its command"
+    finally:
+        if relay and alive(relay):
+            os.kill(relay, signal.SIGKILL)
