@@ -6,26 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from memory_shared import MemoryStore
-from tests.store_support import ga_memory, published, sh
-
-
-@pytest.fixture
-def store_root(ga_home: Path) -> Path:
-    return ga_home / "memory"  # where `ga memory ...` looks
-
-
-@pytest.fixture
-def root(store: MemoryStore) -> Path:
-    """Generations 0..5, each adding a fact (kept by every later generation) and a folder of its own."""
-    for k in range(1, 6):
-        with store.transaction(f"commit {k}", f"task-{k}") as txn:
-            txn.write(f"L2/f{k}.md", f"fact {k}\n")
-            txn.write(f"L3/k{k}/sop.md", f"sop {k}\n")
-    assert store.head() == 5 and store.verify() == []
-    return store.root
+from tests.store_support import five_commits, ga_memory, published, sh, store_in_ga_home  # noqa: F401  (fixtures)
 
 
 def forge(root: Path, event: dict) -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from memory_shared import MemoryStore
 from tests.ga_support import run_ga
-from tests.store_support import ga_memory, published, sh
+from tests.store_support import five_commits, ga_memory, published, sh, store_in_ga_home  # noqa: F401  (fixtures)
 
 NO_MODEL = {"OPENAI_API_KEY": None, "GA_MODEL": None}
 
@@ -50,21 +50,6 @@ def assert_nothing_lost(root: Path, before: dict[int, dict[str, bytes]], log_bef
     assert MemoryStore(root).verify() == []
     assert ga_memory("verify").returncode == 0
 
-
-@pytest.fixture
-def store_root(ga_home: Path) -> Path:
-    return ga_home / "memory"  # where `ga memory ...` looks
-
-
-@pytest.fixture
-def root(store: MemoryStore) -> Path:
-    """Generations 0..5, each changing a folder (so each owns pooled folders of its own)."""
-    for k in range(1, 6):
-        with store.transaction(f"commit {k}", f"task-{k}") as txn:
-            txn.write(f"L2/f{k}.md", f"fact {k}\n")
-            txn.write(f"L3/k{k}/sop.md", f"sop {k}\n")
-    assert store.head() == 5 and store.verify() == []
-    return store.root
 
 
 def test_a_forged_gc_event_deletes_nothing(root: Path) -> None:
