@@ -25,7 +25,8 @@ What counts. A module counts when a Python function defined in it runs inside th
 thread (the group-commit writer that makes a history line durable is on the path as much as the caller
 that waits for it). For `turn`, the ga modules on the stack when the window opens count too, outermost first:
 they are what the reader is in when the request leaves. The order is the order of first entry.
-  - A ga module is one whose source file lies in this checkout, outside bench/ and tests/: no package list
+  - A ga module is one whose source file lies in this checkout, outside bench/, tests/ and the interpreter's
+    own prefix (a .venv made inside the checkout holds the libraries, not ga): no package list
     to keep up to date, so the walks survive renames and new packages.
   - Running a module's top-level code (an import), class bodies included, is not entering it: loading is
     not following the path.
@@ -104,7 +105,9 @@ class Tracer:
 
     def __init__(self, root: Path):
         self.root = str(root) + os.sep
-        self.outside = tuple(str(root / name) + os.sep for name in ("bench", "tests"))
+        # bench/ and tests/ are not ga; nor is a virtual environment made inside the checkout (`make test`'s .venv)
+        self.outside = tuple(str(root / name) + os.sep for name in ("bench", "tests")) + (
+            sys.prefix + os.sep, sys.base_prefix + os.sep)
         self.events: list[Event] = []
         self.recording = False
         self.model_port: Optional[int] = None
