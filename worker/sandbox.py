@@ -22,27 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from worker import policy as rules
+from worker.policy import GA_HIDDEN, SECRETS  # noqa: F401  (the rule's names, re-exported for callers)
+
 OPT_OUT = ("opt out with `sandbox: {mode: off}` in ~/.config/ga/config.yaml, GA_SANDBOX__MODE=off or the tasks file "
            "(scripts then run unsandboxed)")
-# Under the home directory: credentials, browser profiles (cookies, saved logins) and our own config; a directory
-# gets an empty tmpfs, a file /dev/null. The one list of what a sandbox never sees there (GA_HOME's: GA_HIDDEN).
-SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
-           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
-           ".config/gh", ".config/hub", ".cache/huggingface", ".huggingface",
-           ".config/chromium", ".cache/chromium", ".config/google-chrome", ".cache/google-chrome",
-           ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
-           "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
-GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
 # Environment variables a sandbox never sees (besides every api_key_env of models.yaml).
 SECRET_ENV_SUFFIXES = ("_KEY", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
 SECRET_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION_", "GH_", "GITHUB_")
 SECRET_ENV_WORDS = ("SECRET", "TOKEN")
 SECRET_ENV_NAMES = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC")
-PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
-# Project-local configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py,
-# the scripts' .ga/): read-only in every writable root, and a missing file cannot be created there either.
-PROJECT_CONFIG = ("ga.yaml", "models.yaml")
-PROJECT_DIRS = (".ga",)
 ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
 LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"
 
@@ -88,43 +77,22 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
 
 
 def _mounts(policy: Policy) -> list[tuple[Path, str]]:
-    """(path, rw | ro | hide) in mount order: parents before children, so the most specific path wins."""
-    home = policy.home or Path.home()
-    writable = _existing(policy.writable)
-    protected = [root / name for root in writable for name in PROTECTED_NAMES]
-    entries = {p: "rw" for p in writable}
-    entries.update({p: "ro" for p in _existing([*policy.readonly, *protected])})
-    entries.update(_project_config(writable, policy.config_dirs))
-    entries.update({p: "hide" for p in _existing([*(home / name for name in SECRETS), *policy.hidden])})
-    for path in _existing(_runtime_under_tmp()):
-        entries.setdefault(path, "ro")
-    rank = {"rw": 0, "ro": 1, "absent": 1, "hide": 2}
-    return sorted(entries.items(), key=lambda item: (len(item[0].parts), rank[item[1]], str(item[0])))
-
-
-def _project_config(writable: list[Path], config_dirs: Iterable[Path]) -> dict[Path, str]:
-    """The project config names in every writable directory: existing ones read-only, missing files as
-    "absent" (an empty read-only mount point, so the sandbox cannot create them; see placeholders())."""
-    folders = [*writable, *(d for d in _existing(config_dirs) if any(d.is_relative_to(w) for w in writable))]
-    entries: dict[Path, str] = {}
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        for name in (*PROJECT_CONFIG, *PROJECT_DIRS):
-            path = folder / name
-            if path.exists() or path.is_symlink():
-                entries.update({p: "ro" for p in _existing([path])})
-            elif name in PROJECT_CONFIG:
-                entries[path] = "absent"
-    return entries
+    """(path, rw | ro | absent | hide) in mount order: parents before children, so the most specific path wins.
+    What is protected is worker/policy.py's rule; this only adds what the interpreter needs under /tmp."""
+    table = rules.entries(policy.writable, [(p, "read-only") for p in policy.readonly], policy.hidden,
+                          policy.config_dirs, policy.home)
+    known = {e.path for e in table}
+    table += [rules.Entry(p, "ro", "the interpreter") for p in rules.existing(_runtime_under_tmp()) if p not in known]
+    table.sort(key=lambda e: (len(e.path.parts), rules.RANK[e.access], str(e.path)))
+    return [(e.path, e.access) for e in table]
 
 
 def placeholders(argv: list[str]) -> list[Path]:
-    """The project config files `argv` will create as empty mount points (missing before it runs): code_run
-    removes them afterwards, when they are still the empty regular files bubblewrap made."""
+    """The files `argv` will create as empty mount points (missing before it runs: the project config files a
+    sandbox may not create): code_run removes them afterwards, when they are still the empty regular files
+    bubblewrap made. A hidden file exists, so it is never one."""
     return [Path(argv[i + 2]) for i in range(len(argv) - 2)
-            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and Path(argv[i + 2]).name in PROJECT_CONFIG
-            and not os.path.lexists(argv[i + 2])]
+            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and not os.path.lexists(argv[i + 2])]
 
 
 def remove_placeholders(paths: Iterable[Path]) -> None:
@@ -143,18 +111,6 @@ def _runtime_under_tmp() -> list[Path]:
     places = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     return [Path(p) for p in places if p and Path(p).resolve().is_relative_to("/tmp")]
-
-
-def _existing(paths: Iterable[Path]) -> list[Path]:
-    """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
-    found = []
-    for path in paths:
-        path = Path(os.path.expanduser(str(path)))
-        if path.exists() or path.is_symlink():
-            real = path.resolve()
-            if real.exists() and real not in found:
-                found.append(real)
-    return found
 
 
 def without_secrets(env: dict[str, str], key_names: Iterable[str] = ()) -> dict[str, str]:

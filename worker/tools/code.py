@@ -151,15 +151,12 @@ def _forks_refused(ctx: ToolContext, cgroup: Optional[PidsCgroup]) -> int:
 
 def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Gateway] = None,
                 limits: Optional[Limits] = None) -> sandbox.Policy:
-    """The task's sandbox: its workdir (and configured paths) writable; the memory store (all of it), GA_HOME and
-    the run directories read-only, GA_HOME's sessions hidden, project config files read-only; the network as
-    `sandbox.network` says, the gateway reachable unless it is off."""
-    settings = ctx.settings
-    writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write]
-    store = getattr(getattr(ctx.memory, "store", None), "root", None)
-    readonly = [settings.home_dir, settings.memory_root, store, getattr(ctx.memory, "root", None),
-                Path(settings.fanout.runs_dir).resolve(), env.get("GA_RUN_DIR")]
-    network = settings.sandbox.network
+    """The task's sandbox, derived from its one policy (ctx.policy, worker/policy.py): what it may write, what
+    stays read-only or hidden inside that; the network as `sandbox.network` says, the gateway reachable unless it
+    is off (through a relay port, or with the host's network the socket itself, read-only)."""
+    rules = ctx.policy
+    readonly = [path for path, _ in rules.state]
+    network = rules.network
     forwards: tuple[tuple[int, Path], ...] = ()
     if gate is not None and network == "open":  # the host's network: the socket itself, no relay port
         readonly.append(gate.folder)
@@ -168,10 +165,9 @@ def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Ga
     if isinstance(network, list):  # an allow-list: besides the gateway, only ga's filtering proxy
         forwards += ((egress.PORT, egress.proxy_for(network)),)
         env.update(egress.sandbox_env())
-    return sandbox.Policy(network=network == "open", writable=tuple(writable), forwards=forwards,
-                          readonly=tuple(Path(p) for p in readonly if p),
-                          hidden=tuple(settings.home_dir / name for name in sandbox.GA_HIDDEN),
-                          tmp_size=limits.tmp_size if limits else None, config_dirs=(Path.cwd(),))
+    return sandbox.Policy(network=network == "open", writable=rules.writable, forwards=forwards,
+                          readonly=tuple(readonly), hidden=rules.hidden, home=rules.home,
+                          tmp_size=limits.tmp_size if limits else None, config_dirs=rules.config_dirs)
 
 
 def _gateway(ctx: ToolContext) -> gateway.Gateway:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel, Field
 
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, open_checked, resolve_read, resolve_write
+from worker.paths import PathError, open_checked, resolve_read
 from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 
@@ -115,7 +115,7 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
     def run() -> ToolResult:
         try:
             source = _script_source(ctx, args.script)
-            target = resolve_write(args.save_to_file, ctx.workdir, ctx.settings.worker.allow_write) if args.save_to_file else None
+            target = ctx.policy.check_write(args.save_to_file) if args.save_to_file else None  # worker/policy.py
         except (PathError, OSError) as exc:
             return _failure(f"error: {exc}")
         timeout = ctx.settings.worker.code_timeout + 60.0
@@ -124,7 +124,7 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
         if target is not None:
             text = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False, indent=2)
             try:  # checked before the browser ran: opened again without following what a script may have swapped since
-                fd = open_checked(target, ctx.workdir, ctx.settings.worker.allow_write,
+                fd = open_checked(target, ctx.workdir, ctx.policy.writable[1:],
                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
             except OSError as exc:
                 return _failure(f"error: {args.save_to_file}: {exc}")
