@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Optional
 
@@ -71,49 +72,54 @@ class Entry:
 
 
 def entries(writable: Iterable[Path], readonly: Iterable[tuple[Path, str]] = (), hidden: Iterable[Path] = (),
-            config_dirs: Iterable[Path] = (), home: Optional[Path] = None, *, missing: bool = False) -> list[Entry]:
-    """The rule as entries, in mount order (parents first, the stronger entry for one path later): the writable
-    roots, then what stays read-only inside them, then what is hidden. `missing`: also the protected
-    directory names that do not exist (the file tools refuse them; a bind mount needs a source)."""
+            config_dirs: Iterable[Path] = (), home: Optional[Path] = None) -> list[Entry]:
+    """The rule as entries that exist now, in mount order (parents first, the stronger entry for one path
+    later): the writable roots, then what stays read-only inside them, then what is hidden; a missing project
+    config file is `absent` (an empty read-only mount point, so the sandbox cannot create it)."""
     roots = existing(writable)
     table: dict[Path, Entry] = {p: Entry(p, "rw", "a writable path") for p in roots}
     for path, what in readonly:
-        for real in existing([path]) or ([Path(os.path.expanduser(str(path))).resolve()] if missing else []):
-            table[real] = Entry(real, "ro", what)
-    for folder in [*roots, *(d for d in existing(config_dirs) if any(d.is_relative_to(r) for r in roots))]:
+        table.update({real: Entry(real, "ro", what) for real in existing([path])})
+    for folder in protected_folders(roots, existing(config_dirs)):
         if folder.is_dir():
-            table.update({e.path: e for e in _protected_in(folder, missing)})
+            for entry in _protected_in(folder):
+                if entry.access == "absent" and not (entry.path.exists() or entry.path.is_symlink()):
+                    table[entry.path] = entry
+                else:
+                    table.update({real: Entry(real, "ro", entry.what) for real in existing([entry.path])})
     home = home or Path.home()
     for real in existing([*(home / name for name in SECRETS), *hidden]):
-        table[real] = Entry(real, "hide", "hidden from tasks (credentials, ga's user config, sessions)")
+        table[real] = Entry(real, "hide", HIDDEN_WHAT)
     return sorted(table.values(), key=lambda e: (len(e.path.parts), RANK[e.access], str(e.path)))
 
 
-def _protected_in(folder: Path, missing: bool) -> list[Entry]:
-    found = []
-    for name in PROJECT_FILES:
-        path = folder / name
-        if path.exists() or path.is_symlink():
-            found += [Entry(p, "ro", f"ga's project configuration ({name})") for p in existing([path])]
-        else:
-            found.append(Entry(path, "absent", f"ga's project configuration ({name})"))
-    for name in PROTECTED_DIRS:
-        path = folder / name
-        what = "code_run's scripts and their output (.ga)" if name == ".ga" else "a repository's config and hooks (.git)"
-        if path.exists() or path.is_symlink():
-            found += [Entry(p, "ro", what) for p in existing([path])]
-        elif missing:
-            found.append(Entry(path, "ro", what))
+HIDDEN_WHAT = "hidden from tasks (credentials, ga's user config, sessions)"
+
+
+def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
+    """Where the protected names are: every writable root, and ga's working directory when one holds it."""
+    return [*roots, *(d for d in config_dirs if d not in roots and any(d.is_relative_to(r) for r in roots))]
+
+
+def _protected_in(folder: Path) -> list[Entry]:
+    """The protected names in `folder`, whether they exist or not (project files as `absent`)."""
+    found = [Entry(folder / name, "absent", f"ga's project configuration ({name})") for name in PROJECT_FILES]
+    found += [Entry(folder / ".ga", "ro", "code_run's scripts and their output (.ga)"),
+              Entry(folder / ".git", "ro", "a repository's config and hooks (.git)")]
     return found
 
 
-def decide(table: list[Entry], path: Path) -> Optional[Entry]:
-    """The entry that decides for `path` (a real path): the most specific one containing it, as the sandbox's
-    mounts stack; None when no entry contains it (outside everything the task may write)."""
-    found = None
-    for entry in table:  # mount order: a later containing entry is deeper, or stronger for the same path
-        if path == entry.path or entry.path in path.parents:
-            found = entry
+def decide(table: Iterable[Entry], path: Path) -> Optional[Entry]:
+    """The entry that decides for `path` (a real path): the most specific one containing it, the stronger for
+    one path, as the sandbox's mounts stack; None when no entry contains it."""
+    text = str(path)
+    found, best = None, (-1, -1)
+    for entry in table:
+        base = str(entry.path)
+        if text == base or text.startswith(base.rstrip("/") + "/"):
+            rank = (base.count("/"), RANK[entry.access])
+            if rank >= best:
+                found, best = entry, rank
     return found
 
 
@@ -203,9 +209,26 @@ class Environment:
                    hidden=tuple(settings.home_dir / name for name in GA_HIDDEN), config_dirs=(cwd,),
                    network=settings.sandbox.network, model=model, account=account)
 
-    def entries(self, *, missing: bool = False) -> list[Entry]:
-        """The rule as it stands on disk now, in mount order (see `entries` of this module)."""
-        return entries(self.writable, self.state, self.hidden, self.config_dirs, self.home, missing=missing)
+    def entries(self) -> list[Entry]:
+        """The rule as it stands on disk now, in mount order: what code_run's bubblewrap mounts."""
+        return entries(self.writable, self.state, self.hidden, self.config_dirs, self.home)
+
+    @cached_property
+    def _fixed(self) -> tuple[Entry, ...]:
+        """The rule by name, whether each path exists or not (the file tools refuse a missing one too)."""
+        table = [Entry(p, "rw", "a writable path") for p in self.writable]
+        table += [Entry(p, "ro", what) for p, what in self.state]
+        for folder in protected_folders(list(self.writable), list(self.config_dirs)):
+            table += _protected_in(folder)
+        table += [Entry(Path(os.path.expanduser(str(p))).resolve(), "hide", HIDDEN_WHAT)
+                  for p in [*(self.home / name for name in SECRETS), *self.hidden]]
+        return tuple(table)
+
+    def _now(self) -> list[Entry]:
+        """The fixed rule, and where a protected name is a symlink now, its target too (as the sandbox binds)."""
+        linked = [Entry(real, "ro", e.what) for e in self._fixed if e.access in ("ro", "absent") and e.path.is_symlink()
+                  for real in existing([e.path])]
+        return [*self._fixed, *linked]
 
     def check_write(self, path: str) -> Path:
         """The real path a file tool may write for `path`; PathError (one line: why, and what to do) when the
@@ -220,14 +243,14 @@ class Environment:
         """The real path a file tool may read for `path`; PathError when it is outside the task's paths or
         hidden from tasks."""
         real = resolve_read(path, self.workdir, self.readable, self.writable[1:])
-        entry = decide([e for e in self.entries() if e.access == "hide"], real)
+        entry = decide((e for e in self._fixed if e.access == "hide"), real)
         if entry is not None:
             raise PathError(f"{path}: {entry.path} is {entry.what}; read refused (a task never reads it)")
         return real
 
     def write_refusal(self, real: Path) -> Optional[str]:
         """Why a write to the real path `real` is refused (None: allowed)."""
-        entry = decide(self.entries(missing=True), real)
+        entry = decide(self._now(), real)
         if entry is None:
             return f"{real} is outside the task's writable paths; write refused (write inside the working directory)"
         if entry.access == "rw":
