@@ -78,6 +78,7 @@ RESOURCES = [
     Resource(".venv: a new .pth", lambda p: p.project / ".venv" / "lib" / "python3.11" / "site-packages" / "x.pth",
              exists=False),
     Resource(".venv/pyvenv.cfg", lambda p: p.project / ".venv" / "pyvenv.cfg"),
+    Resource(".venv through a link in the workdir", lambda p: p.project / "libs" / "y.pth", exists=False),
     Resource(".ga/ (code_run's outputs)", lambda p: p.project / ".ga" / "code_1.out"),
     Resource("runs/<other run>/results.jsonl", lambda p: p.project / "runs" / "run-other" / "results.jsonl"),
     Resource("runs/<other run>/summary.json", lambda p: p.project / "runs" / "run-other" / "summary.json"),
@@ -103,6 +104,7 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
         if resource.exists and not path.exists():
             path.write_text(SECRET + "\n" if resource.secret else ORIGINAL)
     (place.project / "runs" / "run-other" / "ledger.jsonl").write_text("{}\n")
+    (place.project / "libs").symlink_to(place.project / ".venv" / "lib" / "python3.11" / "site-packages")
     monkeypatch.setenv("HOME", str(place.home))
     monkeypatch.chdir(place.project)
     yield place
@@ -183,6 +185,7 @@ def test_the_policy_table(place: Place, cell: tuple) -> None:
             assert not path.is_symlink() and path.read_text() == before, f"{actor.name} changed {path}: {said}"
         else:
             assert not path.exists() and not path.is_symlink(), f"{actor.name} created {path}: {said}"
+            assert not path.resolve().exists(), f"{actor.name} created {path.resolve()}: {said}"
     if actor.read is not None:
         got = actor.read(place, path)
         if resource.allowed:
