@@ -89,7 +89,7 @@ def measure(tree: Path, project: Path, rounds: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to compare with (e.g. /work/main)")
     parser.add_argument("-n", type=int, default=200, help="rounds per figure")
     args = parser.parse_args()
@@ -109,7 +109,8 @@ def main() -> None:
         for name in names:
             values = [best[label].get(name) for label, _ in trees]
             shown = " ".join(f"{v:12.3f}" if v is not None else f"{'-':>12}" for v in values)
-            added = f"  {values[0] - values[1]:+7.3f}" if len(values) > 1 and values[1] is not None else ""
+            mine, other = values[0], values[-1]
+            added = f"  {mine - other:+7.3f}" if len(values) > 1 and mine is not None and other is not None else ""
             print(f"{name:32} {shown}{added}")
     finally:
         shutil.rmtree(root, ignore_errors=True)

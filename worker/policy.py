@@ -32,9 +32,10 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, Union
 
 from configs import Settings
+from configs.settings import NetworkMode
 from worker.paths import PathError, resolve_read, resolve_write
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def marked_folders(roots: Iterable[Path], skip: Iterable[Path] = ()) -> tuple[tu
     return tuple(found.items())
 
 
-def existing(paths: Iterable[Any]) -> list[Path]:
+def existing(paths: Iterable[Union[Path, str, None]]) -> list[Path]:
     """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
     found = []
     for path in paths:
@@ -181,7 +182,7 @@ class Environment:
     hidden: tuple[Path, ...] = ()  # besides SECRETS under `home`
     config_dirs: tuple[Path, ...] = ()  # where ga reads project configuration (its working directory)
     home: Path = field(default_factory=Path.home)
-    network: Any = "gateway"  # sandbox.network: gateway, open, off, or a list of host names
+    network: NetworkMode = "gateway"  # sandbox.network: gateway, open, off, or a list of host names
     model: Optional["ModelConfig"] = None  # the task's own model: where its gateway forwards
     account: Optional["Account"] = None  # what the task spent and may spend
 
@@ -193,8 +194,7 @@ class Environment:
         directory and run directory, and the memory it reads (the store's root, the pinned snapshot)."""
         cwd = (cwd or Path.cwd()).resolve()
         root = Path(workdir).resolve()
-        writable = (root, *(p.resolve() for p in existing([*settings.sandbox.writable, *settings.worker.allow_write])
-                            if p.resolve() != root))
+        writable = (root, *(p for p in existing([*settings.sandbox.writable, *settings.worker.allow_write]) if p != root))
         runs_dir = Path(os.path.expanduser(str(settings.fanout.runs_dir)))
         state: list[tuple[Path, str]] = [(settings.home_dir, "GA_HOME"),
                                          (settings.memory_root, "the memory store"),
