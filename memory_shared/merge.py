@@ -1,0 +1,39 @@
+"""A 3-way line merge of one memory file: what a task changed from the text it saw, applied to what is there
+now. Used when a commit conflicts (someone else changed the same file since the task's snapshot) and when a
+person accepts a proposal made on an older generation."""
+from __future__ import annotations
+
+from typing import Optional
+
+from merge3 import Merge3
+
+
+def merge(base: Optional[str], mine: Optional[str], theirs: Optional[str]) -> tuple[bool, Optional[str]]:
+    """(clean, merged text): `mine` and `theirs` both made from `base` (None: the file did not exist, or was
+    deleted). Lines both inserted at the same place are all kept (theirs first): two tasks adding a pointer line
+at the end of L1 merge. Not clean when both changed the same lines, or one deleted what the other changed."""
+    if theirs == base or theirs == mine:
+        return True, mine
+    if mine == base:
+        return True, theirs
+    if mine is None or theirs is None:
+        return False, None
+    regions = Merge3((base or "").splitlines(True), mine.splitlines(True), theirs.splitlines(True))
+    out: list[str] = []
+    for region in regions.merge_regions():
+        kind = region[0]
+        if kind == "conflict":
+            zstart, zend, astart, aend, bstart, bend = region[1:]
+            if zstart != zend:  # both changed the same lines
+                return False, None
+            theirs_lines = regions.b[bstart:bend]  # both only inserted here: keep theirs, then mine
+            out += theirs_lines + [line for line in regions.a[astart:aend] if line not in theirs_lines]
+            continue
+        if kind == "unchanged":
+            out += regions.base[region[1]:region[2]]
+        elif kind in ("a", "same"):
+            out += regions.a[region[1]:region[2]]
+        else:
+            out += regions.b[region[1]:region[2]]
+    text = "".join(out)
+    return True, text
