@@ -45,7 +45,6 @@ class Proposal:
     decided_by: Optional[str] = None
     decided_at: Optional[float] = None
     decision_note: str = ""
-    generation: Optional[int] = None              # the generation an accept made
 
     @property
     def rel(self) -> str:
