@@ -16,7 +16,7 @@ at the end of L1 merge. Not clean when both changed the same lines, or one delet
         return True, mine
     if mine == base:
         return True, theirs
-    if mine is None or theirs is None:
+    if mine is None or theirs is None or base is None:  # a delete against a change, or both made the file anew
         return False, None
     regions = Merge3((base or "").splitlines(True), mine.splitlines(True), theirs.splitlines(True))
     out: list[str] = []

@@ -17,9 +17,9 @@ Outcomes:
    HOME inside it), inside code_run's sandbox with the network off (worker/rerun.py). So the files
    that get stored are enough on their own, and a script that only passed with extra arguments or
    leftovers of the task's session is caught;
-6. the re-run's output backs the claim: a script that only says something (`echo`, `true`, a print of a
-   literal: worker.evidence) is no evidence, and its output must hold a line it computed, not one it
-   spells out. The same holds for check 3: a code_run of `echo` is not an execution that verifies.
+6. the script does something: one that only says something (`echo`, `true`, a print of a literal:
+   worker.evidence) is no evidence, and its re-run must print something. The same holds for check 3: a
+   code_run of `echo` is not an execution that verifies.
 Check 5 needs a script among the artifacts: a task that names only data or notes is unverified, since
 nothing it left can be run to show the skill works.
 """
@@ -211,9 +211,9 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
                 continue
             script.exit_code, script.output = rerun(script, found.artifacts, timeout, sandbox)
             if script.exit_code == 0 and backed(script.text, script.output):
-                checks.append(f"re-ran {script.rel}: exit 0, output computed")
+                checks.append(f"re-ran {script.rel}: exit 0")
             elif script.exit_code == 0:
-                problems.append(f"re-ran {script.rel}: exit 0 but its output is only text the script spells out")
+                problems.append(f"re-ran {script.rel}: exit 0 but it printed nothing")
             else:
                 last = script.output.strip().splitlines()[-1:] or [""]
                 problems.append(f"re-ran {script.rel}: exit {script.exit_code} ({last[0][:160]})")

@@ -1,8 +1,9 @@
 """What a tool run proves, for the consolidation gate: a successful code_run that computes something is evidence;
 `echo`, `true`, a print of a literal and every file write are not; a web page or a file read is a source.
 
-`backed(script, output)` is the test both the gate's verification re-runs and `ga explore` apply to a
-procedure's output: the output must hold a line that the script did not simply spell out.
+`backed(script, output, expect)` is the test both the gate's verification re-runs and `ga explore` apply to a
+procedure's output: it must say something, and when the procedure states what it should print, hold that
+text, computed: a script that spells the expected text out proves nothing.
 """
 from __future__ import annotations
 
@@ -44,14 +45,14 @@ def is_trivial(script: str, kind: str = "python") -> bool:
     return all(not s or pattern.match(s) for s in statements)
 
 
-def backed(script: str, output: str) -> bool:
-    """Whether `output` holds a line the script computed: non-empty and not spelled out in its source."""
-    source = " ".join(script.split())
-    for line in output.splitlines():
-        text = " ".join(line.split())
-        if text and text not in source:
-            return True
-    return False
+def backed(script: str, output: str, expect: str = "") -> bool:
+    """Whether `output` backs the claim: it says something, and holds `expect` (if given), which the script
+    does not spell out itself."""
+    if not output.strip():
+        return False
+    if not expect:
+        return True
+    return expect in output and expect not in script
 
 
 def execution_of(seq: int, call_id: str, tool: str, arguments: str, result: ToolResult) -> Execution:

@@ -4,8 +4,8 @@ A procedure is an L3 SOP (front matter naming its scripts: `scripts: [L3/scripts
 optional `expect:` the output must hold) or a script staged under L3/scripts/. It is verified only when every
 script it names re-runs with no arguments in a fresh sandbox outside the task's directory, holding only the
 procedure's files laid out at their memory paths, with the network off, exits 0, is not one that only says
-something (worker.evidence.is_trivial), and prints a line it computed (worker.evidence.backed) holding the
-`expect` text if one is given. An SOP naming no script cannot be verified: it stays proposed. Whether the task's
+something (worker.evidence.is_trivial), and prints something; with an `expect`, its output must hold that text,
+which the script may not spell out (worker.evidence.backed). An SOP naming no script cannot be verified: it stays proposed. Whether the task's
 own runs succeeded does not count here: a tool having run somewhere in the task proves nothing.
 """
 from __future__ import annotations
@@ -79,11 +79,9 @@ def verify(path: str, text: str, read: Callable[[str], Optional[str]], *, timeou
             last = output.strip().splitlines()[-1:] or [""]
             outcome.why = f"ga re-ran {script}: exit {code} ({last[0][:120]})"
             return outcome
-        if not backed(source, output):
-            outcome.why = f"ga re-ran {script}: exit 0, but it printed nothing it computed"
-            return outcome
-        if expect and expect not in output:
-            outcome.why = f"ga re-ran {script}: exit 0, but its output lacks the expected {expect[:60]!r}"
+        if not backed(source, output, expect if len(scripts) == 1 or script == scripts[-1] else ""):
+            outcome.why = (f"ga re-ran {script}: exit 0, but " + ("it printed nothing" if not output.strip() else
+                           f"its output lacks the expected {expect[:60]!r}, computed (not spelled out in the script)"))
             return outcome
     outcome.verified = True
     outcome.why = "ga re-ran " + ", ".join(f"{s} (exit 0)" for s in scripts) + " in a fresh sandbox, network off"

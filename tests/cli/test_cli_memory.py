@@ -59,7 +59,7 @@ def test_show_a_file_a_folder_and_json(store):
     assert json.loads(ga_memory("show", "L3", "--json").stdout) == {
         "generation": 1, "files": ["L3/README.md", "L3/deploy.md", "L3/orchestration/fanout_map_reduce.md"]}
     assert json.loads(ga_memory("show", "L3/deploy.md", "--json").stdout) == {
-        "generation": 1, "path": "L3/deploy.md", "text": "step one\n"}
+        "generation": 1, "path": "L3/deploy.md", "text": "step one\n", "provenance": []}
     one_line_error(ga_memory("show", "L3/deploy.md", "-g", "0"), "not in generation 0")
     one_line_error(ga_memory("show", "../etc/passwd"), "plain relative path")
     one_line_error(ga_memory("show", "-g", "9"), "generation 9")
@@ -171,7 +171,7 @@ def test_demo_runs_for_real_in_a_subprocess(tmp_path):
     out = done.stdout
     assert "12/12 files, 12/12 patched lines, lost updates: 0" in out
     assert "stable" in out and "commit conflict on L3/demo/contested.md" in out and "alice" in out
-    assert "accepted [patch L2/facts.md]" in out and "no successful tool execution before this change" in out
+    assert "accepted [patch L2/facts.md]" in out and "no evidence before this change" in out
     assert "verify: ok" in out
     demo = MemoryStore(root)
     assert demo.verify() == [] and demo.head() == 1 + 12 + 1 + 1  # slots, commits, alice, the gate
