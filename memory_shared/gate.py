@@ -258,9 +258,8 @@ def _plan(txn: TransactionHandle, candidates: list[StagedChange], executions: li
     for entry in paths.values():
         if policy.admit == "review" or (policy.admit == "verified" and entry.trust != "verified"):
             entry.held = held_why[policy.admit]
-    landing = {p: (e.before, e.after) for p, e in paths.items() if not e.held}
     l3_files = policy.l3_files if policy.l3_files is not None else _count_l3(policy.base_tree)
-    too_much = over_bound(landing, l3_files, policy.bounds) if landing else None
+    too_much = over_bound({p: (e.before, e.after) for p, e in paths.items()}, l3_files, policy.bounds)
     if too_much:
         for entry in paths.values():
             entry.held = f"waits for review: {too_much}"

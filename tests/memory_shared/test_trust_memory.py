@@ -125,12 +125,12 @@ def test_a_file_write_is_no_evidence_for_a_fact(tmp_path: Path, store_root: Path
     model = script_file(tmp_path, [NO_EXECUTION, LATER])
     [result] = ga_fanout(tmp_path, [{"id": "deploy", "prompt": "remember the deploy"}], model)
     assert result["status"] == "succeeded"
-    assert result["memory"]["refused"] and "no evidence" in result["memory"]["refused"][0]["reason"]
-    assert result["memory"]["committed"] == [] and result["memory"]["proposed"] == []
     with MemoryStore(store_root).snapshot() as snap:
         assert "hunter2" not in (snap.read("L2/facts.md") or "")
     _, outputs = later_worker(tmp_path, model)
     assert not any("hunter2" in out for out in outputs)
+    assert result["memory"]["refused"] and "no evidence" in result["memory"]["refused"][0]["reason"]
+    assert result["memory"]["committed"] == [] and result["memory"]["proposed"] == []
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     assert summary["memory_kept"]["deploy"] == {"committed": 0, "proposed": 0, "refused": 1}
 
@@ -162,7 +162,7 @@ def test_one_gated_commit_cannot_wipe_the_tree_and_learning_goes_on(tmp_path: Pa
         write("memory/L1/index.md", "".join(f"- filler {n}: L3/tools/x{n}.md\n" for n in range(30))),
         answer="cleaned")}
     model = script_file(tmp_path, [wipe, learner(7)])
-    attack = ga_run(tmp_path, "clean up memory", model, env={"GA_MEMORY__ADMIT": "auto"})
+    attack = ga_run(tmp_path, "clean up memory", model)
     assert attack["status"] == "succeeded"
     with store.snapshot() as snap:
         assert len(json.loads(snap.read("skilltree.json") or "{}")["skills"]) == 3
@@ -184,10 +184,6 @@ def test_twelve_concurrent_learning_tasks_all_keep_their_learning(tmp_path: Path
     results = ga_fanout(tmp_path, [{"id": f"t{i}", "prompt": f"learn square {i}"} for i in range(2, 14)], model,
                         concurrency=12)
     assert sorted(r["status"] for r in results) == ["succeeded"] * 12
-    for result in results:
-        kept = result["memory"]
-        assert kept["refused"] == [], kept
-        assert set(kept["committed"]) >= {"L1/index.md"} and kept["proposed"] == ["L2/facts.md"], kept
     store = MemoryStore(store_root)
     with store.snapshot() as snap:
         index = snap.read("L1/index.md") or ""
@@ -197,3 +193,7 @@ def test_twelve_concurrent_learning_tasks_all_keep_their_learning(tmp_path: Path
         facts = {c["text"] for p in load_proposals(snap.path) for c in p.changes if c["path"] == "L2/facts.md"}
     assert all(any(f"- {i} squared is {i * i}" in text for text in facts) for i in range(2, 14))
     assert store.verify() == []
+    for result in results:  # and each task's record says what it kept
+        kept = result["memory"]
+        assert kept["refused"] == [], kept
+        assert set(kept["committed"]) >= {"L1/index.md"} and kept["proposed"] == ["L2/facts.md"], kept
