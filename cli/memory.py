@@ -146,7 +146,8 @@ def _print_provenance(path: str, text: str, tree: Path) -> None:
     if found.file is None and not found.lines:
         console.print(f"{path}: written by a person or by ga (no task's provenance)", highlight=False, markup=False)
         return
-    for record in ([found.file] if found.file else []) + sorted(set(found.lines.values()), key=lambda r: r.time):
+    by_id = {r.id: r for r in found.lines.values()}
+    for record in ([found.file] if found.file else []) + sorted(by_id.values(), key=lambda r: r.time):
         console.print(f"{path}: {trust_level(record)} ({record.scope}): {record.source()}", highlight=False, markup=False)
         for line in record.lines:
             console.print(f"  line: {line.get('text', '')}", highlight=False, markup=False)
@@ -209,7 +210,7 @@ def memory_review(
         return
     for proposal in proposals:
         who = proposal.who
-        console.print(f"[bold]proposal {proposal.id}[/] [{proposal.state}] from task {who.get('task')}"
+        console.print(f"[bold]proposal {proposal.id}[/] ({proposal.state}) from task {who.get('task')}"
                       f"{' of run ' + str(who['run']) if who.get('run') else ''}"
                       f"{', model ' + str(who['model']) if who.get('model') else ''}", highlight=False)
         console.print(f"  waits because: {proposal.reason}", highlight=False, markup=False, soft_wrap=True)
