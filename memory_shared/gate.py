@@ -35,7 +35,7 @@ from typing import Any, Callable, Literal, Optional
 import structlog
 
 from .bounds import Bounds, over_bound
-from .errors import CommitConflict, FormatRefused, MemoryStoreError
+from .errors import CommitConflict, FormatRefused, L1TooLarge, MemoryStoreError
 from .handle import StoreHandle, TransactionHandle
 from .layers import L0_DIR, L1_INDEX, L3_DIR, SKILLTREE
 from .merge import merge
@@ -220,6 +220,14 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
             reason = "CommitConflict: kept trying on a moving HEAD"
             report.refused += [(c, reason) for c in candidates if all(c is not r for r, _ in report.refused)]
             return
+        except L1TooLarge as exc:  # the index is full: the rest lands, the pointer waits for a person
+            l1 = paths.get(L1_INDEX) if paths is not None else None
+            if l1 is not None and not l1.held and attempt < ATTEMPTS - 1:
+                l1.held = f"L1 is full, kept for review: {exc}"
+                report.refused = list(planned)
+                continue
+            _refuse_all(report, candidates, f"{type(exc).__name__}: {exc}")
+            return
         except MemoryStoreError as exc:
             reason = f"{type(exc).__name__}: {exc}"
             already = {id(change) for change, _ in report.refused}
@@ -230,6 +238,12 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
     report.generation, report.already_committed = txn.generation, txn.already_committed
     if txn.already_committed:
         report.accepted, report.held, report.proposal = [], [], None
+
+
+def _refuse_all(report: GateReport, candidates: list[StagedChange], reason: str) -> None:
+    already = {id(change) for change, _ in report.refused}
+    report.refused += [(change, reason) for change in candidates if id(change) not in already]
+    report.accepted, report.held, report.proposal = [], [], None
 
 
 def _plan(txn: TransactionHandle, candidates: list[StagedChange], executions: list[Execution], report: GateReport,

@@ -112,15 +112,17 @@ def test_a_task_filling_l1_waits_for_review(store):
         assert "- line 1" not in snap.read("L1/index.md") and snap.read("L3/a.md") is None
 
 
-def test_l1_too_large_commits_nothing(store):
+def test_a_full_l1_keeps_the_pointer_for_review_and_lands_the_rest(store):
     huge = "\n".join(f"- line {i}" for i in range(40)) + "\n"
     changes = [note(2), StagedChange(3, "call_3", "write", "L1/index.md", text=huge)]
     policy = GatePolicy(bounds=Bounds(rewrite_share=1.0, l1_task_share=1.0, l1_max_lines=100))
     report = consolidate(store, changes, [run(1)], task_id="t4", task_succeeded=True, author="worker:t4", base=0,
                          policy=policy)
-    assert report.generation is None and store.head() == 0
-    assert {c.seq for c, _ in report.refused} == {2, 3}
-    assert all("L1TooLarge" in reason and "L2/facts.md" in reason for _, reason in report.refused)
+    assert report.generation == 1 and [c.seq for c in report.accepted] == [2] and report.refused == []
+    [(held, why)] = report.held
+    assert held.seq == 3 and why.startswith("L1 is full, kept for review") and "L2/facts.md" in why
+    with store.snapshot() as snap:
+        assert snap.read("L3/a.md") == "note a\n" and "- line 1" not in snap.read("L1/index.md")
 
 
 def test_a_change_the_store_cannot_stage_is_refused_alone(store):
