@@ -20,7 +20,7 @@ from cli.kit import console, emit_json, fail, settings
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
 from memory_shared import review as reviews
 from memory_shared.demo import run_demo
-from memory_shared.provenance import all_records, records_for, trust_level, trust_of
+from memory_shared.provenance import all_records, is_reserved, records_for, trust_level, trust_of
 
 memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, review, accept, reject, revert, "
                                                     "diff, verify, repair, gc, archive.")
@@ -126,7 +126,7 @@ def memory_show(
         for column in ("path", "bytes", "trust", "from"):
             table.add_column(column, justify="right" if column == "bytes" else "left", overflow="fold")
         for rel in files:
-            if rel.startswith(("provenance/", "proposals/")):
+            if is_reserved(rel):
                 continue
             found = trust_of(snap.path, rel, snap.read(rel))
             record = found.file or next(iter(found.lines.values()), None)

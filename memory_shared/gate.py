@@ -2,7 +2,7 @@
 
 A staged change is screened first:
 - refused when the task did not succeed, when it touches L0 (only a person writes L0), when it writes ga's
-  own bookkeeping (provenance/, proposals/), or when no evidence or source came before it: a successful,
+  own bookkeeping (.prov records, proposals/), or when no evidence or source came before it: a successful,
   non-trivial code_run (never `echo`, `true` or a file write), or a read of a web page or file;
 - otherwise it is kept, at a trust level (memory_shared.provenance): `verified` when ga itself re-ran the
   procedure at that path and the output backed the claim (the caller did the re-run, GatePolicy.verified),
@@ -50,7 +50,7 @@ TASK_FAILED = "task did not succeed"
 NO_EVIDENCE = ("no evidence before this change: a successful code_run that computes something (not echo, true or "
                "a file write), or a page or file it was read from")
 L0_REFUSED = "only a person writes L0: a task's change to memory/L0/ is refused"
-RESERVED = "provenance/ and proposals/ are ga's own records: a task cannot write them"
+RESERVED = "provenance records (.<name>.<id>.prov) and proposals/ are ga's own: a task cannot write them"
 KNOWN_FORMATS = frozenset({SKILLTREE})
 Admit = Literal["review", "verified", "auto"]
 ATTEMPTS = 6
@@ -272,7 +272,8 @@ def _plan(txn: TransactionHandle, candidates: list[StagedChange], executions: li
     for entry in paths.values():
         if policy.admit == "review" or (policy.admit == "verified" and entry.trust != "verified"):
             entry.held = held_why[policy.admit]
-    l3_files = policy.l3_files if policy.l3_files is not None else _count_l3(policy.base_tree)
+    rewrites_l3 = any(p.startswith(L3_DIR + "/") and e.before is not None for p, e in paths.items())
+    l3_files = policy.l3_files if policy.l3_files is not None else _count_l3(policy.base_tree) if rewrites_l3 else 0
     too_much = over_bound({p: (e.before, e.after) for p, e in paths.items()}, l3_files, policy.bounds)
     if too_much:
         for entry in paths.values():

@@ -1,6 +1,7 @@
 """Provenance and trust of memory entries, kept in the generation itself (docs/design.md §5).
 
-    provenance/<memory path>/<record id>.json   who wrote what at that path, what backs it, what it read
+    <folder>/.<name>.<record id>.prov   beside the memory file <folder>/<name>: who wrote what there, what
+                                        backs it, what it read (a JSON record)
 
 A record covers one commit's change to one memory path: the whole file (an L3 SOP, a script) or the lines it
 added (L1 pointer lines, L2 facts), each line by the sha256 of its stripped text. A skill in skilltree.json is
@@ -12,10 +13,11 @@ recorded under `skilltree.json` with its id as the line. Trust levels:
     proposed  a task wrote it and nothing verified it
 
 Text with no record was written outside the gate: by a person, by ga, or by a store older than provenance;
-it counts as `person`. A task can never write below provenance/ or proposals/ (the gate refuses it), so
-a record is ga's word, never the model's. One file per (commit, path): concurrent commits never touch the
-same record, so they rebase without conflict; a commit that rewrites a path drops the records whose text
-is gone from it (older generations keep them).
+it counts as `person`. A task can never write a `.prov` record or below proposals/ (the gate refuses it),
+so a record is ga's word, never the model's. One file per (commit, path), in the folder the commit changes
+anyway (so a record costs one file, no folder of its own): concurrent commits never touch the same record,
+so they rebase without conflict; a commit that rewrites a path drops the records whose text is gone from it
+(older generations keep them). Memory listings leave the records out.
 """
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ from typing import Any, Literal, Optional
 
 Trust = Literal["person", "verified", "sourced", "proposed"]
 TRUSTS: tuple[str, ...] = ("person", "verified", "sourced", "proposed")
-PROVENANCE_DIR = "provenance"
+RECORD_SUFFIX = ".prov"
 PROPOSALS_DIR = "proposals"
-RESERVED_DIRS = (PROVENANCE_DIR, PROPOSALS_DIR)
+RESERVED_DIRS = (PROPOSALS_DIR,)
 MAX_RECORD_BYTES = 256_000
 # what a reader under each memory.admit sees of what tasks wrote (person text is always seen)
 ADMITTED: dict[str, frozenset[str]] = {
@@ -49,9 +51,18 @@ def line_key(line: str) -> str:
 
 
 def is_reserved(rel: str) -> bool:
-    """Whether `rel` is ga's own bookkeeping (provenance, proposals): never a task's to write."""
-    top = rel.strip("/").split("/", 1)[0]
-    return top in RESERVED_DIRS
+    """Whether `rel` is ga's own bookkeeping (a provenance record, a proposal): never a task's to write."""
+    parts = rel.strip("/").split("/")
+    return parts[0] in RESERVED_DIRS or is_record_name(parts[-1])
+
+
+def is_record_name(name: str) -> bool:
+    return name.startswith(".") and name.endswith(RECORD_SUFFIX)
+
+
+def _split(path: str) -> tuple[str, str]:
+    folder, _, name = path.rpartition("/")
+    return folder, name
 
 
 @dataclass
@@ -94,7 +105,8 @@ class Record:
 
     @property
     def rel(self) -> str:
-        return f"{PROVENANCE_DIR}/{self.path}/{self.id}.json"
+        folder, name = _split(self.path)
+        return f"{folder + '/' if folder else ''}.{name}.{self.id}{RECORD_SUFFIX}"
 
     def to_text(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, indent=1, sort_keys=True) + "\n"
@@ -130,15 +142,16 @@ def record_id(key: str, path: str) -> str:
 def records_for(tree: Path | str, path: str) -> list[Record]:
     """Every readable record of `path` in a generation's tree (unreadable ones are skipped: ga wrote them,
     so one that does not parse is damage for `ga memory verify`, not a reason to trust the text)."""
-    folder = Path(tree) / PROVENANCE_DIR / path
+    parent, base = _split(path)
+    folder = Path(tree) / parent if parent else Path(tree)
+    prefix = f".{base}."
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(RECORD_SUFFIX)
+                       and "." not in n[len(prefix):-len(RECORD_SUFFIX)])
     except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
     for name in names:
-        if not name.endswith(".json"):
-            continue
         try:
             with open(folder / name, encoding="utf-8") as handle:
                 found.append(Record.from_text(handle.read(MAX_RECORD_BYTES)))
@@ -177,12 +190,14 @@ def trust_level(record: Optional[Record]) -> str:
 
 def all_records(tree: Path | str) -> list[Record]:
     """Every record of a generation (for `ga memory show` and the log), by path."""
-    base = Path(tree) / PROVENANCE_DIR
+    base = Path(tree)
     found: list[Record] = []
-    if not base.is_dir():
-        return found
     for folder, _dirs, names in os.walk(base, followlinks=True):
-        if any(n.endswith(".json") for n in names):
-            path = Path(folder).relative_to(base).as_posix()
-            found += records_for(tree, path)
+        for name in names:
+            if is_record_name(name):
+                try:
+                    with open(Path(folder) / name, encoding="utf-8") as handle:
+                        found.append(Record.from_text(handle.read(MAX_RECORD_BYTES)))
+                except (OSError, ValueError, TypeError):
+                    continue
     return found

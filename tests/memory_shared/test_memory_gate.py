@@ -62,10 +62,10 @@ def test_accepted_changes_commit_once_and_the_message_names_the_evidence(store):
     assert report.generation == 1 and len(report.accepted) == 3 and report.refused == []
     [_, commit] = store.log()
     assert commit.author == "worker:task-42"
-    assert sorted(p for p in commit.paths if not p.startswith("provenance/")) == [
+    assert sorted(p for p in commit.paths if not p.endswith(".prov")) == [
         "L2/facts.md", "L3/README.md", "L3/sop.md"]
-    records = sorted(p.rsplit("/", 1)[0] for p in commit.paths if p.startswith("provenance/"))
-    assert records == ["provenance/L2/facts.md", "provenance/L3/sop.md"]  # a delete leaves no record
+    records = sorted(p.rsplit(".", 2)[0] for p in commit.paths if p.endswith(".prov"))
+    assert records == ["L2/.facts.md", "L3/.sop.md"]  # beside what they vouch for; a delete leaves no record
     first = commit.message.splitlines()[0]
     assert "task-42" in first and "call_1, call_4" in first
     assert "call_2" not in first and "call_6" not in first and "call_9" not in first  # no evidence / failed / later

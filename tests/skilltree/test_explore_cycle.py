@@ -83,7 +83,7 @@ def assert_one_commit_per_filed_task(store: MemoryStore, run_dir: Path) -> None:
         assert {L1_INDEX, "skilltree.json", f"L3/{folder}/{skill_id}.md",
                 f"reports/{run_dir.name}/{outcomes_id(skill_id)}.md"} <= set(commit.paths)
         assert any(p.startswith(f"L3/scripts/{skill_id}/") for p in commit.paths)
-    assert [p for p in commits[3].paths if not p.startswith("provenance/")] == [
+    assert [p for p in commits[3].paths if not p.endswith(".prov")] == [
         f"reports/{run_dir.name}/4-locale-check.md"]
 
 

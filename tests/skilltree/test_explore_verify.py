@@ -46,7 +46,7 @@ def workdir(tmp: Path, files: dict[str, str], front: Optional[dict[str, Any]] = 
 
 def memory_paths(commit: Any) -> list[str]:
     """A commit's paths less its provenance records (tests/skilltree/test_explore_provenance.py checks those)."""
-    return [p for p in commit.paths if not p.startswith("provenance/")]
+    return [p for p in commit.paths if not p.endswith(".prov")]
 
 
 def front(**changes: Any) -> dict[str, Any]:
