@@ -257,7 +257,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--honest", type=int, default=50)
     parser.add_argument("--poisoned", type=int, default=5, choices=[5], help="the five attacks of the issue")
     parser.add_argument("--later", type=int, default=20)

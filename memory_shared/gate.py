@@ -194,6 +194,7 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
             policy: GatePolicy, *, task_id: str, author: str, base: int, key: Optional[str]) -> None:
     paths: Optional[dict[str, _Path]] = None
     planned: list[tuple[StagedChange, str]] = []
+    txn: Optional[TransactionHandle] = None
     for attempt in range(ATTEMPTS):
         try:
             with store.transaction(message=f"consolidate {task_id}", author=author,
@@ -229,12 +230,11 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
             _refuse_all(report, candidates, f"{type(exc).__name__}: {exc}")
             return
         except MemoryStoreError as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            already = {id(change) for change, _ in report.refused}
-            report.refused += [(change, reason) for change in candidates if id(change) not in already]
-            report.accepted, report.held, report.proposal = [], [], None
+            _refuse_all(report, candidates, f"{type(exc).__name__}: {exc}")
             return
         break
+    if txn is None:
+        return
     report.generation, report.already_committed = txn.generation, txn.already_committed
     if txn.already_committed:
         report.accepted, report.held, report.proposal = [], [], None

@@ -20,20 +20,22 @@ at the end of L1 merge. Not clean when both changed the same lines, or one delet
         return False, None
     regions = Merge3((base or "").splitlines(True), mine.splitlines(True), theirs.splitlines(True))
     out: list[str] = []
+    base_lines, mine_lines, theirs_lines = list(regions.base), list(regions.a), list(regions.b)
     for region in regions.merge_regions():
-        kind = region[0]
+        kind, bounds = region[0], [int(x) for x in region[1:]]
         if kind == "conflict":
-            zstart, zend, astart, aend, bstart, bend = region[1:]
+            zstart, zend, astart, aend, bstart, bend = bounds
             if zstart != zend:  # both changed the same lines
                 return False, None
-            theirs_lines = regions.b[bstart:bend]  # both only inserted here: keep theirs, then mine
-            out += theirs_lines + [line for line in regions.a[astart:aend] if line not in theirs_lines]
+            inserted = theirs_lines[bstart:bend]  # both only inserted here: keep theirs, then mine
+            out += inserted + [line for line in mine_lines[astart:aend] if line not in inserted]
             continue
+        start, end = bounds[0], bounds[1]
         if kind == "unchanged":
-            out += regions.base[region[1]:region[2]]
+            out += base_lines[start:end]
         elif kind in ("a", "same"):
-            out += regions.a[region[1]:region[2]]
+            out += mine_lines[start:end]
         else:
-            out += regions.b[region[1]:region[2]]
+            out += theirs_lines[start:end]
     text = "".join(out)
     return True, text

@@ -16,7 +16,7 @@ from configs import Settings
 from memory_shared import AccessLog, Archive, SnapshotHandle, StoreHandle, consolidate
 from memory_shared.bounds import Bounds
 from memory_shared.fsutil import Unsafe
-from memory_shared.gate import GatePolicy
+from memory_shared.gate import Admit, GatePolicy
 from memory_shared.layers import render_l1
 from memory_shared.provenance import Verification
 from worker.memhints import present_l1
@@ -35,7 +35,7 @@ class MemorySession:
         self.store, self.task_id, self.archive_keep_months = store, task_id, archive_keep_months
         self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its commit is made once
         self.settings, self.model = settings, model
-        self.admit = settings.memory.admit if settings is not None else "verified"
+        self.admit: Admit = settings.memory.admit if settings is not None else "verified"
         self.snapshot: Optional[SnapshotHandle] = None
         self.view: MemoryView
         self.l1_text = ""
@@ -81,11 +81,11 @@ class MemorySession:
     def _policy(self, author: str, succeeded: bool) -> GatePolicy:
         settings = self.settings
         memory = settings.memory if settings is not None else None
+        assert self.store is not None and self.snapshot is not None  # finish() checked both
         bounds = Bounds(memory.rewrite_share, memory.l1_task_share, self.store.l1_max_lines) if memory else Bounds()
         verified = self._verify() if succeeded else {}
         run, attempt = _key_parts(self.commit_key)
         who = {"author": author, "run": run, "task": self.task_id, "attempt": attempt, "model": self.model or None}
-        assert self.snapshot is not None
         return GatePolicy(admit=self.admit, bounds=bounds, verified=verified, who=who, reads=tuple(self.view.reads),
                           base_tree=Path(self.snapshot.path))
 
