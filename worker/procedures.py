@@ -3,7 +3,8 @@
 A procedure is an L3 SOP (front matter naming its scripts: `scripts: [L3/scripts/x.py]` or `script:`; an
 optional `expect:` the output must hold) or a script staged under L3/scripts/. It is verified only when every
 script it names re-runs with no arguments in a fresh sandbox outside the task's directory, holding only the
-procedure's files laid out at their memory paths, with the network off, exits 0, is not one that only says
+procedure's files laid out at their memory paths, with the network off (a procedure naming hosts it needs,
+`network: [host]`, is not verified: ga's re-run has no network yet, so it fails closed), exits 0, is not one that only says
 something (worker.evidence.is_trivial), and prints something; with an `expect`, its output must hold that text,
 which the script may not spell out (worker.evidence.backed). An SOP naming no script cannot be verified: it stays proposed. Whether the task's
 own runs succeeded does not count here: a tool having run somewhere in the task proves nothing.
@@ -51,11 +52,28 @@ def named_scripts(path: str, text: str) -> tuple[list[str], str]:
     return [s.strip() for s in scripts if s.strip()][:MAX_SCRIPTS], "" if expect is None else str(expect)
 
 
+def _hosts(path: str, text: str) -> list[str]:
+    """The hosts an SOP says it needs (front matter `network: [host, ...]`)."""
+    if _is_script(path):
+        return []
+    try:
+        front, _ = parse_sop(text)
+    except ValueError:
+        return []
+    hosts = front.get("network")
+    return [hosts] if isinstance(hosts, str) and hosts not in ("off", "") else \
+        [str(h) for h in hosts] if isinstance(hosts, list) else []
+
+
 def verify(path: str, text: str, read: Callable[[str], Optional[str]], *, timeout: float,
            sandbox: Optional[SandboxSettings]) -> Verification:
     """ga's verdict on the procedure at `path` (module doc); `read` gives the text of any memory path as the
     task left it (its staged writes over its snapshot)."""
     scripts, expect = named_scripts(path, text)
+    hosts = _hosts(path, text)
+    if hosts:  # fail closed: the re-run has no network, so what needs one cannot be shown to work
+        return Verification(False, scripts, network=", ".join(hosts),
+                            why=f"needs the network ({', '.join(hosts)}); ga re-runs procedures with the network off")
     if not scripts:
         return Verification(False, why="names no script that ga could re-run (scripts: in its front matter)")
     files: dict[str, str] = {}
