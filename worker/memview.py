@@ -16,7 +16,7 @@ from memory_shared.layers import L0_DIR
 from memory_shared.manifest import RESERVED
 from memory_shared.paths import resolve as resolve_in_tree
 from memory_shared.paths import walk_tree
-from memory_shared.provenance import is_reserved
+from memory_shared.provenance import is_record_name, is_reserved
 from worker.memhints import present
 from worker.paths import PathError
 from worker.textpatch import patch_exact
@@ -94,7 +94,9 @@ class MemoryView:
                 names.update((base / rel).relative_to(root).as_posix() for rel, entry in walk_tree(base)
                              if entry.is_file())  # (a DirEntry: no stat of its own for a plain file)
                 names -= RESERVED  # the generation's MANIFEST files are not memory
-                names = {n for n in names if not is_reserved(n) and self._shown(n) is not None}
+                recorded = _recorded(names)  # only a file with a record can be one this worker may not see
+                names = {n for n in names if not is_reserved(n)}
+                names -= {n for n in names & recorded if self._shown(n) is None}
         for rel, text in self._staged.items():
             if _under(rel, prefix):
                 (names.add if text is not None else names.discard)(rel)
@@ -163,6 +165,16 @@ class MemoryView:
             return None
         with open(path, encoding="utf-8", errors="replace", newline="") as handle:
             return handle.read()
+
+
+def _recorded(names: set[str]) -> set[str]:
+    """The paths among `names` that have a provenance record beside them (<folder>/.<name>.<id>.prov)."""
+    found: set[str] = set()
+    for name in names:
+        folder, _, base = name.rpartition("/")
+        if is_record_name(base):
+            found.add(f"{folder}/{base[1:].rsplit('.', 2)[0]}" if folder else base[1:].rsplit(".", 2)[0])
+    return found
 
 
 def _clean(rel: str) -> str:
