@@ -143,6 +143,7 @@ class _Path:
     after: Optional[str]
     trust: str = "proposed"
     held: str = ""  # why it waits for review ("" when it lands)
+    merged: bool = False  # `after` was merged onto a newer HEAD after a conflict
 
 
 def consolidate(store: StoreHandle, changes: list[StagedChange], executions: list[Execution], *, task_id: str,
@@ -266,7 +267,7 @@ def _plan(txn: TransactionHandle, candidates: list[StagedChange], executions: li
         paths[rel] = entry
     for entry in paths.values():
         entry.trust = _trust(entry, executions, policy)
-    paths = {p: e for p, e in paths.items() if e.after != e.before or e.changes}
+    paths = {p: e for p, e in paths.items() if e.after != e.before}  # a write of the same text changes nothing
     held_why = {"review": "memory.admit is review: a person accepts it first",
                 "verified": "not verified: memory.admit is verified (ga re-runs a procedure to verify it)"}
     for entry in paths.values():
@@ -350,7 +351,7 @@ def _merge_on_head(txn: TransactionHandle, paths: dict[str, _Path]) -> None:
         theirs = txn.read(entry.path)
         clean, merged = merge(entry.before, entry.after, theirs)
         if clean:
-            entry.before, entry.after = theirs, merged
+            entry.before, entry.after, entry.merged = theirs, merged, True
         else:
             entry.held = "conflicts with a change another task committed meanwhile (kept for review)"
 
@@ -401,7 +402,8 @@ def _stage_text(txn: TransactionHandle, entry: _Path) -> None:
         txn.delete(entry.path)
         return
     current = txn.read(entry.path)
-    if current is not None and all(c.op == "patch" for c in entry.changes) and current == entry.before:
+    if current is not None and not entry.merged and all(c.op == "patch" for c in entry.changes) \
+            and current == entry.before:
         for change in entry.changes:
             txn.patch(entry.path, change.old or "", change.new or "")
         return
