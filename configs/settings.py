@@ -53,6 +53,9 @@ class MemorySettings(Section):
     l1_max_lines: int = Field(default=30, ge=1)
     l1_max_chars: int = Field(default=2000, ge=1)
     archive_keep_months: int = Field(default=12, ge=0)
+    admit: Literal["review", "verified", "auto"] = "verified"  # what of a task's memory writes later workers see
+    rewrite_share: float = Field(default=0.25, gt=0, le=1)  # of the L3 files, skills or a file's lines, per task
+    l1_task_share: float = Field(default=0.2, gt=0, le=1)  # of L1's line bound one task may add
 
 
 class WorkerSettings(Section):

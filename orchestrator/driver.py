@@ -222,6 +222,9 @@ class Driver:
             budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
             reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
             governors=governors, memory=self.memory.mode,
+            memory_kept={r.task_id: {k: len(r.memory.get(k) or []) for k in ("committed", "proposed", "refused")}
+                         | ({"proposal": r.memory["proposal"]} if r.memory.get("proposal") else {})
+                         for r in results if r.memory},
         )
 
 
