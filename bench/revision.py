@@ -7,6 +7,9 @@ import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# tarfile's filter= came with Python 3.11.4 (3.10.12); Debian 12's own 3.11.2 lacks it. The archive is this
+# repository's own, so without the filter nothing is lost there.
+SAFE_EXTRACT = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def extract(rev: str, target: Path, *paths: str) -> Path:
@@ -14,5 +17,5 @@ def extract(rev: str, target: Path, *paths: str) -> Path:
     data = subprocess.run(["git", "-C", str(REPO), "archive", rev, *paths], capture_output=True, check=True).stdout
     target.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(target, filter="data")
+        tar.extractall(target, **SAFE_EXTRACT)
     return target
