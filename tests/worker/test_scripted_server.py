@@ -288,7 +288,7 @@ def test_ga_fake_llm_stops_cleanly_on_a_ctrl_c_right_after_its_line():
         process = subprocess.Popen([*GA, "fake-llm", "--script", str(script), "--port", "0"], cwd=REPO, env=ga_env(),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert "scripted@" in process.stdout.readline()
+            assert process.stdout and "scripted@" in process.stdout.readline()
         finally:
             process.send_signal(signal.SIGINT)
             _, stderr = process.communicate(timeout=10)
