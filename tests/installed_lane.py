@@ -69,7 +69,7 @@ def run_tests(kind: str, ga: Path, pytest_args: list[str]) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="The tests that start `ga`, against ga installed under /tmp.")
     parser.add_argument("--only", choices=KINDS, help="one install instead of both")
     parser.add_argument("--keep", action="store_true", help="leave the copy and the environments in /tmp")
     options, pytest_args = parser.parse_known_args()
