@@ -7,11 +7,12 @@ private /tmp); then, for each install, a virtual environment under /tmp gets `ga
 ga's dependencies are not installed again: a .pth line lends the environment this one's site-packages (pip's
 `--no-deps`), which holds no `ga` that could be imported (its own editable finder is not a site directory's).
 
-pytest (this environment's) then runs the tests given (default: LANE_TESTS) with GA_TEST_INSTALLED naming that
-`ga` (tests/ga_support.py starts it instead of `python -m cli`, and without PYTHONPATH), GA_TEST_INSTALL the
-kind, and that environment's bin/ first on PATH, so a task's `code_run` that calls `ga` gets it too.
+pytest (this environment's) then runs LANE_TESTS (or the paths of --tests) marked LANE_MARKS, with
+GA_TEST_INSTALLED naming that `ga` (tests/ga_support.py starts it instead of `python -m cli`, and without
+PYTHONPATH), GA_TEST_INSTALL the kind, and that environment's bin/ first on PATH, so a task's `code_run` that
+calls `ga` gets it too.
 
-    python tests/installed_lane.py [--only editable|plain] [--keep] [PYTEST ARGS...]
+    python tests/installed_lane.py [--only editable|plain] [--keep] [--tests PATH...] [PYTEST OPTIONS...]
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("editable", "plain")
 # The CLI tests that start a real `ga`, the README's parent example, and every command the docs show.
-LANE_TESTS = ["tests/cli", "tests/orchestrator/test_parent_example.py", "tests/test_docs_commands.py",
-              "-m", "proc and not slow"]
+LANE_TESTS = ["tests/cli", "tests/orchestrator/test_parent_example.py", "tests/test_docs_commands.py"]
+LANE_MARKS = "proc and not slow"
 
 
 def copy_checkout(target: Path) -> None:
@@ -72,6 +73,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="The tests that start `ga`, against ga installed under /tmp.")
     parser.add_argument("--only", choices=KINDS, help="one install instead of both")
     parser.add_argument("--keep", action="store_true", help="leave the copy and the environments in /tmp")
+    parser.add_argument("--tests", nargs="+", metavar="PATH", help="these tests instead of the lane's")
     options, pytest_args = parser.parse_known_args()
     root = Path(tempfile.mkdtemp(prefix="ga-installed-", dir="/tmp"))
     failed = []
@@ -82,7 +84,7 @@ def main() -> int:
         for kind in kinds:
             began = time.monotonic()
             ga = install(kind, root / "ga", root / f"venv-{kind}")
-            code = run_tests(kind, ga, pytest_args or LANE_TESTS)
+            code = run_tests(kind, ga, [*(options.tests or LANE_TESTS), "-m", LANE_MARKS, *pytest_args])
             print(f"installed-lane: {kind}: {'passed' if code == 0 else f'failed (pytest exit {code})'} "
                   f"in {time.monotonic() - began:.0f} s", flush=True)
             if code:
