@@ -56,8 +56,9 @@ def fake_llm(
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); pass another --port")
-    console.print(f"scripted model at {url}: use --model scripted@{url} (Ctrl-C stops)", highlight=False, soft_wrap=True)
-    try:
+    try:  # the line inside: a Ctrl-C that follows it at once (a script that waits for it) is a clean stop too
+        console.print(f"scripted model at {url}: use --model scripted@{url} (Ctrl-C stops)", highlight=False,
+                      soft_wrap=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

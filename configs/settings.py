@@ -120,7 +120,7 @@ class FanoutSettings(Section):
 class WebSettings(Section):
     chromium: Optional[Path] = None
     headless: bool = True
-    cdp_url: Optional[str] = None  # http://127.0.0.1:9222: use the person's own browser (see README for the risks)
+    cdp_url: Optional[str] = None  # http://127.0.0.1:9222: use the person's own browser (risks: docs/configuration.md)
 
 
 class ExploreSettings(Section):
@@ -134,7 +134,7 @@ class ExploreSettings(Section):
 
 
 class PlannerSettings(Section):
-    """The exploration planner's rule (README, exploration section; skilltree/demand.py)."""
+    """The exploration planner's rule (docs/skills.md; skilltree/demand.py)."""
 
     rule: Literal["s6", "demand"] = "demand"
     blend: float = Field(default=0.5, ge=0, le=1)               # share of the demand term in the ranking score
@@ -148,7 +148,7 @@ class PlannerSettings(Section):
 
 
 class SandboxLimits(Section):
-    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (README, Sandbox)."""
+    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (docs/sandbox.md)."""
 
     memory: Optional[ByteSize] = Field(default=None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
     processes: int = Field(default=256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)

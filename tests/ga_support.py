@@ -16,7 +16,10 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
-GA = [sys.executable, "-m", "cli"]  # the command line of a real `ga` from this tree
+# The installed lane (tests/installed_lane.py) names an installed `ga` here: it is then the `ga` tests start, as a
+# user's shell finds it, with nothing of this tree on PYTHONPATH.
+INSTALLED = os.environ.get("GA_TEST_INSTALLED")
+GA = [INSTALLED] if INSTALLED else [sys.executable, "-m", "cli"]  # the command line of a real `ga`
 
 
 def ga_env(changes: dict[str, str | None] | None = None) -> dict[str, str]:
@@ -24,6 +27,8 @@ def ga_env(changes: dict[str, str | None] | None = None) -> dict[str, str]:
 
     PYTHONPATH because `python -m` puts the cwd first, and a test's cwd may hold a configs/ folder of its own."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}
+    if INSTALLED:  # the installed lane: nothing of this tree
+        del env["PYTHONPATH"]
     for name, value in (changes or {}).items():
         if value is None:
             env.pop(name, None)
