@@ -90,6 +90,9 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     # --cap-drop ALL: run by root, bubblewrap would keep every capability (and remount / read-write).
     argv += ["--size", str(policy.tmp_size)] if policy.tmp_size else []
     argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # /dev is a tmpfs of its own that a script could fill (memory, outside tmp_size): read-only at the end, but
+    # for a /dev/shm of the same size as /tmp (POSIX semaphores and shared memory live there)
+    argv += [*(["--size", str(policy.tmp_size)] if policy.tmp_size else []), "--tmpfs", "/dev/shm"]
     argv += _socket_folders()
     if not policy.network:
         argv.append("--unshare-net")
@@ -105,7 +108,7 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     argv += _hide_host_sockets(policy)
     for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
         argv += ["--ro-bind", str(socket_path), str(socket_path)]
-    argv += [arg for folder in _tmpfs_folders() for arg in ("--remount-ro", folder)]
+    argv += [arg for folder in ("/dev", *_tmpfs_folders()) for arg in ("--remount-ro", folder)]
     if policy.forwards:
         # its text, not its path: wherever ga is installed (an editable checkout under /tmp, hidden by the
         # private /tmp), the first process needs no file of ga's inside
