@@ -30,9 +30,10 @@ PERCENT = re.compile(r"%[0-9A-F]{2}")
 class KeyMask:
     def __init__(self, key: str):
         self.key = key
-        self.forms = _decoded_forms(key) if len(key) >= MIN_FORM else []
-        self.raw_forms = [f.encode() for f in sorted({*self.forms, *_escaped_forms(key)}, key=len, reverse=True)
-                          if len(f) >= MIN_FORM] if self.forms else []
+        encoded = _decoded_forms(key) if len(key) >= MIN_FORM else []  # a short key is masked as it is only
+        self.forms = sorted({key, *encoded}, key=len, reverse=True) if key else []
+        escaped = [f for f in _escaped_forms(key) if len(f) >= MIN_FORM] if encoded else []
+        self.raw_forms = [f.encode() for f in sorted({*self.forms, *escaped}, key=len, reverse=True)]
 
     def __bool__(self) -> bool:
         return bool(self.forms)
