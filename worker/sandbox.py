@@ -148,25 +148,28 @@ def _hide_host_sockets(policy: Policy) -> list[str]:
     keep = {str(p) for p in (*policy.sockets, *(path for _, path in policy.forwards))}
     argv: list[str] = []
     for path in _host_socket_paths():
-        if path in keep or path.startswith(tuple(f + "/" for f in NO_SOCKETS_UNDER)):
-            continue
-        argv += ["--ro-bind", "/dev/null", path]
+        if path not in keep:
+            argv += ["--ro-bind", "/dev/null", path]
     return argv
 
 
 def _host_socket_paths() -> list[str]:
-    """The paths of the Unix sockets bound in this network namespace (/proc/net/unix; abstract ones have none)."""
+    """The real paths of the Unix sockets bound in this network namespace (/proc/net/unix; abstract ones have
+    none) outside NO_SOCKETS_UNDER (most are there: those are skipped before any system call)."""
     try:
-        lines = Path("/proc/net/unix").read_text(errors="replace").splitlines()[1:]
+        with open("/proc/net/unix", "rb") as table:
+            lines = table.read().decode(errors="replace").splitlines()[1:]
     except OSError:
         return []
-    found = []
+    covered = tuple(f + "/" for f in NO_SOCKETS_UNDER)
+    found: list[str] = []
     for line in lines:
         fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7].startswith("/"):
-            path = os.path.realpath(fields[7])
-            if path not in found and _is_socket(path):
-                found.append(path)
+        if len(fields) < 8 or not fields[7].startswith("/") or fields[7].startswith(covered):
+            continue
+        path = os.path.realpath(fields[7])
+        if path not in found and not path.startswith(covered) and _is_socket(path):
+            found.append(path)
     return found
 
 
