@@ -33,6 +33,7 @@ _names = itertools.count(1)
 JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 # The file that sets each controller's limit, per hierarchy version: (v2, v1)
 LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.max", "memory.limit_in_bytes")}
+PROBE_VALUES = {"pids": "8", "memory": str(1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -168,10 +169,11 @@ def cgroup_base(controller: str) -> Optional[Path]:
         except OSError:
             continue
         try:
-            v2 = (probe / "cgroup.controllers").exists()
-            if (probe / LIMIT_FILES[controller][0 if v2 else 1]).exists():
-                _sweep(base)
-                return base
+            _set_limit(probe, controller, PROBE_VALUES[controller])  # the controller is there and ours to set
+            _sweep(base)
+            return base
+        except OSError:
+            continue
         finally:
             SandboxCgroup.remove_path(probe)
     if controller == "pids" and os.getuid() == 0:  # RLIMIT_NPROC does not hold for root
