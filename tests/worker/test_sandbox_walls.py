@@ -255,6 +255,7 @@ def test_code_run_works_from_an_editable_install_under_tmp(tmp_path: Path) -> No
                                 "--no-build-isolation", "-q", "-e", str(checkout)], capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr[-2000:]
     project = Path(tempfile.mkdtemp(prefix="ga-editable-", dir="/var/tmp"))
+    (project / "configs" / "examples").mkdir(parents=True)  # the quick start's copy of the example data
     model = project / "model.yaml"
     probe = "from orchestrator import fanout\nimport worker\nprint('imported', worker.__file__)"
     model.write_text(yaml.safe_dump({"tasks": [{"match": ".*", "turns": [

@@ -310,8 +310,12 @@ def _child_env(ctx: ToolContext, cwd: Path, sandboxed: bool) -> dict[str, str]:
         dict(os.environ)
     env["GA_HOME"] = str(ctx.settings.home_dir)
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave in the order they were written
-    # The script file lives in .ga/, so put the cwd on the import path as `python script.py` would.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), env.get("PYTHONPATH", "")) if p)
+    # The script file lives in .ga/, so put the cwd on the import path as `python script.py` would; then the
+    # path ga itself was started with (the user's, no secret), then ga's own packages where they are not
+    # installed (a checkout, an editable install): a folder in the cwd named like one of them (a project's
+    # configs/) is then a namespace portion that ga's package, found later, wins over.
+    own = [] if sandbox.GA_ROOT.name in ("site-packages", "dist-packages") else [str(sandbox.GA_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", ""), *own) if p)
     root = getattr(ctx.memory, "root", None)
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
