@@ -8,6 +8,12 @@ process started, waited for, output read) unsandboxed (`sandbox.mode: off`), san
 network namespace, the launcher relaying 127.0.0.1:8411 to the gateway's socket), alternating so all see
 the same machine load. Goal: the gateway adds at most 30 ms to today's sandbox.
 
+Against the code before issue 30 (`--baseline REV`, default the tree before its sandbox work): the same
+trivial scripts through code_run in gateway mode, the baseline's tree (extracted with `git archive`) and
+this one each in a process of its own, alternating round by round. What issue 30 added to a start: the
+environment's allow-list, the host's sockets listed and covered, /run, /var/run and /dev read-only, the
+memory cgroup, the mount points ga makes, the disk watch, the launcher from its text. Goal: at most 5 ms.
+
 Model request: one sandboxed script sends `-r` chat completions over one keep-alive connection through the
 gateway (launcher relay, Unix socket, gateway, endpoint), another the same requests straight to the scripted
 server (network open); both time each request inside the sandbox. Goal: at most 2 ms added at p50.
@@ -18,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +41,8 @@ from worker.scripted import ScriptedServer  # noqa: E402
 from worker.tools import REGISTRY, ToolContext  # noqa: E402
 
 SCRIPTS = {"bash": "true", "python": "pass"}
-MODES = {"off": {"sandbox.mode": "off", "sandbox.network": "off"}, "open": {"sandbox.network": "open"},
+MODES = {"off": {"sandbox.mode": "off", "sandbox.network": "off"},
+         "open": {"sandbox.network": "open", "sandbox.env": ["BENCH_URL"]},  # the direct path's address
          "gateway": {"sandbox.network": "gateway"}}
 REQUESTS = """
 import http.client, json, os, sys, time, urllib.parse
@@ -50,6 +59,83 @@ for _ in range(%d):
     times.append(time.perf_counter() - started)
 print(json.dumps(times))
 """
+
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "12d7bd2"  # the tree before issue 30's sandbox changes
+# One tree's code_run, timed in a process whose import path starts at that tree: a (kind, script) a line in,
+# (seconds, ok, the output's start) a line out.
+ROUNDS = """
+import json, sys, time
+from pathlib import Path
+from configs import load_settings
+from worker.tools import REGISTRY, ToolContext
+import worker
+assert worker.__file__.startswith(sys.argv[2]), worker.__file__
+spec = REGISTRY["code_run"]
+ctx = ToolContext(task_id="bench", workdir=Path(sys.argv[1]), settings=load_settings({"sandbox.network": "gateway"}),
+                  memory=None, model_config=None)
+for line in sys.stdin:
+    kind, script = json.loads(line)
+    started = time.perf_counter()
+    result = spec.run(ctx, spec.args.model_validate({"type": kind, "script": script, "timeout": 300}))
+    print(json.dumps([time.perf_counter() - started, result.ok, result.output[:300]]), flush=True)
+ctx.close()
+"""
+
+
+class TreeRunner:
+    """code_run of the code in `tree`, in a child process (see ROUNDS)."""
+
+    def __init__(self, tree: Path, work: Path):
+        work.mkdir(parents=True)
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.tree = tree
+        self.proc = subprocess.Popen([sys.executable, "-c", ROUNDS, str(work), str(tree)], cwd=work, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, kind: str, script: str) -> float:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps([kind, script]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the code_run of {self.tree} ended early (exit {self.proc.wait()})")
+        seconds, ok, output = json.loads(line)
+        if not ok:
+            raise SystemExit(f"code_run failed ({self.tree}): {output}")
+        return seconds * 1000
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def against_baseline(revision: str, rounds: int) -> dict[str, tuple[list[float], list[float]]]:
+    """(baseline ms, now ms) per script type, alternating the two trees. Under /var/tmp: a baseline's launcher
+    under /tmp would be hidden by its own private /tmp (one of the bugs issue 30 fixed)."""
+    place = Path(tempfile.mkdtemp(prefix="ga-bench-baseline-", dir="/var/tmp"))
+    try:
+        old = place / "tree"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        runners = {"before": TreeRunner(old, place / "work-before"), "now": TreeRunner(ROOT, place / "work-now")}
+        times: dict[str, tuple[list[float], list[float]]] = {kind: ([], []) for kind in SCRIPTS}
+        try:
+            for kind, script in SCRIPTS.items():
+                for runner in runners.values():
+                    runner.run(kind, script)  # the gateway starts, caches warm
+                for _ in range(rounds):
+                    times[kind][0].append(runners["before"].run(kind, script))
+                    times[kind][1].append(runners["now"].run(kind, script))
+        finally:
+            for runner in runners.values():
+                runner.close()
+        return times
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
 
 
 def run(ctx: ToolContext, script: str, kind: str) -> tuple[float, str]:
@@ -70,6 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=40, help="start-up rounds per script type")
     parser.add_argument("-r", type=int, default=200, help="model requests per path")
+    parser.add_argument("--baseline", default=BASELINE, help="the revision code_run's start-up is compared with")
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ga-bench-sandbox-") as tmp, \
@@ -96,7 +183,7 @@ def main() -> None:
                 for mode in MODES:
                     times.setdefault((kind, mode), []).append(run(contexts[mode], script, kind)[0] * 1000)
         through = json.loads(run(contexts["gateway"], REQUESTS % args.r, "python")[1])
-        os.environ["BENCH_URL"] = server.base_url  # code_run passes the environment on (it is no secret)
+        os.environ["BENCH_URL"] = server.base_url  # listed in the open sandbox's sandbox.env
         try:
             direct = json.loads(run(contexts["open"], REQUESTS % args.r, "python")[1])
         finally:
@@ -121,6 +208,13 @@ def main() -> None:
         print(f"{name:<28} {p(ms, 0.5):7.2f} {p(ms, 0.9):7.2f} {p(ms, 0.99):7.2f}")
     added = (p(through, 0.5) - p(direct, 0.5)) * 1000
     print(f"gateway added at p50: {added:+.2f} ms  (goal <= 2 ms)")
+    baseline = against_baseline(args.baseline, args.n)
+    print(f"\ncode_run start-up, gateway mode, against {args.baseline} (before issue 30), {args.n} calls each, "
+          "alternating (ms; median, p90)")
+    print(f"{'script':<8} {'before':>16} {'now':>16} {'added':>9}  goal <= 5 ms added")
+    for kind, (before, now) in baseline.items():
+        print(f"{kind:<8} {statistics.median(before):8.1f} p90 {p(before, 0.9):4.0f} {statistics.median(now):8.1f} "
+              f"p90 {p(now, 0.9):4.0f} {statistics.median(now) - statistics.median(before):+9.1f}")
     print(f"\none-time support probes: {probe_ms:.1f} ms")
     print(f"load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; cpus {os.cpu_count()}")

@@ -61,9 +61,9 @@ PROJECT_KEYS: dict[tuple[str, ...], Rule] = {
             "weight_band", "weight_min", "weight_max"),
     **_keys("sandbox", "mode", "mode"),
     **_keys("sandbox", "network", "network"),
-    **_keys("sandbox", "subset", "writable"),
+    **_keys("sandbox", "subset", "writable", "env"),  # env: names of the host's variables a script sees
     **_keys("sandbox", "user", "bwrap"),
-    **_keys("sandbox.limits", "lower", "memory", "processes", "file_size", "cpu_seconds", "tmp_size"),
+    **_keys("sandbox.limits", "lower", "memory", "processes", "file_size", "cpu_seconds", "tmp_size", "disk"),
     **_keys("log", "free", "level"),
     **_keys("log", "user", "json_file"),
     **_keys("telemetry", "user", "otlp_endpoint", "capture_content", "service_name"),

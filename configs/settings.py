@@ -155,6 +155,7 @@ class SandboxLimits(Section):
     file_size: ByteSize = Field(default=ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
     cpu_seconds: int = Field(default=600, ge=1)  # CPU time of each process (RLIMIT_CPU)
     tmp_size: Optional[ByteSize] = Field(default=None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+    disk: Optional[ByteSize] = Field(default=None, gt=0)  # what the working directory may hold (worker/sandbox_disk.py)
 
     def resolved(self) -> "SandboxLimits":
         """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
@@ -199,6 +200,7 @@ class SandboxSettings(Section):
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
     limits: SandboxLimits = SandboxLimits()
+    env: list[str] = []  # variables passed into the sandbox besides PATH, LANG, LC_*, TERM, HOME, TZ and ga's own
 
     _shorthand = model_validator(mode="before")(sandbox_shorthand)
     _network = field_validator("network", mode="before")(network_mode)

@@ -107,8 +107,15 @@ class ModelConfig(BaseModel):
         return f"model '{self.name}': base_url {self.base_url}: {problem}; {fix}"
 
 
-def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
-    """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none."""
+def user_model_files() -> list[Path]:
+    """The model files only the user writes (the shipped one, ~/.config/ga/models.yaml), not a project's: what a
+    task's gateway and its nested runs may choose from."""
+    return [SHIPPED_FILE, USER_FILE.expanduser()]
+
+
+def resolve_model(name: Optional[str], settings: Any = None, files: Optional[list[Path]] = None) -> ModelConfig:
+    """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none. `files`: the
+    model files to look in (default: shipped, user, project; see load_model_entries)."""
     if settings is None:
         from configs import load_settings
 
@@ -131,7 +138,7 @@ def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
         if not url.startswith(("http://", "https://")):
             raise ModelConfigError(f"model '{name}': expected scripted@http://127.0.0.1:PORT/v1")
         return ModelConfig(name=name, base_url=url, model="scripted", schema_resend_every=resend)
-    entries = load_model_entries()
+    entries = load_model_entries(files)
     if name not in entries:
         close = difflib.get_close_matches(name, list(entries), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
