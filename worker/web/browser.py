@@ -20,6 +20,7 @@ from worker.web.launch import Launch
 log = structlog.get_logger("worker.web")
 START_TIMEOUT = 60.0  # a cold Chromium on a loaded 2-core machine takes a few seconds
 CLOSE_TIMEOUT = 10.0
+STOP_WAIT = 5.0  # seconds a stopped browser's processes get to be gone
 
 
 class BrowserStartError(RuntimeError):
@@ -46,6 +47,7 @@ class TaskBrowser:
         self.launch = launch
         self.browser: Optional[Browser] = None
         self.launches = 0
+        self.running: dict[int, str] = {}
 
     async def connect(self) -> Browser:
         if self.browser is not None and self.browser.is_connected():
@@ -55,7 +57,7 @@ class TaskBrowser:
         launch = self.launch
         try:
             self.browser = await (await driver()).chromium.launch(
-                executable_path=str(launch.executable), args=launch.args, env=launch.env, headless=launch.headless,
+                executable_path=str(launch.executable), args=launch.args, env=dict(launch.env), headless=launch.headless,
                 timeout=START_TIMEOUT * 1000, handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         except PlaywrightError as exc:
             self.browser = None
@@ -65,13 +67,14 @@ class TaskBrowser:
         return self.browser
 
     async def close(self) -> None:
+        self.running = self.launch.snapshot()  # its processes may still be ending after Playwright's close
         if self.browser is not None:
             await quietly(asyncio.wait_for(self.browser.close(), CLOSE_TIMEOUT))
         self.browser = None
 
     def stop(self) -> None:
         """After close(): nothing of the browser is left, nor its launcher's files."""
-        self.launch.kill()
+        self.launch.kill(self.running, wait=STOP_WAIT)
         self.launch.remove()
 
     def kill(self) -> None:

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import signal
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -75,14 +76,24 @@ class Launch:
             todo.extend(children.get(pid, []))
         return found
 
-    def kill(self) -> None:
-        """SIGKILL the browser's processes, the first one first: sandboxed, the whole sandbox dies with bubblewrap
-        (--die-with-parent and its own PID namespace). Safe from any thread, and when nothing runs."""
-        for pid in self.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    def snapshot(self) -> dict[int, str]:
+        """The browser's processes with their command lines (to tell them from a later process of the same pid)."""
+        return {pid: _cmdline(pid) for pid in self.processes()}
+
+    def kill(self, known: Optional[dict[int, str]] = None, wait: float = 0.0) -> None:
+        """SIGKILL the browser's processes (and those of `known` still running), the first one first: sandboxed,
+        the whole sandbox dies with bubblewrap (--die-with-parent, its own PID namespace). Then wait up to `wait`
+        seconds for them to be gone. Safe from any thread, and when nothing runs."""
+        targets = {**(known or {}), **self.snapshot()}
+        for pid, line in targets.items():
+            if _cmdline(pid) == line:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + wait
+        while any(_running(pid, line) for pid, line in targets.items()) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def remove(self) -> None:
         """Remove the wrapper's folder and the mount points bubblewrap made (after the browser stopped)."""
@@ -159,6 +170,12 @@ def _stat(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
+
+def _running(pid: int, line: str) -> bool:
+    """Still there: ours (the same command line), or exiting (its memory, and so its command line, already gone)."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X") and _cmdline(pid) in (line, "")
 
 
 def _cmdline(pid: int) -> str:
