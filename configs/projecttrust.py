@@ -58,6 +58,8 @@ GUARDED: dict[tuple[str, ...], tuple[Callable[[Any], Any], Callable[[Any, Any], 
     ("sandbox", "bwrap"): (lambda s: s.sandbox.bwrap, _differs),
     ("worker", "allow_write"): (lambda s: s.worker.allow_write, _more_paths),
     ("worker", "allow_read"): (lambda s: s.worker.allow_read, _more_paths),
+    ("web", "cdp_url"): (lambda s: s.web.cdp_url, _differs),  # the person's own browser, outside any sandbox
+    ("web", "chromium"): (lambda s: s.web.chromium, _differs),  # the program the web tools start
     **{("sandbox", "limits", name): (_limit(name), _higher)
        for name in ("memory", "processes", "file_size", "cpu_seconds", "tmp_size")},
 }
