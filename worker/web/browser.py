@@ -9,7 +9,7 @@ except kill(), which any thread may call.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Optional
+from typing import Awaitable, Optional, Protocol
 
 import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -36,6 +36,19 @@ async def driver() -> Playwright:
     if _playwright is None:
         _playwright = await async_playwright().start()
     return _playwright
+
+
+class BrowserSource(Protocol):
+    """What a WebSession needs of the browser behind it."""
+
+    external: bool  # the person's browser: its default context, only our own tabs
+    launches: int  # how many times connect() started or joined it: a newer one means the tabs are gone
+
+    async def connect(self) -> Browser: ...
+    async def close(self) -> None: ...
+    def stop(self) -> None: ...
+    def kill(self) -> None: ...
+    def processes(self) -> list[int]: ...
 
 
 class TaskBrowser:

@@ -11,13 +11,13 @@ import atexit
 import time
 import weakref
 from collections import deque
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional
 
 import structlog
 from playwright.async_api import BrowserContext, Dialog, Page, ViewportSize
 
 from worker.web import loop
-from worker.web.browser import ExternalBrowser, TaskBrowser, quietly
+from worker.web.browser import BrowserSource, quietly
 
 log = structlog.get_logger("worker.web")
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
@@ -36,7 +36,7 @@ _open_sessions: "weakref.WeakSet[WebSession]" = weakref.WeakSet()
 class WebSession:
     """One task's view of the browser: an isolated context, numbered tabs, one of them active."""
 
-    def __init__(self, source: Union[TaskBrowser, ExternalBrowser], script_timeout: float):
+    def __init__(self, source: BrowserSource, script_timeout: float):
         self.source = source
         self.external = source.external  # the person's browser: its default context (their logins), our own tabs
         self.script_timeout = script_timeout
