@@ -24,7 +24,10 @@ from typing import Iterator
 import pytest
 import yaml
 
+from configs import load_settings
 from tests.ga_support import GA, ga_env, run_ga
+from web_fixtures.server import js
+from worker.tools.base import ToolContext
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 NO_KEY = {"OPENAI_API_KEY": None, "GA_MODEL": None}
@@ -233,6 +236,12 @@ def test_kill_9_of_the_worker_leaves_no_browser(place: Path) -> None:
         worker.send_signal(signal.SIGKILL)
         worker.wait()
         assert wait_for(lambda: not any(alive(pid) for pid in browsers), 15), "a browser outlived its worker"
+        left = list(Path(tempfile.gettempdir()).glob(f"ga-browser-{worker.pid}-*"))
+        assert left, "the killed worker's launcher folder was expected to stay behind"
+        ctx = ToolContext("next", place / "project", load_settings({"home": str(place / "ga-home")}), None)
+        assert js(ctx, "1", no_monitor=True).ok  # the next browser launched on this machine clears it away
+        ctx.close()
+        assert not any(folder.exists() for folder in left)
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -31,6 +31,7 @@ from worker.web.chromium import CLOSED_NETWORK_FLAGS, PROFILE, proxy_flags
 # The browser's environment: an allow-list (nothing of ga's keys, tokens or sockets reaches it).
 ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "FONTCONFIG_PATH", "FONTCONFIG_FILE")
 ENV_PREFIXES = ("LC_",)
+FOLDER_PREFIX = "ga-browser-"
 PIPE_FLAG = "--remote-debugging-pipe"  # on every command line of ours (Playwright adds it): how our processes are told
 
 
@@ -113,7 +114,7 @@ def sandboxed(binary: Path, policy: sandbox.Policy, settings: Settings, cwd: Pat
         raise BrowserRefused(problem.replace("code_run refused", "the web tools refused", 1))
     argv = sandbox.wrap([str(binary)], policy, shutil.which(options.bwrap) or options.bwrap, cwd,
                         proc=sandbox.mounts_proc(options.bwrap, shared))
-    folder = Path(tempfile.mkdtemp(prefix="ga-browser-"))
+    folder = _new_folder()
     if any(folder.resolve().is_relative_to(root.resolve()) for root in policy.writable):
         shutil.rmtree(folder, ignore_errors=True)
         raise BrowserRefused(f"the web tools refused: the browser's launcher {folder} would be writable from the "
@@ -127,7 +128,7 @@ def sandboxed(binary: Path, policy: sandbox.Policy, settings: Settings, cwd: Pat
 
 def unsandboxed(binary: Path, settings: Settings) -> Launch:
     """The browser as it is (sandbox.mode: off): the host's files and network, this user's rights."""
-    folder = Path(tempfile.mkdtemp(prefix="ga-browser-"))
+    folder = _new_folder()
     _write_wrapper(folder, [str(binary)])
     home = {"HOME": os.environ["HOME"]} if "HOME" in os.environ else {}
     return Launch(folder / "chromium", list(CLOSED_NETWORK_FLAGS), {**browser_env(), **home}, settings.web.headless,
@@ -136,6 +137,17 @@ def unsandboxed(binary: Path, settings: Settings) -> Launch:
 
 def browser_env() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name in ENV_NAMES or name.startswith(ENV_PREFIXES)}
+
+
+def _new_folder() -> Path:
+    """A folder of this process's for one launch (named by its pid); those of processes that died (a kill -9
+    leaves them) are removed on the way."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{FOLDER_PREFIX}*-*"):
+        owner = old.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not _stat(int(owner)) and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=base))
 
 
 def _write_wrapper(folder: Path, command: list[str], profile: Optional[str] = None) -> None:
