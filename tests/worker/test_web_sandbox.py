@@ -174,6 +174,24 @@ def test_loopback_is_reached_only_when_listed(place: Path, local_service: str, u
     assert bool(_Secret.seen) is reached, _Secret.seen
 
 
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_from_a_fanout_task_loopback_is_out_of_reach_too(place: Path, local_service: str, executor: str) -> None:
+    from worker.scripted import ScriptedServer
+
+    turns = [call("web_execute_js", script=f"location.href = '{local_service}/private'"),
+             call("web_scan", text_only=True), {"content": "seen:", "echo_last_tool_result": True}]
+    with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}) as server:
+        (place / "project" / "tasks.yaml").write_text(json.dumps({
+            "tasks": [{"id": "browse", "prompt": "look"}], "defaults": {"model": f"scripted@{server.base_url}"}}))
+        done = run_ga("fanout", "tasks.yaml", "--json", "--no-preflight", cwd=place / "project", timeout=400,
+                      env={**NO_KEY, "HOME": str(place / "home"), "GA_HOME": str(place / "ga-home"),
+                           "GA_FANOUT__EXECUTOR": executor})
+    assert done.stdout.strip(), done.stderr[-2000:]
+    (result,) = json.loads(done.stdout)["results"]
+    assert "--- t1" in result["answer"], result  # the scan ran
+    assert "LOOPBACK_SECRET_browser" not in done.stdout and _Secret.seen == [], result
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
