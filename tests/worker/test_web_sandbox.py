@@ -174,7 +174,7 @@ def test_loopback_is_reached_only_when_listed(place: Path, local_service: str, u
     assert bool(_Secret.seen) is reached, _Secret.seen
 
 
-@pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.ray)])  # ray: `ga fanout` starts its own
 def test_from_a_fanout_task_loopback_is_out_of_reach_too(place: Path, local_service: str, executor: str) -> None:
     from worker.scripted import ScriptedServer
 
