@@ -172,6 +172,17 @@ def test_the_browser_sees_files_as_the_tasks_sandbox_does(tmp_path, monkeypatch)
     assert seen["notes"] == "the task's own notes"
 
 
+@pytest.mark.parametrize(("network", "reached"), [("open", True), ("off", False)])
+def test_the_network_modes_reach_the_host_or_nothing(tmp_path, site, network, reached):
+    ctx = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home"), "sandbox.network": network}), network)
+    try:
+        result = js(ctx, f"location.href = '{site}/details.html'")
+        assert ("navigated to" in result.output) is reached, result.output
+        assert ("Tomato care sheet" in scan(ctx, text_only=True).output) is reached
+    finally:
+        ctx.close()
+
+
 def test_a_killed_browser_is_started_again_and_the_task_is_told_its_tabs_are_gone(tmp_path, site):
     ctx = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home"), **SITE_NETWORK}), "crash")
     try:
