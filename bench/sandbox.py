@@ -87,8 +87,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=40, help="start-up rounds per script type")
     parser.add_argument("-r", type=int, default=200, help="model requests per path")
-    parser.add_argument("-b", type=int, default=8, help="browser start-up rounds per browser")
-    parser.add_argument("-s", type=int, default=5, help="web_scan calls per page and browser")
+    parser.add_argument("-b", type=int, default=12, help="browser start-up rounds per browser")
+    parser.add_argument("-s", type=int, default=20, help="web_scan calls per page and browser")
     parser.add_argument("--only", choices=["code_run", "browser"], help="run one part")
     args = parser.parse_args()
     if args.only != "browser":
