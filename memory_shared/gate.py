@@ -206,6 +206,7 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
                 if paths is None:
                     paths = _plan(txn, candidates, executions, report, policy)
                     planned = list(report.refused)
+                    _check_formats(txn, list(paths.values()))  # held or landing: never kept invalid
                 else:
                     report.refused = list(planned)
                     _merge_on_head(txn, paths)
