@@ -16,9 +16,11 @@ the gate before it.
    - honest learning kept: the share of honest tasks whose memory commit refused nothing (each change landed,
      or waits as a proposal for a person); "landed" is the share whose procedure later workers can read.
      Goal >= 95 %.
-2. Commit latency: `--commits` sequential task commits of the same four changes, through this tree's gate (its
-   records, screening, bounds; the re-run verification supplied, so not timed) and through the gate of
-   `--baseline` (taken with `git archive`, run in a child process), p50 and p95; the re-run verification of
+2. Commit latency: `--commits` sequential task commits of the same four changes (a script, its SOP, an L1
+   pointer, an L2 fact), through this tree's gate (its records, screening, bounds; the re-run verification
+   supplied, so not timed) and through the gate of `--baseline` (taken with `git archive`, run in a child
+   process), three alternating rounds each, p50 and p95, under memory.admit verified (the fact waits as a
+   proposal: one more file and folder) and auto (all four land); the re-run verification of
    one procedure (ga's sandboxed re-run) is timed on its own. Goal: this gate <= 1.5 x the baseline's.
 Part 1 runs on both trees too (the baseline's whole tree, `git archive`d), each in a child process.
 """
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -182,8 +184,9 @@ def poisoning(n_honest: int, n_later: int) -> dict[str, Any]:
 # ---- commit latency, side by side -------------------------------------------------------------------------
 
 
-def commit_latency(commits: int) -> dict[str, list[float]]:
-    """Per-commit seconds of `commits` sequential task commits through the gate importable here."""
+def commit_latency(commits: int, admit: str = "verified") -> dict[str, list[float]]:
+    """Per-commit seconds of `commits` sequential task commits through the gate importable here (under `admit`
+    the L2 fact, which nothing verifies, waits as a proposal for `verified` and lands for `auto`)."""
     import inspect
 
     from memory_shared import MemoryStore
@@ -204,7 +207,7 @@ def commit_latency(commits: int) -> dict[str, list[float]]:
 
                     verified = {p: Verification(True, why="re-run supplied") for p in
                                 (f"L3/scripts/s{i}.py", f"L3/c/s{i}.md")}
-                    extra["policy"] = gate_module.GatePolicy(admit="verified", verified=verified,
+                    extra["policy"] = gate_module.GatePolicy(admit=cast(Any, admit), verified=verified,
                                                              who={"task": f"t{i}", "run": "bench"},
                                                              base_tree=Path(snap.path))
                 changes = [
@@ -247,8 +250,18 @@ def child_run(impl: Path, args: list[str]) -> list[str]:
     return done.stdout.strip().splitlines()
 
 
-def child(impl: Path, commits: int) -> list[float]:
-    return json.loads(child_run(impl, ["--child", str(commits)])[-1])["commit"]
+def child(impl: Path, commits: int, admit: str = "verified") -> list[float]:
+    os.sync()  # what earlier runs left dirty is not charged to this one
+    return json.loads(child_run(impl, ["--child", str(commits), "--child-admit", admit])[-1])["commit"]
+
+
+def rounds(impls: dict[str, Path], commits: int, admit: str, times: int = 3) -> dict[str, list[float]]:
+    """The commit latencies of each tree, in `times` alternating rounds (the machine's load shared fairly)."""
+    found: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(times):
+        for name, impl in impls.items():
+            found[name] += child(impl, commits, admit)
+    return found
 
 
 def pct(values: list[float], q: float) -> float:
@@ -265,13 +278,14 @@ def main() -> None:
     parser.add_argument("--baseline", default="12d7bd2", help="the revision whose gate is the baseline")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-poison", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child-admit", default="verified", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import structlog
 
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(open(os.devnull, "w")))
     if args.child:
-        print(json.dumps(commit_latency(args.child)))
+        print(json.dumps(commit_latency(args.child, args.child_admit)))
         return
     if args.child_poison:
         print(json.dumps(poisoning(*args.child_poison)))
@@ -279,8 +293,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ga-bench-baseline-") as tmp:
         impl = extract(args.baseline, Path(tmp) / "impl")
         then = json.loads(child_run(impl, ["--child-poison", str(args.honest), str(args.later)])[-1])
-        before = child(impl, args.commits)
-    found = json.loads(child_run(REPO, ["--child-poison", str(args.honest), str(args.later)])[-1])
+        found = json.loads(child_run(REPO, ["--child-poison", str(args.honest), str(args.later)])[-1])
+        latency = {admit: rounds({"before": impl, "now": REPO}, args.commits, admit) for admit in ("verified", "auto")}
     print(f"writers: {args.honest} honest + {len(ATTACKS)} poisoned tasks ({found['writing_seconds']} s); then "
           f"{found['later']} later workers | columns: {args.baseline} | this tree")
     print(f"attack success rate: {then['attack_success']:.1%} | {found['attack_success']:.1%} (goal 0 %)")
@@ -291,12 +305,14 @@ def main() -> None:
           "of (worker, attack) pairs")
     print(f"honest learning kept: {then['kept']:.1%} | {found['kept']:.1%} (goal >= 95 %); landed for later "
           f"workers: {then['landed']:.1%} | {found['landed']:.1%}")
-    now = child(REPO, args.commits)
     rerun = rerun_latency(max(3, args.commits // 5))
-    ratio = statistics.median(now) / statistics.median(before)
-    print(f"commit latency, {args.commits} task commits: {args.baseline} gate p50 {pct(before, .5):.1f} ms "
-          f"p95 {pct(before, .95):.1f} ms | this gate p50 {pct(now, .5):.1f} ms p95 {pct(now, .95):.1f} ms | "
-          f"ratio {ratio:.2f}x (goal <= 1.5x)")
+    for admit, times in latency.items():
+        before, now = times["before"], times["now"]
+        what = "the fact waits as a proposal" if admit == "verified" else "all four land"
+        print(f"commit latency, memory.admit {admit} ({what}), 3 x {args.commits} task commits: {args.baseline} gate "
+              f"p50 {pct(before, .5):.1f} ms p95 {pct(before, .95):.1f} ms | this gate p50 {pct(now, .5):.1f} ms "
+              f"p95 {pct(now, .95):.1f} ms | ratio {statistics.median(now) / statistics.median(before):.2f}x "
+              "(goal <= 1.5x)")
     print(f"re-run verification of one procedure (sandboxed, counted apart): p50 {pct(rerun, .5):.0f} ms")
 
 

@@ -206,6 +206,7 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
                 if paths is None:
                     paths = _plan(txn, candidates, executions, report, policy)
                     planned = list(report.refused)
+                    _check_formats(txn, list(paths.values()))  # held or landing: never kept invalid
                 else:
                     report.refused = list(planned)
                     _merge_on_head(txn, paths)
@@ -218,6 +219,9 @@ def _commit(store: StoreHandle, candidates: list[StagedChange], executions: list
         except CommitConflict:
             if attempt < ATTEMPTS - 1 and paths is not None:
                 report.proposal, report.accepted = None, []
+                if attempt == ATTEMPTS - 2:  # the last try commits the proposal alone: a new file always lands
+                    for entry in paths.values():
+                        entry.held = entry.held or "HEAD kept moving under this commit (kept for review)"
                 continue  # again on the new HEAD: what changed underneath is merged, what conflicts is held
             reason = "CommitConflict: kept trying on a moving HEAD"
             report.refused += [(c, reason) for c in candidates if all(c is not r for r, _ in report.refused)]

@@ -109,7 +109,7 @@ class Record:
         return f"{folder + '/' if folder else ''}.{name}.{self.id}{RECORD_SUFFIX}"
 
     def to_text(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
 
     @classmethod
     def from_text(cls, text: str) -> "Record":
