@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
 from cli.worker import check_model
@@ -18,6 +17,7 @@ from orchestrator.triggers.jobs import JobsError, load_jobs
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
 from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, schedule_dir
 from orchestrator.triggers.stopping import stop_on_signals
+from orchestrator.views.columns import Column, Rows
 
 commands = typer.Typer()
 
@@ -136,18 +136,16 @@ def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None
     if as_json:
         emit_json(rows)
         return
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("name", "what", "when", "next", "last run", "status", "runs"):
-        table.add_column(column, overflow="fold")
+    columns = [Column("name", whole=True), Column("when", whole=True), Column("next", whole=True),
+               Column("last run", whole=True), Column("status", whole=True), Column("runs", right=True, whole=True),
+               Column("what", least=12)]
 
     def short(iso: Optional[str]) -> str:
         return iso[5:16].replace("T", " ") if iso else "-"
 
-    for row in rows:
-        what = row["what"] if len(row["what"]) <= 40 else row["what"][:39] + "…"
-        table.add_row(row["name"], what, row["when"] if row["enabled"] else "disabled", short(row["next"]),
-                      short(row["last_run"]), row["last_status"] or "-", str(row["runs"]))
-    console.print(table)
+    console.print(Rows(columns, [[row["name"], row["when"] if row["enabled"] else "disabled", short(row["next"]),
+                                  short(row["last_run"]), row["last_status"] or "-", str(row["runs"]), row["what"]]
+                                 for row in rows]))
 
 
 # explore (skilltree.explore: one cycle; skilltree.daemon: --when-idle)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from memory_shared.fsutil import is_abandoned
 from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.views.runlist import list_runs
 
 REDUCE = "reduce"
 
@@ -175,8 +176,6 @@ def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
 
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
     """The fan-outs a `ga run`/`ga chat` session started (their run_started line names it), newest first."""
-    from orchestrator.ledger import list_runs
-
     rows = []
     for row in list_runs(runs_dir):
         first = next(read_jsonl(Path(row["path"]) / "ledger.jsonl"), {})
