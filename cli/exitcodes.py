@@ -35,7 +35,19 @@ def task_done(record: TaskRecord, workers: Optional[list[TaskRecord]] = None) ->
     workers = task_workers(record.task_dir) if workers is None else workers
     if workers and not any(task_done(worker) for worker in workers):
         return False
-    return record.status == "succeeded" or not asked_for_tools(record.history_path, record.turns)
+    return answer_done(record.status, record.history_path, record.turns)
+
+
+def answer_done(status: str, history: Optional[str | Path], turns: Optional[int] = None) -> bool:
+    """The rule for one answer: succeeded, or unverified with no tool asked for in its last `turns` turns."""
+    return status == "succeeded" or (status == "unverified" and not asked_for_tools(history, turns))
+
+
+def daemon_exit(records: list[dict]) -> int:
+    """`ga reflect`'s and `ga schedule`'s exit status: each task they ran done by the rule (a record of
+    orchestrator/triggers/worktask.py: status, history, turns; a builtin job: its status)."""
+    return DONE if all(answer_done(r["status"], r.get("history"), r.get("turns")) if r.get("history")
+                       else r["status"] == "succeeded" for r in records) else NOT_DONE
 
 
 def task_exit(record: TaskRecord, workers: Optional[list[TaskRecord]] = None) -> int:

@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.text import Text
 
-from cli.kit import console, emit_json, err_console, fail, settings
+from cli.kit import console, emit_json, err_console, fail, say, settings
 from orchestrator.ledger import RunDir
 from orchestrator.steer import SteerError, stop, tell
 from orchestrator.views import runstream
 from orchestrator.views.conversation import print_conversation
 from orchestrator.views.report import write_report
-from orchestrator.views.runlist import resolve_run, scan
+from orchestrator.views.runlist import resolve_run, resume_command, scan
 from orchestrator.views.runview import (
     load_run_view,
     replayed_requests,
@@ -45,17 +46,19 @@ def runs_list(
     out: Optional[Path] = typer.Option(None, "--out", help="Runs directory (default: fanout.runs_dir)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
-    """Runs under the runs directory, newest first; a run whose records cannot be read is one line on stderr."""
+    """Runs under the runs directory, newest first; a run whose records cannot be read is one line, `damaged`, and
+    a warning on stderr says which file and why."""
     rows, damaged = scan(_runs_dir(ctx, out))
     for run in damaged:
-        err_console.print(f"[yellow]warning:[/yellow] {run.line()}", markup=True, highlight=False, soft_wrap=True)
+        say(Text.assemble(("warning:", "yellow"), f" {run.line()}"), to=err_console)
     if as_json:
         emit_json(rows)
         return
-    if not rows:
-        console.print(f"no runs in {_runs_dir(ctx, out)}" if not damaged else "no other runs", highlight=False)
+    if not rows and not damaged:
+        console.print(f"no runs in {_runs_dir(ctx, out)}", highlight=False)
         return
-    console.print(runs_table(rows))
+    every = sorted([*rows, *(run.row() for run in damaged)], key=lambda r: r["started"] or 0, reverse=True)
+    console.print(runs_table(every))
 
 
 @runs_app.command("show")
@@ -137,7 +140,11 @@ def runs_stop(
         stop(str(run.path), task_id, out)
     except SteerError as exc:
         fail(str(exc))
-    console.print(f"stopping {task_id or 'the run'}", highlight=False)
+    resume = resume_command(run.path, Path(settings(ctx).fanout.runs_dir))
+    if task_id:
+        say(f"stopping {task_id}: the run goes on without it · when it ends, `{resume}` runs it again")
+    else:
+        say(f"stopping run {run.run_id}: its running tasks end within seconds · `{resume}` continues it")
 
 
 @runs_app.command("tail")

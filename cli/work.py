@@ -15,18 +15,20 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from cli.exitcodes import DONE, INTERRUPTED, NOT_DONE, task_exit
+from cli.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
 from cli.kit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, say, settings
 from cli.worker import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.fanout import nested_here, plan_for
+from orchestrator.ledger import RunDir
 from orchestrator.triggers.activity import user_job
 from orchestrator.views.columns import Column, Rows
 from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
 from orchestrator.views.outcome import session_workers
 from orchestrator.views.progress import status_counts, status_style
+from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
 from worker.models import ModelConfigError, model_override
@@ -86,10 +88,10 @@ def run(
     if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
         console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
     if code == INTERRUPTED:
-        say(f"stopped after {result.turns} turns, {result.spent.total:,} tokens · session {result.task_id}", "yellow",
+        say(f"stopped after {_turns(result.turns)}, {result.spent.total:,} tokens · session {result.task_id}", "yellow",
             err_console)
         say(f"continue it: {continue_command(ctx, result.task_id)}", to=err_console)
-    elif show_turns or code != DONE:
+    elif show_turns or code != DONE or result.status != "succeeded":  # piped: a label that is not plain success
         spent = result.spent
         nested = (f" ({result.usage.total:,} its own, {spent.total - result.usage.total:,} in "
                   f"{result.nested_usage.runs} fan-out{'s' if result.nested_usage.runs > 1 else ''})"
@@ -97,9 +99,13 @@ def run(
         why = f" ({result.reason})" if result.reason else ""
         if code == NOT_DONE and result.status in ("succeeded", "unverified") and not result.reason:
             why = " (none of the workers it started got done)"
-        say(Text.assemble((result.status, status_style(result.status)), f" after {result.turns} turns, "
+        say(Text.assemble((result.status, status_style(result.status)), f" after {_turns(result.turns)}, "
                           f"{spent.total:,} tokens{nested}{why} · session {result.task_id}"), to=err_console)
     raise typer.Exit(code)
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn{'' if count == 1 else 's'}"
 
 
 def continue_command(ctx: typer.Context, session_id: str) -> str:
@@ -162,17 +168,18 @@ def fanout(
 
     The model: --model, else GA_MODEL, else the tasks file's, else worker.model (configs)."""
     current = settings(ctx, **{"fanout.executor": executor})
+    began = time.time()
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
     if from_last_good and not (resume and retry_failed):
         fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
+    runs_dir = out or Path(current.fanout.runs_dir)
     try:
-        runs_dir = out or Path(current.fanout.runs_dir)
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
             from cli.replay import fork_failed_tasks
 
             raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
-                                               workers, model_override(model)))
+                                               workers, model_override(model), preflight=not no_preflight))
         plan = plan_for(file, resume, runs_dir, model)
         if dry_run:
             expanded = plan_only(plan, current)
@@ -190,13 +197,30 @@ def fanout(
     except FanoutError as exc:
         fail_lines(str(exc))
     except KeyboardInterrupt:
-        err_console.print("interrupted before the run started; nothing ran")
-        raise typer.Exit(130) from None
+        left = _run_left(runs_dir, resume, began)
+        if left:  # interrupted again while it stopped: the run is there, its unfinished tasks left to resume
+            say(f"interrupted: run {left.name} stopped · resume it with "
+                f"`{resume_command(left, Path(current.fanout.runs_dir))}`", "yellow", err_console)
+        else:
+            say("interrupted before the run started; nothing ran", "yellow", err_console)
+        raise typer.Exit(INTERRUPTED) from None
+    code = run_exit(result)
     if as_json:
-        emit_json(result.compact())
+        emit_json({**result.compact(), "exit_code": code})
     else:
         print_run(result)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code)
+
+
+def _run_left(runs_dir: Path, resume: Optional[str], began: float) -> Optional[Path]:
+    """The run an interrupted `ga fanout` leaves: the one it resumed, or one it started; None if none started."""
+    if resume:
+        try:
+            return RunDir.existing(runs_dir, resume).path
+        except FileNotFoundError:
+            return None
+    started = [run for run in list_runs(runs_dir) if run["started"] >= began]
+    return Path(started[0]["path"]) if started else None
 
 
 def print_plan(plan: dict) -> None:

@@ -22,7 +22,13 @@ class DamagedRun:
     problem: str  # "summary.json: ...", one line
 
     def line(self) -> str:
-        return f"{self.run_id}: cannot read {self.problem}; fix or remove that file (the run's other files are kept)"
+        return f"run {self.run_id}: cannot read {self.problem}; fix or remove that file"
+
+    def row(self) -> dict[str, Any]:
+        """Its line in `ga runs list`: the id and `damaged`, nothing else known."""
+        return {"run_id": self.run_id, "path": self.path, "name": "", "status": "damaged", "tasks": None,
+                "finished": None, "failed": None, "unverified": None, "tokens": None, "cost": None,
+                "started": _mtime(Path(self.path)), "problem": self.problem}
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
@@ -73,9 +79,15 @@ def run_row(path: Path) -> dict[str, Any]:
 def newest_run(runs_dir: Path) -> Optional[str]:
     """The id of the newest run (readable or not) under runs_dir, by when it started."""
     rows, damaged = scan(runs_dir)
-    newest = [(row["started"] or 0, row["run_id"]) for row in rows]
-    newest += [(Path(d.path).stat().st_mtime, d.run_id) for d in damaged]
+    newest = [(row["started"] or 0, row["run_id"]) for row in [*rows, *(d.row() for d in damaged)]]
     return max(newest)[1] if newest else None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def resolve_run(runs_dir: Path, run: str) -> str:
@@ -95,3 +107,10 @@ def _problem(exc: BaseException) -> str:
         return f"{where + ': ' if where else ''}{error.get('msg', 'not valid')}"
     text = " ".join(str(exc).split())
     return text[:200] or type(exc).__name__
+
+
+def resume_command(run_path: Path, default_runs_dir: Path, tasks_file: str = "") -> str:
+    """The command that resumes a run, with every flag it needs to find it again (`--out` when its runs directory
+    is not the default one); `tasks_file`: the plan to resume with (a changed budget), else the run's own."""
+    out = "" if Path(run_path).resolve().parent == Path(default_runs_dir).resolve() else f" --out {Path(run_path).parent}"
+    return f"ga fanout {tasks_file + ' ' if tasks_file else ''}--resume {Path(run_path).name}{out}"

@@ -17,9 +17,14 @@ def runs_table(rows: list[dict[str, Any]]) -> Rows:
     """`ga runs list`: one row per run (orchestrator.views.runlist.list_runs), newest first."""
     columns = [Column("run", whole=True), Column("status", whole=True),
                *(Column(name, right=True, whole=True) for name in ("done", "failed", "unverified", "tokens", "cost"))]
-    return Rows(columns, [[r["run_id"], Text(r["status"], style=status_style(r["status"])),
-                           f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}", str(r["failed"]),
-                           str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}"] for r in rows])
+    def cells(r: dict[str, Any]) -> list[Any]:
+        if r["status"] == "damaged":  # its records cannot be read: one line, nothing else known
+            return [r["run_id"], Text("damaged", style="red"), "-", "-", "-", "-", "-"]
+        return [r["run_id"], Text(r["status"], style=status_style(r["status"])),
+                f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}", str(r["failed"]),
+                str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}"]
+
+    return Rows(columns, [cells(r) for r in rows])
 
 
 def tasks_table(tasks: list[TaskView], attempts: bool = False, title: Optional[str] = None) -> Rows:
