@@ -78,8 +78,7 @@ class Chat:
     def _farewell(self) -> None:
         """The way back, as the session is left (nothing when no message made one)."""
         if self.session is not None:
-            self.console.print(f"session {self.session.id} · continue it: ga chat --resume {self.session.id}",
-                               highlight=False)
+            self.console.print(f"continue it: ga chat --resume {self.session.id}", highlight=False, soft_wrap=True)
 
     def ask(self, text: str) -> None:
         """One exchange: run the worker on `text` in a thread; Ctrl-C cancels it. A first message that cannot

@@ -76,6 +76,8 @@ def test_a_changed_input_stops_the_replay_at_the_turn_of_its_tool(tmp_path, reco
     result = replay_cli(str(run_dir), "t0", out=tmp_path / "replays")
     assert result.exit_code == 1, result.output
     assert "task t0, turn 1: the output of code_run differs from the recording" in result.output
+    shown = [line.strip() for line in result.output.splitlines()]
+    assert "-['3', '4', '5']" in shown and "+['3', '4', '6']" in shown, result.output  # both sides, as a diff
     assert "turn 2" not in result.output  # stopped there
     kept = replay_cli(str(run_dir), "t0", "--keep-going", "--json", out=tmp_path / "kept")
     assert kept.exit_code == 1
