@@ -32,6 +32,7 @@ from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
 from worker.models import ModelConfigError, model_override
+from worker.record import TaskRecord
 
 commands = typer.Typer()
 PLAN_ROWS = 50  # a dry run's table shows this many tasks
@@ -54,7 +55,7 @@ def run(
     stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
     turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
     from worker.conversations import SessionError
-    from worker.oneshot import run_one  # the agent loop: see the module's docstring
+    from worker.oneshot import Abandoned, run_one  # the agent loop: see the module's docstring
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
@@ -75,6 +76,10 @@ def run(
                              on_interrupt=lambda: say("stopping… (Ctrl-C again leaves at once)", "yellow", err_console))
     except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
+    except Abandoned as left:
+        say(f"left at once · session {left.session_id} · continue it: {continue_command(ctx, left.session_id)}",
+            "yellow", err_console)
+        raise typer.Exit(INTERRUPTED) from None
     finally:
         if clock is not None:
             clock.stop()
@@ -92,16 +97,21 @@ def run(
             err_console)
         say(f"continue it: {continue_command(ctx, result.task_id)}", to=err_console)
     elif show_turns or code != DONE or result.status != "succeeded":  # piped: a label that is not plain success
-        spent = result.spent
-        nested = (f" ({result.usage.total:,} its own, {spent.total - result.usage.total:,} in "
-                  f"{result.nested_usage.runs} fan-out{'s' if result.nested_usage.runs > 1 else ''})"
-                  if result.nested_usage else "")
-        why = f" ({result.reason})" if result.reason else ""
-        if code == NOT_DONE and result.status in ("succeeded", "unverified") and not result.reason:
-            why = " (none of the workers it started got done)"
-        say(Text.assemble((result.status, status_style(result.status)), f" after {_turns(result.turns)}, "
-                          f"{spent.total:,} tokens{nested}{why} · session {result.task_id}"), to=err_console)
+        say(outcome_line(result, code), to=err_console)
     raise typer.Exit(code)
+
+
+def outcome_line(result: TaskRecord, code: int) -> Text:
+    """`succeeded after 2 turns, 12,927 tokens (3,533 its own, 9,394 in 1 fan-out) · session ID`: the label, the
+    one count of tokens, why it is not done."""
+    spent, nested = result.spent, result.nested_usage
+    split = (f" ({result.usage.total:,} its own, {spent.total - result.usage.total:,} in {nested.runs} "
+             f"fan-out{'s' if nested.runs > 1 else ''})" if nested else "")
+    why = f" ({result.reason})" if result.reason else ""
+    if code == NOT_DONE and result.status in ("succeeded", "unverified") and not result.reason:
+        why = " (none of the workers it started got done)"
+    return Text.assemble((result.status, status_style(result.status)), f" after {_turns(result.turns)}, "
+                         f"{spent.total:,} tokens{split}{why} · session {result.task_id}")
 
 
 def _turns(count: int) -> str:
@@ -120,6 +130,7 @@ def chat(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id (or a prefix of it), "
                                          "or `last` (the latest with a completed turn)"),
     model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of the endpoint"),
 ) -> None:
     """A conversation with the parent agent: follow-ups, /help, /runs, /cost, /model, /resume, /quit; Ctrl-C stops
     a turn. The model (and its endpoint) is checked before the first message."""
@@ -132,7 +143,8 @@ def chat(
     except SessionError as exc:
         fail(str(exc))
     model = model_override(model)
-    preflight_run(model or (session.model if session else None), None, current)
+    if not no_preflight:
+        preflight_run(model or (session.model if session else None), None, current)
     stream = text_stream()
     clock = ToolClock(stream)
     try:

@@ -14,6 +14,14 @@ from worker.agent import Worker
 from worker.record import NestedUsage, TaskRecord
 
 
+class Abandoned(Exception):
+    """A second Ctrl-C while the task stopped: the process leaves at once; the session (its id) is kept."""
+
+    def __init__(self, session_id: str):
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
@@ -46,7 +54,10 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
                                     interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
                                     on_text=on_text, on_tool_start=on_tool_start, origin=origin)
     with conversations.session_log(session):
-        result = run_interruptibly(worker, on_interrupt) if on_interrupt else worker.run()
+        try:
+            result = run_interruptibly(worker, on_interrupt) if on_interrupt else worker.run()
+        except KeyboardInterrupt:
+            raise Abandoned(session.id) from None
     with_nested_usage(result, worker)
     conversations.record(settings, session, result)
     worker.history.write_beside("answer.md", result.answer + "\n")
