@@ -94,3 +94,22 @@ def test_runs_show_last_is_the_newest_run(tmp_path: Path) -> None:
     assert shown.returncode == 0 and re.match(rf"run {ids[1]}: ", shown.stdout), shown.stdout + shown.stderr
     empty = run_ga("runs", "show", "last", "--out", str(tmp_path / "none"), cwd=tmp_path, env=NO_MODEL)
     assert empty.returncode == 2 and "no runs in" in empty.stderr and "ga fanout FILE" in empty.stderr
+
+
+def test_a_chat_shows_the_running_tool_and_its_seconds(tmp_path: Path) -> None:
+    script = tmp_path / "sleepy.yaml"
+    script.write_text(yaml.safe_dump({"tasks": [{"match": ".*", "turns": [
+        {"content": "Running it.", "tool_calls": [{"name": "code_run", "arguments": {
+            "type": "bash", "script": "sleep 4; echo slept", "timeout": 60}}]},
+        {"content": "It said:", "echo_last_tool_result": True}]}]}))
+    child = spawn_terminal("chat", "--model", f"scripted:{script}", cwd=tmp_path, env=NO_MODEL)
+    child.expect_exact("you> ")
+    child.sendline("wait a little")
+    child.expect(r"code_run [1-3]s")  # the screen moves while the tool runs
+    child.expect(r"code_run\S* '.* -> (\x1b\[[0-9;]*m)?ok")  # then the turn's line in its place
+    child.expect_exact("slept")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
