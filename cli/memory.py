@@ -14,13 +14,13 @@ from typing import Any, Iterator, Optional
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 
-from cli.kit import console, emit_json, fail, settings
+from cli.kit import console, emit_json, fail, say, settings
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
 from memory_shared import review as reviews
 from memory_shared.demo import run_demo
 from memory_shared.provenance import all_records, is_reserved, records_for, trust_level, trust_of
+from orchestrator.views.columns import Column, Rows
 
 memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, review, accept, reject, revert, "
                                                     "diff, verify, repair, gc, archive.")
@@ -46,14 +46,13 @@ def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True
 
 
 def _commit_rows(commits: list[Any]) -> Any:
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("gen", "time", "author", "message", "paths"):
-        table.add_column(column, overflow="fold")
-    for commit in commits:
-        table.add_row(str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%Y-%m-%d %H:%M:%S"),
-                      commit.author, commit.message.splitlines()[0] if commit.message else "",
-                      ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4 else ""))
-    return table
+    """One line a commit at 80 columns: the generation and time whole, the author, message and paths give way."""
+    columns = [Column("gen", right=True, whole=True), Column("time", whole=True), Column("author", least=8),
+               Column("message", least=12), Column("paths", least=12)]
+    return Rows(columns, [[str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%m-%d %H:%M:%S"),
+                           commit.author, commit.message.splitlines()[0] if commit.message else "",
+                           ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4
+                                                          else "")] for commit in commits])
 
 
 def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False,
@@ -122,19 +121,19 @@ def memory_show(
         if text is not None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return
-        table = Table(show_edge=False, header_style="bold")
-        for column in ("path", "bytes", "trust", "from"):
-            table.add_column(column, justify="right" if column == "bytes" else "left", overflow="fold")
+        rows = []
         for rel in files:
             if is_reserved(rel):
                 continue
             found = trust_of(snap.path, rel, snap.read(rel))
             record = found.file or next(iter(found.lines.values()), None)
-            table.add_row(rel, f"{(snap.path / rel).stat().st_size:,}", trust_level(found.file) if found.file or
-                          not found.lines else "lines: " + ", ".join(sorted({trust_level(r) for r in
-                                                                           found.lines.values()})),
-                          record.source() if record is not None else "")
-        console.print(f"generation {snap.generation} of {store.root}", highlight=False)
+            trust = (trust_level(found.file) if found.file or not found.lines
+                     else "lines: " + ", ".join(sorted({trust_level(r) for r in found.lines.values()})))
+            rows.append([rel, f"{(snap.path / rel).stat().st_size:,}", trust,
+                         record.source() if record is not None else ""])
+        table = Rows([Column("path", whole=True), Column("bytes", right=True, whole=True), Column("trust"),
+                      Column("from")], rows)
+        say(f"generation {snap.generation} of {store.root}")
         console.print(table)
         if not path:
             console.print(Panel(render_l1(snap.path, store.l1_max_lines, store.l1_max_chars), title="L1 index",
@@ -418,11 +417,11 @@ def memory_demo(
     root = directory or Path(tempfile.mkdtemp(prefix="ga-memory-demo-"))
     console.rule(f"ga memory demo · {root}")
 
-    def say(title: str, detail: str) -> None:
+    def tell(title: str, detail: str) -> None:
         console.print(f"[bold cyan]{title}[/]: {escape(detail)}", highlight=False)
 
     with _memory_errors(ctx):
-        result = run_demo(root, say, processes=processes, commits=commits)
+        result = run_demo(root, tell, processes=processes, commits=commits)
         store = MemoryStore(root)
         console.print(_commit_rows(store.log()[-6:]))
         _memory_verify_or_fail(ctx, store)

@@ -33,6 +33,7 @@ from orchestrator.records import (
 )
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from orchestrator.views.progress import Display, choose_mode
+from orchestrator.views.runlist import resume_command
 from worker import telemetry
 from worker.models import nested_model_env
 
@@ -196,13 +197,18 @@ class Driver:
         unfinished = total - len(results)
         status, code = STOPPED[outcome.stop] if outcome.stop else run_status(counts, total, reduce_result)
         note = ""
+        resume = resume_command(self.run.path, Path(self.settings.fanout.runs_dir))
         if outcome.stop == RunStop.budget:
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
-                    f"raise the budget in the tasks file and resume with `ga fanout FILE --resume {self.run.run_id}`")
+                    "raise the budget in the tasks file and resume with "
+                    f"`{resume_command(self.run.path, Path(self.settings.fanout.runs_dir), 'FILE')}`")
         elif outcome.stop == RunStop.paused:
-            note = f"the model endpoint kept refusing requests: run paused; resume later with `ga fanout --resume {self.run.run_id}`"
+            note = f"the model endpoint kept refusing requests: run paused; resume later with `{resume}`"
         elif outcome.stop == RunStop.interrupted:
-            note = f"interrupted: {unfinished} task(s) unfinished; resume with `ga fanout --resume {self.run.run_id}`"
+            note = f"interrupted: {unfinished} task(s) unfinished; resume with `{resume}`"
+        elif unfinished:  # a person stopped tasks (`ga runs stop RUN TASK`): the run goes on when resumed
+            status, code = STOPPED[RunStop.interrupted]
+            note = f"{unfinished} task(s) stopped, left to resume: `{resume}`"
         governors = []
         for governor in {id(g): g for g in self.governors.values()}.values():
             try:

@@ -23,7 +23,7 @@ from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, Work
 from orchestrator.ledger import RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
-from orchestrator.steer import interrupt_note
+from orchestrator.steer import interrupt_note, stop_requested
 from worker.record import Failure, Stop
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ class MapLoop(Generic[TicketT]):
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
+        began = time.time()  # a stop request older than this was for an earlier run of this directory
         batched, self.run.batched = self.run.batched, True  # durable within a window, not waited for (RunDir.sync)
         try:
             while pending or inflight:
@@ -113,6 +114,12 @@ class MapLoop(Generic[TicketT]):
                     if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
                         last_housekeeping = time.monotonic()
                         self._housekeeping(inflight)
+                        if stop_requested(self.run.path, began):  # `ga runs stop`, also when SIGINT is ignored
+                            note = interrupt_note(self.run.path)  # the request is taken (and removed)
+                            if interrupt_deadline is not None:  # asked again: as a second Ctrl-C
+                                self._abandon(inflight)
+                                break
+                            interrupt_deadline = self._interrupt(inflight, note)
                 except KeyboardInterrupt:
                     self.interrupts += 1
                     if self.interrupts > 1:

@@ -13,7 +13,7 @@ from memory_shared import MemoryStore
 from orchestrator import fanout
 from orchestrator.replay import replay
 from tests.fanout_support import read_jsonl
-from tests.ga_support import invoke_ga
+from tests.ga_support import invoke_ga, run_ga
 from tests.real_model_support import ALPHA_WORDS, FIXTURES, names
 from worker.scripted import ScriptedServer
 
@@ -76,6 +76,8 @@ def test_a_changed_input_stops_the_replay_at_the_turn_of_its_tool(tmp_path, reco
     result = replay_cli(str(run_dir), "t0", out=tmp_path / "replays")
     assert result.exit_code == 1, result.output
     assert "task t0, turn 1: the output of code_run differs from the recording" in result.output
+    shown = [line.strip() for line in result.output.splitlines()]
+    assert "-['3', '4', '5']" in shown and "+['3', '4', '6']" in shown, result.output  # both sides, as a diff
     assert "turn 2" not in result.output  # stopped there
     kept = replay_cli(str(run_dir), "t0", "--keep-going", "--json", out=tmp_path / "kept")
     assert kept.exit_code == 1
@@ -229,9 +231,34 @@ def test_from_last_good_forks_a_failed_task_in_its_run_from_after_its_last_good_
     assert json.dumps(asked[0]) == json.dumps(count_turn_2)
     after = json.loads((run_dir / "summary.json").read_text())
     assert after["forks"] == {"count": f"{run_dir.name}/count@2"}
-    live = next(r for r in read_jsonl(run_dir / "results.jsonl") if r["task_id"] == "count")["usage"]["total"]
+    spent = next(r for r in read_jsonl(run_dir / "results.jsonl") if r["task_id"] == "count")["usage"]["total"]
     failed = before["per_task"]["count"]["total"]
-    assert 0 < live < failed and after["usage"]["total"] == before["usage"]["total"] - failed + live
+    live = spent - failed  # the retry keeps what the failed attempt spent and adds its live turns
+    assert 0 < live < failed and after["usage"]["total"] == before["usage"]["total"] + live
+    assert after["per_task"]["count"]["total"] == spent and after["fork_model"] == f"scripted@{server.base_url}"
     assert (run_dir / "tasks" / ".count.attempt-1" / "history.jsonl").is_file()  # the first attempt kept aside
     shown = invoke_ga("runs", "show", str(run_dir), "count")
     assert "the recording ends here: turn 2 on ran live" in shown.output
+
+
+def test_from_last_good_against_a_dead_endpoint_stops_after_the_preflight_in_one_line(tmp_path, monkeypatch):
+    """The fork's live model is the one the run recorded; when its endpoint is gone (a nested run's parent model, a
+    stopped server) the pre-flight says so in one line and nothing is retried or started."""
+    monkeypatch.setenv("GA_WORKER__SECOND_CHANCE", "0")
+    (tmp_path / "data.txt").write_text("3 4 5\n")
+    with ScriptedServer(LATE) as server:
+        tasks = tmp_path / "tasks.yaml"
+        tasks.write_text(json.dumps({"version": 1, "name": "late", "defaults": {"model": f"scripted@{server.base_url}"},
+                                     "tasks": [{"id": "count", "prompt": "Count the numbers in data.txt.",
+                                                "inputs": ["data.txt"]}]}))
+        first = invoke_ga("fanout", str(tasks), "--out", str(tmp_path / "runs"), "--no-preflight")
+    assert first.exit_code == 1, first.output
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    ledger = (run_dir / "ledger.jsonl").read_text()
+    done = run_ga("fanout", str(tasks), "--resume", run_dir.name, "--retry-failed", "--from-last-good", "--out",
+                  str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"endpoint {server.base_url} does not answer" in lines[0], done.stderr
+    assert "--model" in lines[0] and "nothing was started" in lines[0]
+    assert (run_dir / "ledger.jsonl").read_text() == ledger  # no attempt started
