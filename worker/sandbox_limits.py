@@ -17,6 +17,7 @@ import itertools
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,11 +160,20 @@ def _count_in(path: Path, key: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-@functools.lru_cache(maxsize=2)
 def cgroup_base(controller: str) -> Optional[Path]:
     """A cgroup folder under which ga may create `controller`'s cgroups (probed once), or None, said once."""
+    with _PROBING:  # a fan-out's first code_runs start at once: one probe, not a race on its folder's name
+        return _probed_base(controller)
+
+
+_PROBING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=2)
+def _probed_base(controller: str) -> Optional[Path]:
     for base in _candidates(controller):
         probe = base / f"ga-{os.getpid()}-probe-{controller}"
+        SandboxCgroup.remove_path(probe)  # left by a killed process whose pid this one has now
         try:
             probe.mkdir()
         except OSError:
