@@ -12,7 +12,7 @@ requests go to the live model and only their usage is counted as spent.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -162,7 +162,7 @@ def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> R
     recorded_ids = [r["id"] for r in recorded.tool_results if r.get("id")]
     if len(recorded_ids) == len(calls) and not native:  # ids made up for calls read from text: the recorded ones
         ids = dict(zip((c.id for c in calls), recorded_ids, strict=True))
-        calls = [ToolCall(ids[c.id], c.name, c.arguments, c.problem) for c in calls]
+        calls = [replace(c, id=ids[c.id]) for c in calls]  # the script hint of an unreadable call kept
         if message.get("tool_calls"):
             message = {**message, "tool_calls": [{**m, "id": ids.get(m["id"], m["id"])} for m in message["tool_calls"]]}
     cut = any(LENGTH_PROBLEM in str(r.get("error", "")) for r in recorded.tool_results)

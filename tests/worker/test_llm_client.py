@@ -170,12 +170,35 @@ def test_errors_that_cannot_succeed_are_not_retried(fault):
     assert ("HTTP 401" if fault == "unauthorized" else "HTTP 400") in str(caught.value)
 
 
-def test_malformed_tool_call_arguments_pass_through_unchanged():
+def test_unreadable_tool_call_arguments_carry_their_problem_and_the_script_they_held():
     script = {"tasks": [{"match": ".*", "turns": [{"tool_calls": [{"name": "code_run", "arguments": '{"script": "print(1)'}]}]}]}
     with ScriptedServer(script) as server:
         native = LLMClient(config(server)).chat(start(), TOOLS)
         text = LLMClient(config(server, tool_mode="text")).chat(start(), TOOLS)
-    assert native.tool_calls[0].arguments == text.tool_calls[0].arguments == '{"script": "print(1)'
+    for reply in (native, text):  # cut off inside the script: never repaired into a half script
+        call = reply.tool_calls[0]
+        assert (call.name, call.arguments) == ("code_run", "{}") and call.script_hint.startswith("print(1)")
+        assert "not valid JSON (Unterminated string starting at char" in call.problem
+    assert native.message["tool_calls"][0]["function"]["arguments"] == "{}"  # servers re-parse past arguments
+
+
+def test_python_literal_and_repairable_arguments_are_read_in_both_modes():
+    triple = '{"script": """\nprint(6 * 7)\n""", "type": "python", "timeout": 30}'  # the way a small model writes it
+    script = {"tasks": [{"match": ".*", "turns": [{"tool_calls": [
+        {"name": "code_run", "arguments": triple},
+        {"name": "code_run", "arguments": "{'script': 'print(1)', 'cwd': None}"},
+        {"name": "code_run", "arguments": '{"script": "print(2)",}'}]}]}]}
+    with ScriptedServer(script) as server:
+        native = LLMClient(config(server)).chat(start(), TOOLS)
+        text = LLMClient(config(server, tool_mode="text")).chat(start(), TOOLS)
+    for reply in (native, text):
+        assert [json.loads(c.arguments) for c in reply.tool_calls] == [
+            {"script": "\nprint(6 * 7)\n", "type": "python", "timeout": 30}, {"script": "print(1)", "cwd": None},
+            {"script": "print(2)"}]
+        assert not any(c.problem for c in reply.tool_calls)
+    # the history shows the calls as ga read them: well-formed JSON the model can copy
+    assert [json.loads(c["function"]["arguments"]) for c in native.message["tool_calls"]][0]["type"] == "python"
+    assert '"""' not in text.message["content"] and text.message["content"].count("<tool_use>") == 3
 
 
 def test_the_api_key_appears_in_no_error_repr_or_log(tmp_path, monkeypatch, capsys):
