@@ -22,20 +22,26 @@ from worker.model.codeblocks import blocks
 
 NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
 # words of the system prompt's rule line that small models send back as their whole answer
-PARROTS = {"done", "blocked", "unclear", "blocked or unclear", "ask_user", "ask user", "call ask_user", "the answer",
-           "the answer itself", "final answer"}
+PARROTS = {"done", "ask_user", "ask user", "call ask_user", "the answer", "the answer itself", "final answer"}
+BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_user", "i am blocked", "i m blocked"}
 LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
 
 
-def not_an_answer(text: str, mode: str) -> str:
-    """The correction for a reply that carries no call and is no answer, or ""."""
+def not_an_answer(text: str, mode: str, again: bool = False) -> str:
+    """The correction for a reply that carries no call and is no answer, or "". `again`: the reply before was
+    corrected too; this one then also shows how a call is written (never the same words a second time)."""
     stripped = (text or "").strip()
+    example = (" For example, to run a script write it in a fenced block and then "
+               f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
     if not stripped:
-        return "[ga] Your reply was empty. Reply with the final answer itself, or call a tool."
+        return f"[ga] Your reply was empty. Reply with the final answer itself, or call a tool.{example}"
     words = " ".join(re.sub(r"[^\w\s]", " ", stripped.lower()).split())
+    if words in BLOCKED:
+        return (f'[ga] "{_short(stripped)}" is not an answer. If something stops you, call ask_user with your '
+                f"question; otherwise take the next step with a tool (the last result says what to change).{example}")
     if words in PARROTS:
         return (f'[ga] "{_short(stripped)}" is not an answer. Reply with the result itself (the value, text or '
-                "change the task asks for), or call a tool to get it.")
+                f"change the task asks for), or call a tool to get it.{example}")
     found = blocks(stripped)
     if len(found) == 1 and len(re.sub(r"```.*?```", "", stripped, flags=re.S).strip()) <= LONE_BLOCK_WORDS:
         kind, code = found[0]

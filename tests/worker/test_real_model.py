@@ -241,3 +241,53 @@ def test_without_tools_offered_a_json_reply_is_just_text(settings):
         client = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
         reply = client.chat([{"role": "user", "content": "plan"}], [])  # the planner asks like this
     assert reply.tool_calls == [] and reply.content == reply_text
+
+
+# The shapes issue 35 read in the held-out run of the real 1.5B model (native mode, no native tool_calls): a
+# Python triple-quoted script inside the JSON call, a fenced script beside a call whose script is empty, and the
+# same unreadable call sent again.
+TRIPLE = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": """\nwith open("alpha.txt") as f:\n'
+          '    print(len(f.read().split()))\n""",\n    "timeout": 60\n  }\n}\n```')
+EMPTY_ARGUMENT = ("```python\nprint(len(open('alpha.txt').read().split()))\n```\n\n"
+                  '```json\n{"name": "code_run", "arguments": {"script": "", "type": "python"}}\n```')
+UNREADABLE = ('```json\n{"name": "code_run", "arguments": {"script": `import csv\nrows = list(csv.reader(open("alpha.txt")))'
+              '\nprint(len(rows))`, "timeout": 60}}\n```')  # a script in backquotes: no reader takes it
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+@pytest.mark.parametrize("reply", [TRIPLE, EMPTY_ARGUMENT], ids=["triple-quoted", "empty-argument"])
+def test_a_call_as_small_models_write_it_runs(tmp_path, settings, mode, reply):
+    result, requests, history = replay_run(tmp_path, settings, "", mode,
+                                           turns=[{"content": reply}, {"echo_last_tool_result": True}])
+    assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # the word count of alpha.txt, really run
+    assert result.status == "succeeded" and "7" in result.answer
+    first = json.loads(history.read_text().splitlines()[0])
+    assert not first["tool_results"][0]["output"].startswith("error")
+    shown = json.dumps(requests[1]["messages"])
+    assert '\\"\\"\\"' not in shown  # the triple-quoted form is not put back for the model to copy
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_the_same_unreadable_call_twice_gets_the_code_block_form_and_then_runs(tmp_path, settings, mode):
+    fixed = "```python\nimport csv\nrows = list(csv.reader(open('alpha.txt')))\nprint(len(rows))\n```\n" \
+            '```json\n{"name": "code_run", "arguments": {"type": "python"}}\n```'
+    turns = [{"content": UNREADABLE}, {"content": UNREADABLE}, {"content": fixed}, {"echo_last_tool_result": True}]
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=turns)
+    first, second = tool_results(requests[1], mode)[-1], tool_results(requests[2], mode)[-1]
+    assert first.startswith("error: the code_run call in your reply is not valid JSON")
+    assert "Send it exactly like this" in first and "rows = list(csv.reader(open(" in first  # its own script, shaped
+    assert second != first and "Write the script in a fenced code block" in second  # simpler, not the same again
+    assert "```python\nimport csv" in second
+    assert tool_results(requests[3], mode)[-1] == "exit code 0\n1\n"
+    assert result.status == "succeeded"
+    # the unreadable text was not put back into the history for the model to copy
+    assert not any('csv.reader(open("alpha.txt"))' in text for r in requests[1:] for text in assistant_texts(r))
+
+
+def test_a_window_too_small_for_the_first_request_is_one_line_and_sends_nothing(tmp_path, settings):
+    result, requests, _ = replay_run(tmp_path, settings, "", "native", turns=[{"content": "never asked"}],
+                                     model={"context_window": 2048})
+    assert result.status == "failed" and "\n" not in result.reason
+    assert result.reason.startswith("context_window 2,048 of model 'scripted@")
+    assert "cannot hold the first request" in result.reason and "max_tokens" in result.reason
+    assert requests == []  # nothing was sent: before, the context trim sent an empty user message

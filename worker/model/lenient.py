@@ -65,15 +65,24 @@ def python_literal(text: str) -> Any:
 
 def repaired(text: str) -> Any:
     """What json-repair makes of `text`: an object or a list, else None (a bare string or number is not a call).
-    A string json-repair had to close itself was cut off (at max_tokens, say): a script cut short must not run
-    (`rm -rf /tmp/x` cut to `rm -rf /`), so such a value makes the whole text unread."""
+    A string json-repair had to close itself was cut off (at max_tokens, say), and a repair with fewer letters
+    than the text dropped part of it: a script cut short must not run (`rm -rf /tmp/x` cut to `rm -rf /`), so
+    either makes the whole text unread."""
     try:
         value = json_repair.repair_json(text, return_objects=True)
     except (ValueError, TypeError, RecursionError, IndexError, KeyError):
         return None
     if not isinstance(value, (dict, list)) or not value:
         return None
-    return value if all(_closed_in(text, string, key) for string, key in _strings(value)) else None
+    whole = all(_closed_in(text, string, key) for string, key in _strings(value))
+    kept = _letters(json.dumps(value, ensure_ascii=False)) >= _letters(text)
+    return value if whole and kept else None
+
+
+def _letters(text: str) -> int:
+    """Letters and digits: a repair adds quotes and braces, never words, so fewer of them means it dropped some
+    of the text (a script in backquotes comes back cut at its first inner quote)."""
+    return sum(ch.isalnum() for ch in text)
 
 
 def _strings(value: Any) -> list[tuple[str, bool]]:
