@@ -102,8 +102,12 @@ class Worker:
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
         schemas = _schemas(tuple(self.tools))
         cfg = self._context_settings(schemas)
+        too_small = self._window_too_small(messages, schemas, cfg)
+        if too_small:
+            return self._result("failed", "", 0, too_small)
         anchor = context.Anchor(cfg, task=self.task)
         malformed = 0
+        corrected = False  # the last reply was not an answer and got a correction
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled", stop=Stop.cancelled)
@@ -131,7 +135,8 @@ class Worker:
                 continue
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
-                correction = answers.not_an_answer(reply.content, self._mode)
+                correction = answers.not_an_answer(reply.content, self._mode, again=corrected)
+                corrected = bool(correction)
                 if correction:  # an empty or parroted reply, or a code block that ran nowhere: corrected like a bad call
                     malformed += 1
                     if malformed >= MAX_MALFORMED_IN_A_ROW:
@@ -148,6 +153,7 @@ class Worker:
                 self._second_chances += 1
                 messages.append({"role": "user", "content": note})
                 continue
+            corrected = False
             done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
             if self._cancelled.is_set():
@@ -210,6 +216,22 @@ class Worker:
         overhead = len(json.dumps(schemas)) // max(1, cfg.chars_per_token)
         tokens = config.context_tokens(cfg.context_tokens, overhead)
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
+
+    def _window_too_small(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], cfg: ContextSettings) -> str:
+        """One line when the model's known context window cannot hold the first request (the system prompt, the task
+        and the tool schemas, which are never cut) and a reply of max_tokens; "" otherwise."""
+        config = self.model.config
+        if config is None or not config.context_window:
+            return ""
+        per = max(1, cfg.chars_per_token)
+        prompt = context.serialized_size(messages) // per
+        tools = len(json.dumps(schemas)) // per
+        if prompt + tools + config.max_tokens <= config.context_window:
+            return ""
+        return (f"context_window {config.context_window:,} of {_model_name(self.model)} cannot hold the first request: "
+                f"about {prompt:,} tokens of system prompt and task, {tools:,} of tool schemas and {config.max_tokens:,} "
+                "for the reply (max_tokens); raise context_window (the server's -c per slot) or lower max_tokens in "
+                "models.yaml")
 
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
              turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:

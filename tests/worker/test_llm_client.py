@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -521,3 +523,47 @@ def test_a_deepseek_style_reply_counts_its_cache_hits_and_keeps_finish_reason():
     assert got.usage.cost == pytest.approx((400 * 2.0 + 600 * 0.5 + 10 * 8.0) / 1e6)
     assert got.finish_reason == "length"
     assert [(c.id, c.name, json.loads(c.arguments)) for c in got.tool_calls] == [("call_1", "code_run", {"script": "1"})]
+
+
+class StuckServer:
+    """A server stopped mid-life: the kernel still accepts connections on its port, nobody ever answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.accepted: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_stuck_server_ends_the_request_at_its_first_timeout_not_after_every_retry():
+    stuck = StuckServer()
+    try:
+        cfg = ModelConfig(name="local", base_url=stuck.base_url, model="m", request_timeout=1.0, max_retries=5,
+                          backoff_base=0.01, backoff_max=0.02)
+        with pytest.raises(ModelError) as caught:
+            LLMClient(cfg).chat(start(), TOOLS)
+    finally:
+        stuck.close()
+    text = str(caught.value)
+    assert "no complete reply within 1s (request_timeout), and GET /models does not answer" in text
+    assert "restart it" in text and "\n" not in text
+    assert len(stuck.accepted) == 2  # the one request and the probe: not six requests of request_timeout each
