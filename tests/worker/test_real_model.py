@@ -291,3 +291,18 @@ def test_a_window_too_small_for_the_first_request_is_one_line_and_sends_nothing(
     assert result.reason.startswith("context_window 2,048 of model 'scripted@")
     assert "cannot hold the first request" in result.reason and "max_tokens" in result.reason
     assert requests == []  # nothing was sent: before, the context trim sent an empty user message
+
+
+# Replies of the live 1.5B fan-out of this session (words task): `python -c` sent with "type": "python", then a
+# tool call written as a function call in the text.
+TYPED_SHELL = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": "python -c \'with open(\\"alpha.txt\\", '
+               '\\"r\\", encoding=\\"utf-8\\") as f: print(len(f.read().split()))\'",\n    "type": "python",\n'
+               '    "timeout": 60,\n    "cwd": ""\n  }\n}\n```')
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_a_shell_line_typed_python_runs_as_bash_and_a_call_in_function_syntax_is_a_call(tmp_path, settings, mode):
+    turns = [{"content": TYPED_SHELL}, {"content": 'ask_user("What should I do next?")'}]
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=turns)
+    assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # it was a SyntaxError as python
+    assert result.status == "needs_input" and result.question == "What should I do next?"

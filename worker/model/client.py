@@ -48,6 +48,7 @@ from worker.model.replies import (
     new_call_id,
     parse_completion,
     repetition,
+    tool_parameters,
 )
 from worker.model.streaming import StreamAssembler, StreamCut
 from worker.model.textproto import protocol_block, to_text_messages
@@ -98,7 +99,7 @@ class LLMClient:
         started = time.monotonic()
         response = self._send_interpreting_refusals(request)
         latency = time.monotonic() - started
-        reply = self._reply(response, request, latency, [_tool_name(t) for t in tools])
+        reply = self._reply(response, request, latency, tool_parameters(tools))
         log.debug("llm.reply", model=self.config.name, latency=round(latency, 3), tool_calls=len(reply.tool_calls),
                   prompt=reply.usage.prompt, completion=reply.usage.completion, cached=reply.usage.cached)
         return reply
@@ -287,7 +288,7 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
+    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: dict[str, list[str]]) -> Reply:
         """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
@@ -321,9 +322,6 @@ def _dumps(value: Any) -> bytes:
     """Compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
-
-def _tool_name(schema: dict[str, Any]) -> str:
-    return str(schema.get("function", schema).get("name", ""))
 
 
 def _retry_after(headers: dict[str, str]) -> Optional[float]:

@@ -27,6 +27,7 @@ and a server saying the request does not fit its context window (`is_context_ove
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import uuid
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from configs.usererrors import validation_line
 from worker.model.callshape import is_script_tool
 from worker.model.codeblocks import needs_script, recovered_script, with_script
-from worker.model.lenient import read_value
+from worker.model.lenient import MAX_LENIENT_CHARS, read_value
 from worker.model.textproto import format_tool_use
 from worker.usage import Usage
 
@@ -75,6 +76,18 @@ class Reply:
             return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
                     "with file_write in several calls")
         return ""
+
+
+def tool_parameters(tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each offered tool's parameter names, required ones first (the order a model writes them in a call)."""
+    found = {}
+    for schema in tools:
+        func = schema.get("function", schema)
+        params = func.get("parameters") or {}
+        names = list(params.get("properties") or {})
+        required = [n for n in params.get("required") or [] if n in names]
+        found[str(func.get("name", ""))] = required + [n for n in names if n not in required]
+    return found
 
 
 def new_call_id() -> str:
@@ -176,7 +189,6 @@ def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known:
         message: dict[str, Any] = {"role": "assistant", "content": kept or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": shown}} for c, shown in mended]}
         return Interpreted(kept, [c for c, _ in mended], message, content if cut else None, notes)
-    known = list(known)
     found = extract_calls(kept, known) if known else Extracted(kept)  # no tools offered: nothing to call
     for span in found.spans:
         span.calls = [_filled(call, found.text, notes) for call in span.calls]
@@ -269,7 +281,9 @@ def cut_invented_results(content: str) -> tuple[str, bool]:
 
 
 def extract_calls(content: str, known: Iterable[str]) -> Extracted:
-    """Tool calls written in `content`, in order, and the text that remains around them."""
+    """Tool calls written in `content`, in order, and the text that remains around them. `known`: the tool names,
+    or a mapping of each name to its parameter names in order (to read `ask_user("...")`, written as a call)."""
+    params: dict[str, list[str]] = {k: list(v) for k, v in known.items()} if isinstance(known, dict) else {}
     known = set(known)
     spans: list[Span] = []
     for match in TAG_BLOCK.finditer(content):
@@ -284,10 +298,9 @@ def extract_calls(content: str, known: Iterable[str]) -> Extracted:
             spans.append(Span(match.start(), match.end(), calls))
     if not spans:
         stripped = content.strip()
-        if stripped.startswith(("{", "[")):
-            calls = _from_json_text(stripped, known)
-            if calls:
-                return Extracted("", calls, content, [Span(0, len(content), calls)])
+        calls = _from_json_text(stripped, known) if stripped.startswith(("{", "[")) else _from_call_syntax(stripped, params)
+        if calls:
+            return Extracted("", calls, content, [Span(0, len(content), calls)])
         return Extracted(content, content=content)
     spans.sort(key=lambda span: span.start)
     text, calls, position = [], [], 0
@@ -341,6 +354,29 @@ def _from_json_text(text: str, known: set[str]) -> list[ContentCall]:
     if not calls or any(c is None or c.name not in known for c in calls):
         return []
     return [c for c in calls if c is not None]
+
+
+CALL_SYNTAX = re.compile(r"([A-Za-z_]\w*)\s*\(.*\)", re.S)
+
+
+def _from_call_syntax(text: str, params: dict[str, list[str]]) -> list[ContentCall]:
+    """A whole reply written as a function call to a known tool, `ask_user("Which file?")` or
+    `code_run(script="print(1)")`: its literal arguments, positional ones named in the tool's order; [] otherwise."""
+    found = CALL_SYNTAX.fullmatch(text)
+    if not found or found.group(1) not in params or len(text) > MAX_LENIENT_CHARS:
+        return []
+    try:
+        call = ast.parse(text, mode="eval").body
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return []
+        names = params[found.group(1)]
+        if len(call.args) > len(names) or any(k.arg is None for k in call.keywords):
+            return []
+        args = {names[i]: ast.literal_eval(node) for i, node in enumerate(call.args)}
+        args.update({str(k.arg): ast.literal_eval(k.value) for k in call.keywords})
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return []
+    return [ContentCall(found.group(1), json.dumps(args, ensure_ascii=False), how="python", as_written=False)]
 
 
 def _from_object(data: dict[str, Any], how: str = "json") -> ContentCall | None:

@@ -49,9 +49,10 @@ SHELL_WORD = re.compile(r"([\w./-]+)(?:$|[ \t]+(?![=(.\[:,]|[-+*/%]=))")  # a wo
 
 
 class CodeRunArgs(BaseModel):
-    script: str = Field(description="the whole script: python source, or shell commands with type bash")
-    type: Literal["python", "bash"] = Field("python", description="python or bash; a plainly shell script "
-                                            "(ls, cat, grep, python -c ...) runs as bash when no type is given")
+    script: str = Field(description="the whole script: python source, or shell commands with type bash; or leave "
+                        "it out and put the script in a ```python or ```bash block of your reply")
+    type: Literal["python", "bash"] = Field("python", description="python or bash; a script that is plainly shell "
+                                            "(ls, cat, grep, python -c ...) and not Python runs as bash")
     timeout: int = Field(60, description="seconds, max 600")
     cwd: Optional[str] = Field(None, json_schema_extra=optional_str)
 
@@ -63,14 +64,25 @@ class CodeRunArgs(BaseModel):
             return data
         if "script" not in data and "code" in data:
             data = {**{k: v for k, v in data.items() if k != "code"}, "script": data["code"]}
-        if not data.get("type") and isinstance(data.get("script"), str):
-            data = {**data, "type": "bash" if plainly_shell(data["script"]) else "python"}
+        script = data.get("script")
+        if isinstance(script, str) and (not data.get("type") or (data.get("type") in ("python", "py", "python3")
+                                                                  and plainly_shell(script) and not _compiles(script))):
+            # no type, or "python" on a shell command line that is no Python (the 1.5B model's `python -c '...'`)
+            data = {**data, "type": "bash" if plainly_shell(script) else "python"}
         return data
 
     @field_validator("type", mode="before")
     @classmethod
     def _alias(cls, value: object) -> object:  # names models often use for the same interpreters
         return TYPE_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def _compiles(script: str) -> bool:
+    try:
+        compile(script, "<script>", "exec")
+        return True
+    except (SyntaxError, ValueError):
+        return False
 
 
 def plainly_shell(script: str) -> bool:
