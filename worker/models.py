@@ -60,6 +60,7 @@ class ModelConfig(BaseModel):
     temperature: float = 0.0
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)  # per request: one agent turn, see DEFAULT_MAX_TOKENS
     stop_sequences: bool = True  # text tool mode: send stop=["<tool_result"] (turned off by itself if refused)
+    stream: bool = False  # stream replies: a reply that loops is cut as soon as it repeats itself, not at max_tokens
     price_input: float = 0.0  # USD per million tokens
     price_output: float = 0.0
     price_cached: Optional[float] = None  # None: cached input costs price_input

@@ -77,14 +77,14 @@ def assert_usage_adds_up(run, ids: list[str], log: list[dict]) -> None:
 
 def test_map_reduce_run_writes_the_run_directory_and_accounts_usage(tmp_path: Path) -> None:
     run = run_word_count(tmp_path)
-    # the map tasks answer after a successful code_run; the reduce answers without any tool run
-    assert run.status == "unverified" and run.exit_code == 1
+    # the map tasks answer after a successful code_run; the reduce answers without any tool run, backed by them
+    assert run.status == "succeeded" and run.exit_code == 0
     assert [r.status for r in run.results] == ["succeeded"] * 4
     ids = ["a.txt", "b.txt", "c.txt", "d.txt"]
     assert_each_task_ran_once_on_its_own_input(run, ids)
     assert (run.run_dir / "spec.yaml").is_file()
     assert (run.run_dir / "reduce" / "merged.md").read_text().strip() == "merged: all four files counted"
-    assert run.reduce.status == "unverified" and run.reduce.reason == "no tool ran"
+    assert run.reduce.status == "succeeded" and run.reduce.reason == "backed by its 4 succeeded input(s)"
     assert_usage_adds_up(run, ids, read_jsonl(tmp_path / "requests.jsonl"))
     events = [e["event"] for e in ledger(run.run_dir)]
     assert events[0] == "run_started" and events[-1] == "run_finished"

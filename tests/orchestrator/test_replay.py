@@ -157,7 +157,8 @@ def test_what_cannot_be_replayed_is_one_line(tmp_path, recorded):
 # The real-model recordings were made by the ga of 2026-11-30; where this ga builds another request from the
 # same replies, the replay names the turn and field. None: replays identically.
 REAL_MODEL = {
-    "qwen0.5b-text-fib": None,
+    # ga now answers a lone code block with a correction (nothing ran): it asks for a turn nobody recorded
+    "qwen0.5b-text-fib": (2, "end"),
     "qwen1.5b-text-fanout-reduce": None,
     # ga now reads the fenced JSON call in the text and runs it: it asks for a turn nobody recorded
     "qwen1.5b-native-fanout-fib": (2, "end"),
@@ -194,9 +195,9 @@ def test_real_model_recordings_replay_in_their_tool_mode(tmp_path, settings, nam
 
 
 def test_a_history_file_replays_from_the_command_line(tmp_path):
-    result = replay_cli(str(FIXTURES / "qwen0.5b-text-fib.history.jsonl"), "--tool-mode", "text", out=tmp_path / "r")
+    result = replay_cli(str(FIXTURES / "qwen1.5b-text-fanout-reduce.history.jsonl"), "--tool-mode", "text", out=tmp_path / "r")
     assert result.exit_code == 0, result.output
-    assert "qwen0.5b-text-fib: unverified after 1 turn(s) · identical" in result.output
+    assert "qwen1.5b-text-fanout-reduce: unverified after 1 turn(s) · identical" in result.output
 
 
 LATE = {"tasks": [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal, Optional
 
 import structlog
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memory_shared import fsutil
 from worker import egress, gateway, sandbox, telemetry
@@ -41,16 +42,62 @@ PARENT_ONLY = ("GA_RAY_ADDRESS", "RAY_ADDRESS")  # the gateway runs nested fan-o
 log = structlog.get_logger("worker.code")
 
 
+SHELL_COMMANDS = {"ls", "cat", "echo", "printf", "grep", "egrep", "wc", "head", "tail", "find", "sed", "awk", "cd", "pwd",
+                  "mkdir", "rm", "cp", "mv", "touch", "chmod", "python", "python3", "pip", "pip3", "curl", "wget", "sort",
+                  "uniq", "cut", "tr", "xargs", "export", "sqlite3", "jq", "date", "env", "which", "du", "df", "tar",
+                  "unzip", "git", "bash", "sh", "seq", "diff", "stat", "file", "sudo", "apt", "apt-get", "npm", "node"}
+
+
+SHELL_WORD = re.compile(r"([\w./-]+)(?:$|[ \t]+(?![=(.\[:,]|[-+*/%]=))")  # a word not followed by = ( . [ : ,
+
+
 class CodeRunArgs(BaseModel):
-    script: str
-    type: Literal["python", "bash"] = "python"
+    script: str = Field(description="the whole script: python source, or shell commands with type bash; or leave "
+                        "it out and put the script in a ```python or ```bash block of your reply")
+    type: Literal["python", "bash"] = Field("python", description="python or bash; a script that is plainly shell "
+                                            "(ls, cat, grep, python -c ...) and not Python runs as bash")
     timeout: int = Field(60, description="seconds, max 600")
     cwd: Optional[str] = Field(None, json_schema_extra=optional_str)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer(cls, data: object) -> object:
+        """`code` is read as `script` (GenericAgent's name for it); a missing type follows the script."""
+        if not isinstance(data, dict):
+            return data
+        if "script" not in data and "code" in data:
+            data = {**{k: v for k, v in data.items() if k != "code"}, "script": data["code"]}
+        script = data.get("script")
+        if isinstance(script, str) and (not data.get("type") or (data.get("type") in ("python", "py", "python3")
+                                                                  and plainly_shell(script) and not _compiles(script))):
+            # no type, or "python" on a shell command line that is no Python (the 1.5B model's `python -c '...'`)
+            data = {**data, "type": "bash" if plainly_shell(script) else "python"}
+        return data
 
     @field_validator("type", mode="before")
     @classmethod
     def _alias(cls, value: object) -> object:  # names models often use for the same interpreters
         return TYPE_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def _compiles(script: str) -> bool:
+    try:
+        compile(script, "<script>", "exec")
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def plainly_shell(script: str) -> bool:
+    """Whether a script given without a type is shell: a shell shebang, or a first line that starts with a shell
+    command used as one (`ls -la`, `python -c '...'`, `cat data.csv | wc -l`; not `file = open(...)`)."""
+    lines = [line.strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("# ")]
+    if not lines:
+        return False
+    if lines[0].startswith("#!"):
+        return "python" not in lines[0] and any(word in lines[0] for word in ("sh", "bash", "zsh"))
+    found = SHELL_WORD.match(lines[0])
+    return bool(found) and (found.group(1) in SHELL_COMMANDS or found.group(1).startswith(("./", "/bin/", "/usr/bin/")))
 
 
 @tool("code_run", "Run a python or bash script in the working directory; returns the exit code and"

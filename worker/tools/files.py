@@ -66,7 +66,7 @@ def _display(path: Path, ctx: ToolContext) -> str:
 # ---- file_read
 
 @tool("file_read", "Read a file as numbered lines 'N|text'. keyword: show the lines around its first"
-      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs)
+      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs, answer_evidence=False)
 def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -215,7 +215,7 @@ def _missing(asked: str, candidates: list[str]) -> str:
 # ---- file_patch
 
 @tool("file_patch", "Replace old_content (exact text from file_read, no line numbers; must occur once)"
-      " with new_content.", FilePatchArgs)
+      " with new_content.", FilePatchArgs, answer_evidence=False)
 def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -270,7 +270,8 @@ def _read_text_strict(handle: BinaryIO) -> str:
 
 # ---- file_write
 
-@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs)
+@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs,
+      answer_evidence=False)
 def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
