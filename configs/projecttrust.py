@@ -158,7 +158,7 @@ def _leaves(node: Any, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
 # A project models.yaml may tune a model the shipped or user files define, with these fields only, and may not
 # add a model: a model it added (or moved) would decide where prompts, and maybe a key, are sent.
 PROJECT_MODEL_FIELDS: dict[str, Rule] = {
-    **{name: "free" for name in ("temperature", "tool_mode", "stop_sequences", "schema_resend_every")},
+    **{name: "free" for name in ("temperature", "tool_mode", "stop_sequences", "schema_resend_every", "stream")},
     **{name: "lower" for name in ("context_window", "max_tokens", "request_timeout", "max_reply_bytes",
                                   "max_retries")},
     **{name: "user" for name in ("name", "base_url", "api_key_env", "model", "price_input", "price_output",
