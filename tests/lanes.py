@@ -114,6 +114,7 @@ LAUNCHER_HIDDEN_IN_EDITABLE = (
     "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[README.md]",
     "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[docs/fanout.md]",
     "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[docs/getting-started.md]",
+    "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[docs/skills.md]",
 )
 
 
