@@ -53,6 +53,9 @@ class MemorySettings(Section):
     l1_max_lines: int = Field(default=30, ge=1)
     l1_max_chars: int = Field(default=2000, ge=1)
     archive_keep_months: int = Field(default=12, ge=0)
+    admit: Literal["review", "verified", "auto"] = "verified"  # what of a task's memory writes later workers see
+    rewrite_share: float = Field(default=0.25, gt=0, le=1)  # of the L3 files, skills or a file's lines, per task
+    l1_task_share: float = Field(default=0.2, gt=0, le=1)  # of L1's line bound one task may add
 
 
 class WorkerSettings(Section):
@@ -152,6 +155,7 @@ class SandboxLimits(Section):
     file_size: ByteSize = Field(default=ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
     cpu_seconds: int = Field(default=600, ge=1)  # CPU time of each process (RLIMIT_CPU)
     tmp_size: Optional[ByteSize] = Field(default=None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+    disk: Optional[ByteSize] = Field(default=None, gt=0)  # what the working directory may hold (worker/sandbox_disk.py)
 
     def resolved(self) -> "SandboxLimits":
         """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
@@ -196,6 +200,7 @@ class SandboxSettings(Section):
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
     limits: SandboxLimits = SandboxLimits()
+    env: list[str] = []  # variables passed into the sandbox besides PATH, LANG, LC_*, TERM, HOME, TZ and ga's own
 
     _shorthand = model_validator(mode="before")(sandbox_shorthand)
     _network = field_validator("network", mode="before")(network_mode)

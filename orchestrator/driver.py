@@ -92,7 +92,7 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                cancel=self.cancel,
+                cancel=self.cancel, carve=self.nest.subtree,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
@@ -222,6 +222,9 @@ class Driver:
             budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
             reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
             governors=governors, memory=self.memory.mode,
+            memory_kept={r.task_id: {k: len(r.memory.get(k) or []) for k in ("committed", "proposed", "refused")}
+                         | ({"proposal": r.memory["proposal"]} if r.memory.get("proposal") else {})
+                         for r in results if r.memory},
         )
 
 
@@ -259,6 +262,7 @@ class Nesting:
     parent_task: Optional[str] = None
     max_depth: Optional[int] = None
     session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
+    subtree: bool = False  # asked for by a task (serve_nested): its budget is what the task held for it, carved
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> "Nesting":

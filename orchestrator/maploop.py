@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Optional
 
 import structlog
 
+from configs import Settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
@@ -63,7 +64,7 @@ class MapLoop(Generic[TicketT]):
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[Usage] = None, display: Optional[Display] = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0, cancel: Optional[threading.Event] = None):
+                 failed_before: int = 0, cancel: Optional[threading.Event] = None, carve: bool = False):
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
@@ -71,6 +72,10 @@ class MapLoop(Generic[TicketT]):
         self.done_ids: set[str] = set()
         self.retries, self.timeout_of = retries, timeout_of
         self.budget_tokens, self.budget_cost = budget_tokens, budget_cost
+        # carve: a nested run's budget is what its parent held for it, so the tasks running at once get disjoint
+        # shares of it (a share back when its task ends), never each the whole rest
+        self.carve = carve
+        self.granted: dict[str, tuple[Optional[int], Optional[float]]] = {}
         self.display = display
         self.outcome = MapOutcome(usage=spent or Usage())
         self.attempts: dict[str, int] = {}
@@ -144,13 +149,19 @@ class MapLoop(Generic[TicketT]):
             if self._budget_spent():
                 self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
+            share = self._budget_left(ways=self._idle_slots(len(pending)))
+            if self.carve and self.granted and (share[0] == 0 or share[1] == 0.0):
+                return  # the running tasks hold it all: the next starts when one ends
             task = pending.popleft()
             attempt = self.attempts.get(task.id, 0) + 1
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
             job = self.make_job(task, attempt)
             job.lease = self.pool.lease_for_job()
-            job.budget_tokens, job.budget_cost = self._budget_left()
+            job.budget_tokens, job.budget_cost = share
+            if self.carve:  # the share binds the task's own model calls too, not only its gateway's
+                self.granted[task.id] = share
+                job.settings = _within(job.settings, share)
             ref = self.pool.submit(slot, job)
             slot.busy = task.id
             now = time.monotonic()
@@ -164,12 +175,22 @@ class MapLoop(Generic[TicketT]):
             return True
         return bool(self.budget_cost and usage.cost >= self.budget_cost)
 
-    def _budget_left(self) -> tuple[Optional[int], Optional[float]]:
-        """What the run's budget leaves a task starting now (its gateway refuses past it); None: no budget."""
+    def _budget_left(self, ways: int = 1) -> tuple[Optional[int], Optional[float]]:
+        """What the run's budget leaves a task starting now (its gateway refuses past it); None: no budget. Carved:
+        what no running task holds, shared among the `ways` tasks that may start now."""
         usage = self.outcome.usage
+        if self.carve:
+            held_tokens = sum(t for t, _ in self.granted.values() if t is not None)
+            held_cost = sum(c for _, c in self.granted.values() if c is not None)
+            return (max(0, self.budget_tokens - usage.total - held_tokens) // ways if self.budget_tokens else None,
+                    max(0.0, self.budget_cost - usage.cost - held_cost) / ways if self.budget_cost else None)
         tokens = usage.total + sum(self.live_tokens.values())
         return (max(0, self.budget_tokens - tokens) if self.budget_tokens else None,
                 max(0.0, self.budget_cost - usage.cost) if self.budget_cost else None)
+
+    def _idle_slots(self, pending: int) -> int:
+        idle = sum(not (s.busy or s.member.retiring or s.member.dead) for s in self.pool.slots)
+        return max(1, min(idle, pending))
 
     def _stop(self, reason: RunStop, note: str) -> None:
         if self.outcome.stop is None:
@@ -185,6 +206,7 @@ class MapLoop(Generic[TicketT]):
     def _collect(self, ref: TicketT, item: Inflight, pending: deque) -> None:
         task, slot = item.task, item.slot
         self.live_tokens.pop(task.id, None)
+        self.granted.pop(task.id, None)
         self.progress.pop(slot.index, None)
         try:
             record: TaskRecord = self.pool.result(ref)
@@ -339,6 +361,18 @@ def _lost(task: PlannedTask, item: Inflight, reason: str) -> TaskRecord:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return next((line.strip() for line in text if line.strip()), type(exc).__name__)[:300]
+
+
+def _within(settings: Settings, share: tuple[Optional[int], Optional[float]]) -> Settings:
+    """A copy of a job's settings whose task limits are no more than `share` (tokens, cost; None: no bound)."""
+    worker = settings.worker
+    tokens, cost = share
+    update: dict[str, Any] = {}
+    if tokens is not None:
+        update["max_tokens"] = max(1, min(tokens, worker.max_tokens or tokens))
+    if cost is not None:
+        update["max_cost"] = max(1e-9, min(cost, worker.max_cost or cost))
+    return settings.model_copy(update={"worker": worker.model_copy(update=update)})
 
 
 def _quiet(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -16,6 +16,7 @@ from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import context, prompt, telemetry
+from worker.evidence import execution_of
 from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.record import Stop, TaskRecord
@@ -86,13 +87,15 @@ class Worker:
     def _run(self) -> TaskRecord:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
-                           commit_key=self.commit_key) as memory:
+                           commit_key=self.commit_key, settings=self.settings,
+                           model=self.model.config.name if self.model.config is not None else "") as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
                                     account=self.account, model_config=self.model.config)
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
+            result.memory = memory.outcome
         log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
         return result
 
@@ -282,7 +285,7 @@ class Worker:
         except Exception as exc:  # a tool bug must not kill the task; the model sees it and may route around it
             log.exception("tool_crashed", tool=call.name, task=self.task_id)
             result = ToolResult(f"error: {call.name} failed: {type(exc).__name__}: {exc}", ok=False)
-        self._executions.append(Execution(seq, call.id, call.name, result.ok, result.evidence))
+        self._executions.append(execution_of(seq, call.id, call.name, call.arguments, result))
         log.debug("tool", task=self.task_id, tool=call.name, ok=result.ok, seconds=round(time.monotonic() - started, 3))
         return result, True
 

@@ -251,22 +251,23 @@ def test_ga_model_setting_and_unknown_names(tmp_path):
         assert name in message
 
 
-def test_project_models_yaml_adds_entries_and_tunes_but_does_not_repoint_them(tmp_path, monkeypatch):
+def test_project_models_yaml_tunes_entries_but_does_not_add_or_repoint_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "models.yaml").write_text(
-        "models:\n  mine:\n    base_url: http://127.0.0.1:1234/v1\n    model: local-7b\n    tool_mode: text\n"
-        "  gpt-4o-mini:\n    temperature: 0.5\n")
+    (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    temperature: 0.5\n    max_tokens: 512\n")
     settings = settings_without_model(tmp_path)
-    mine = resolve_model("mine", settings)
-    assert (mine.base_url, mine.model, mine.tool_mode, mine.api_key_env) == ("http://127.0.0.1:1234/v1", "local-7b", "text", None)
     tuned = resolve_model("gpt-4o-mini", settings)
     assert tuned.model == "gpt-4o-mini" and tuned.temperature == 0.5 and tuned.price_input == 0.15
+    assert tuned.max_tokens == 512
     (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    model: gpt-4o\n")
-    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.gpt-4o-mini.model is refused in a project"):
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:3: models.gpt-4o-mini.model is refused in a project"):
         resolve_model("gpt-4o-mini", settings)  # it would choose the model the user's name means (issue 22)
-    (tmp_path / "models.yaml").write_text("models:\n  mine:\n    base_url: http://x/v1\n    model: m\n    tool_mode: smoke\n")
-    with pytest.raises(ModelConfigError, match=r"models.yaml:5: model 'mine' field 'tool_mode'"):
-        resolve_model("mine", settings)
+    (tmp_path / "models.yaml").write_text("models:\n  mine:\n    base_url: http://127.0.0.1:1234/v1\n    model: m\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.mine is refused in a project file: a project "
+                                               r"file may not add a model"):
+        resolve_model("mine", settings)  # its base_url would decide where prompts go (issue 30)
+    (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    tool_mode: smoke\n")
+    with pytest.raises(ModelConfigError, match=r"models.yaml:3: model 'gpt-4o-mini' field 'tool_mode'"):
+        resolve_model("gpt-4o-mini", settings)
 
 
 def test_scripted_file_model_runs_in_process(tmp_path):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
+from memory_shared.proposals import load_proposals
 from worker import Worker
 from worker.history import replay
 from worker.model import LLMClient
@@ -63,10 +64,11 @@ def test_multi_turn_task_uses_each_tool(tmp_path, settings, store):
     assert "ALPHA\nGAMMA" in tool_messages(requests[4])[-1]
     assert "notes.txt holds ALPHA GAMMA" in requests[5]["messages"][-1]["content"]  # key_info in the anchor
     assert result.usage.prompt > 0 and result.usage.completion > 0
-    # the memory write passed the gate: evidence was the earlier successful executions
-    assert result.memory_generation is not None
+    # the memory write passed the gate (evidence: the earlier code_run); a fact nothing verified waits for review
+    assert result.memory_generation is not None and result.memory["proposed"] == ["L2/facts.md"]
     with store.snapshot() as snap:
-        assert "code_run python prints uppercase fine" in (snap.path / "L2" / "facts.md").read_text()
+        [proposal] = load_proposals(snap.path)
+    assert "code_run python prints uppercase fine" in proposal.changes[0]["text"]
     assert "t1" in store.log()[-1].message
     # history: one line per turn, and replaying it gives exactly the requests the server received
     assert [r["messages"] for r in requests] == replay(Path(result.history_path))
