@@ -10,9 +10,6 @@
 
 The markers are registered in pyproject.toml (`--strict-markers`: a misspelt one is an error).
 
-In the installed lane's editable install (tests/installed_lane.py, GA_TEST_INSTALL=editable) the tests of
-LAUNCHER_HIDDEN_IN_EDITABLE are expected to fail, strictly: see there.
-
 Derivation reads the code (names a function refers to, followed through functions and modules of tests/); what
 it cannot see (a `ga` process that starts Ray, a Ray cluster in a script) is marked in the test module itself.
 """
@@ -20,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import types
 from pathlib import Path
 
@@ -92,35 +88,7 @@ def lanes_of(item: pytest.Item) -> set[str]:
     return lanes
 
 
-# The sandbox hides the launcher of an editable install under /tmp: worker/sandbox_launch.py of that checkout is
-# under the sandbox's private /tmp, and worker/sandbox.py binds back only the interpreter's prefixes and sys.path
-# there, which an editable install (pip's finder) is on neither of. Every code_run then fails ("can't open file
-# .../worker/sandbox_launch.py"), and with it these tests; with the checkout made visible they all pass. Strict:
-# once worker/sandbox.py binds the launcher's folder, they pass and the lane fails until this list is dropped.
-LAUNCHER_HIDDEN = ("launcher bug: worker/sandbox.py hides worker/sandbox_launch.py of an editable install under "
-                   "/tmp, so every code_run fails (drop LAUNCHER_HIDDEN_IN_EDITABLE in tests/lanes.py once fixed)")
-LAUNCHER_HIDDEN_IN_EDITABLE = (
-    "tests/cli/test_cli_run.py::test_run_computes_with_a_tool_and_prints_json",
-    "tests/cli/test_cli_run.py::test_run_no_preflight_as_the_error_suggests",
-    "tests/cli/test_cli_run.py::test_ga_model_wins_over_a_continued_sessions_model",
-    "tests/cli/test_model_switch.py::test_the_model_flag_an_error_suggests_runs_every_task_and_the_reduce",
-    "tests/cli/test_model_switch.py::test_resume_without_the_tasks_file_as_runs_tell_suggests",
-    "tests/cli/test_model_switch.py::test_a_damaged_spec_yaml_is_one_line_on_resume_and_the_viewers_still_show_the_run",
-    "tests/cli/test_output_discipline.py::test_ga_run_piped_prints_only_the_answer_and_logs_to_the_session_directory",
-    "tests/cli/test_output_discipline.py::test_log_level_info_puts_readable_log_lines_on_stderr",
-    "tests/cli/test_output_discipline.py::test_log_json_still_writes_json_lines",
-    "tests/cli/test_output_discipline.py::test_ga_fanout_piped_draws_no_progress",
-    "tests/orchestrator/test_parent_example.py::test_parent_fans_out_from_code_run_and_answers_with_the_workers_results",
-    "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[README.md]",
-    "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[docs/fanout.md]",
-    "tests/test_docs_commands.py::test_every_command_of_the_page_works_as_printed[docs/getting-started.md]",
-)
-
-
 def mark(items: list[pytest.Item]) -> None:
-    editable_lane = os.environ.get("GA_TEST_INSTALL") == "editable"
     for item in items:
         for lane in lanes_of(item) - {m.name for m in item.iter_markers()}:
             item.add_marker(lane)
-        if editable_lane and item.nodeid in LAUNCHER_HIDDEN_IN_EDITABLE:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=LAUNCHER_HIDDEN))

@@ -4,6 +4,7 @@ the recordings kept in the repository (tests/fixtures/, tests/real_model/)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,10 @@ REAL_MODEL = {
     "qwen1.5b-text-fib": (2, "messages[2].content"),
 }
 
+# Python 3.10 prints no ^^^ line under a traceback's source line (3.11's fine-grained error locations): where a
+# recording made on 3.11 has a failed code_run, its re-run on 3.10 differs there first.
+ON_PYTHON_310 = {"qwen1.5b-native-fenced-json-rewritten-by-proxy": (1, "code_run")}
+
 
 def test_every_real_model_recording_has_an_expectation():
     assert sorted(REAL_MODEL) == names()
@@ -185,7 +190,7 @@ def test_real_model_recordings_replay_in_their_tool_mode(tmp_path, settings, nam
     outcome = replay(str(FIXTURES / f"{name}.history.jsonl"), settings=settings, runs_dir=tmp_path / "runs",
                      tool_mode=mode, inputs=[tmp_path / "alpha.txt"])
     [task] = outcome.tasks
-    expected = REAL_MODEL[name]
+    expected = ON_PYTHON_310.get(name, REAL_MODEL[name]) if sys.version_info < (3, 11) else REAL_MODEL[name]
     if expected is None:
         assert outcome.identical and outcome.exit_code == 0, [d.line() for d in task.divergences]
         return
