@@ -91,6 +91,8 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--ro-bind", str(path), str(path)]
         elif kind == "hide" and path.is_dir():
             argv += ["--tmpfs", str(path)]
+        elif kind == "absent_dir":  # a protected folder that does not exist (.git): empty and read-only
+            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
         else:  # a hidden file, or a project config file that does not exist yet (made as an empty mount point)
             argv += ["--ro-bind", "/dev/null", str(path)]
     argv += _hide_host_sockets(policy)
@@ -180,11 +182,13 @@ def _mounts(policy: Policy) -> list[tuple[Path, str]]:
 
 
 def placeholders(argv: list[str]) -> list[Path]:
-    """The files `argv` will create as empty mount points (missing before it runs: the project config files a
-    sandbox may not create): code_run removes them afterwards, when they are still the empty regular files
-    bubblewrap made. A hidden file exists, so it is never one."""
-    return [Path(argv[i + 2]) for i in range(len(argv) - 2)
-            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and not os.path.lexists(argv[i + 2])]
+    """The files and folders `argv` will create as empty mount points (missing before it runs: the protected names
+    a sandbox may not create): code_run removes them afterwards, when they are still the empty regular files or
+    folders made for them. A hidden path exists, so it is never one."""
+    files = [argv[i + 2] for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null"]
+    folders = [argv[i + 1] for i in range(len(argv) - 3)
+               if argv[i] == "--tmpfs" and argv[i + 2] == "--remount-ro" and argv[i + 3] == argv[i + 1]]
+    return [Path(p) for p in [*files, *folders] if not os.path.lexists(p)]
 
 
 def remove_placeholders(paths: Iterable[Path]) -> None:
@@ -193,6 +197,8 @@ def remove_placeholders(paths: Iterable[Path]) -> None:
             info = path.lstat()
             if stat.S_ISREG(info.st_mode) and info.st_size == 0:
                 path.unlink()
+            elif stat.S_ISDIR(info.st_mode):
+                path.rmdir()  # only while empty
         except OSError:
             pass
 

@@ -120,6 +120,8 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
     wrap = policy.mode == "bwrap"
     shared = policy.network == "open"
     problem = sandbox.support_problem(policy.bwrap, shared) if wrap else None
+    if wrap and not problem and (linked := ctx.policy.link_refusal()):  # worker/policy.py: a link cannot be held
+        problem = f"code_run refused: {linked}"
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
