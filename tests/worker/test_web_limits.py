@@ -56,10 +56,11 @@ def test_every_browser_process_runs_under_the_sandbox_limits(tmp_path: Path) -> 
             assert limit(pid, "Max file size") == str(FILE_SIZE), pid
         memory = cgroup_file(pids[0], "memory.max") or cgroup_file(pids[0], "memory.limit_in_bytes")
         processes = cgroup_file(pids[0], "pids.max")
-        if memory is not None or processes is not None:  # where ga can make cgroups: the whole browser in one
+        made = processes or memory
+        if made is not None:  # where ga can make cgroups: the whole browser in one
             assert memory is None or memory.read_text().strip() == str(MEMORY), memory
             assert processes is None or processes.read_text().strip() == str(PROCESSES), processes
-            assert all(cgroup_file(pid, (processes or memory).name) == (processes or memory) for pid in pids)
+            assert all(cgroup_file(pid, made.name) == made for pid in pids)
             folders = [f.parent for f in (memory, processes) if f is not None]
     finally:
         ctx.close()
