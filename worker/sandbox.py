@@ -28,12 +28,14 @@ each connection to its socket, and becomes the command.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +95,9 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--tmpfs", str(path)]
         elif kind == "absent_dir":  # a protected folder that does not exist (.git): empty and read-only
             argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
-        else:  # a hidden file, or a project config file that does not exist yet (made as an empty mount point)
+        elif kind == "absent":  # a protected file that does not exist: an empty regular file, read-only
+            argv += ["--ro-bind", str(empty_file()), str(path)]
+        else:  # a hidden file
             argv += ["--ro-bind", "/dev/null", str(path)]
     argv += _hide_host_sockets(policy)
     for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
@@ -105,6 +109,18 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
         relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
         command = [sys.executable, "-I", "-S", "-c", launcher_source(), *relays, "--", *command]
     return argv + ["--chdir", str(cwd), "--", *command]
+
+
+@functools.lru_cache(maxsize=1)
+def empty_file() -> Path:
+    """An empty read-only regular file of this process's (removed at exit), bound over a protected file that does not
+    exist: a script reads it as empty. /dev/null there would be a device on a nodev mount, which every `cat *`,
+    `grep -r` or `tar` of the working directory fails to read."""
+    folder = Path(tempfile.mkdtemp(prefix="ga-empty-"))
+    path = folder / "empty"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    atexit.register(shutil.rmtree, str(folder), True)
+    return path
 
 
 @functools.lru_cache(maxsize=1)
@@ -185,7 +201,8 @@ def placeholders(argv: list[str]) -> list[Path]:
     """The files and folders `argv` will create as empty mount points (missing before it runs: the protected names
     a sandbox may not create): code_run removes them afterwards, when they are still the empty regular files or
     folders made for them. A hidden path exists, so it is never one."""
-    files = [argv[i + 2] for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null"]
+    empty = ("/dev/null", str(empty_file()))
+    files = [argv[i + 2] for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] in empty]
     folders = [argv[i + 1] for i in range(len(argv) - 3)
                if argv[i] == "--tmpfs" and argv[i + 2] == "--remount-ro" and argv[i + 3] == argv[i + 1]]
     return [Path(p) for p in [*files, *folders] if not os.path.lexists(p)]

@@ -74,3 +74,13 @@ def test_a_linked_ga_yaml_cannot_be_replaced_so_code_run_does_not_start(project:
     assert (project / "ga.yaml").is_symlink() and (project / "conf" / "ga.yaml").read_text() == "worker: {max_turns: 40}\n"
     written = call(project, "file_write", path="conf/ga.yaml", content="worker: {max_turns: 1}\n")
     assert "which a task may not write" in written, written
+
+
+def test_a_script_reads_the_empty_mount_points_of_missing_names_as_empty_files(project: Path) -> None:
+    """The mount point of a missing ga.yaml was /dev/null, a device on a mount without devices: `cat *` in every
+    task's directory failed on it (Permission denied). It is an empty read-only file now."""
+    (project / "data.txt").write_text("DATA\n")
+    said = call(project, "code_run", type="bash", script="cat *; echo status=$?; wc -c ga.yaml models.yaml")
+    assert "DATA" in said and "status=0" in said and "Permission denied" not in said, said
+    assert "0 ga.yaml" in said and "0 models.yaml" in said, said
+    assert not (project / "ga.yaml").exists() and not (project / "models.yaml").exists()
