@@ -21,6 +21,7 @@ tries every cell at once (its outcome and the files' state right after it are wh
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import json
@@ -168,6 +169,14 @@ class Resource:
     url: Optional[Callable[[Place], str]] = None  # kind net; unix:PATH for a socket
     network: Optional[list[str]] = None  # the task's sandbox.network in this cell (None: the default, gateway)
 
+    def at(self, place: Place) -> Path:
+        assert self.path is not None, self.name
+        return self.path(place)
+
+    def address(self, place: Place) -> str:
+        assert self.url is not None, self.name
+        return self.url(place)
+
 
 def file(name: str, group: str, path: Callable[[Place], Path], **kind: Any) -> Resource:
     return Resource(name, group, "file", path, **kind)
@@ -216,12 +225,12 @@ def place() -> Iterator[Place]:
         folder.mkdir(parents=True, exist_ok=True)
     MemoryStore(place.ga_home / "memory", create=True)
     for resource in RESOURCES:
-        if resource.path is not None and resource.exists and not resource.path(place).exists():
-            resource.path(place).write_text(SECRET + "\n" if resource.secret else ORIGINAL)
+        if resource.path is not None and resource.exists and not resource.at(place).exists():
+            resource.at(place).write_text(SECRET + "\n" if resource.secret else ORIGINAL)
     (place.project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (place.project / "runs" / "run-other" / "ledger.jsonl").write_text("{}\n")
     (place.project / "libs").symlink_to(place.project / ".venv" / "lib" / "python3.11" / "site-packages")
-    place.pristine = {r.path(place): (r.path(place).read_bytes() if r.exists else None)
+    place.pristine = {r.at(place): (r.at(place).read_bytes() if r.exists else None)
                       for r in RESOURCES if r.path is not None}
     listener, upstream = serve(_Listener), serve(_Upstream)
     place.listener_port = listener.server_address[1]
@@ -382,21 +391,23 @@ class FileTool:
 async def _goto_and_read(session: Any, url: str) -> str:
     """The browser process itself opening `url` (as ga's side of the pipe can, and a page that escaped Chromium's
     own rules could make it): what its sandbox lets it read."""
-    page = await session.page()
+    page = await session.context.new_page()  # a tab of its own: no navigation of another cell's in the way
     try:
         await page.goto(url, timeout=30_000)
         return await page.evaluate("document.body ? document.body.innerText : ''")
     except Exception as exc:  # noqa: BLE001  (Playwright's errors: what the browser said)
         return f"error: {str(exc).splitlines()[0]}"
+    finally:
+        await page.close()
 
 
 async def _download(session: Any, folder: str, name: str) -> str:
     """The browser process told over CDP to save a download of PLANTED as `folder/name` (the attack of issue 30:
     page JS on a DevTools port did this into ~/.config/ga): its sandbox decides where it can land."""
-    page = await session.page()
+    page = await session.context.new_page()  # a tab of its own: no navigation of another cell's in the way
     cdp = await page.context.new_cdp_session(page)
     info = await cdp.send("Target.getTargetInfo")
-    done = __import__("asyncio").get_running_loop().create_future()
+    done = asyncio.get_running_loop().create_future()
     cdp.on("Browser.downloadProgress",
            lambda event: done.done() or event["state"] in ("completed", "canceled") and done.set_result(event["state"]))
     await cdp.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": folder, "eventsEnabled": True,
@@ -405,11 +416,12 @@ async def _download(session: Any, folder: str, name: str) -> str:
         a.href = URL.createObjectURL(new Blob([text])); a.download = name; document.body.appendChild(a); a.click(); }""",
                         [name, PLANTED])
     try:
-        return "download " + await __import__("asyncio").wait_for(done, 30)
+        return "download " + await asyncio.wait_for(done, 30)
     except TimeoutError:
         return "download: no end reported"
     finally:
         await cdp.detach()
+        await page.close()
 
 
 class Browser:
@@ -458,14 +470,14 @@ class Browser:
     def write(self, place: Place, path: Path) -> str:
         ctx = self.context(place)
         saved = call(ctx, "web_execute_js", script=json.dumps(PLANTED), save_to_file=place.shown(path))
-        if path == BY_NAME["the task's own file (control)"].path(place):  # type: ignore[misc]
+        if path == BY_NAME["the task's own file (control)"].at(place):
             path.write_text(ORIGINAL)  # the download's turn: the file back as it was, and where it lands seen
         folder = path.parent
         before = set(os.listdir(folder)) if folder.is_dir() else set()
         _, downloaded = self.session(place).call(_download, str(folder), path.name)
         # in a writable folder Chromium saves beside a file it may not replace ("ga (1).yaml"): the task's own
         landed = sorted((set(os.listdir(folder)) if folder.is_dir() else set()) - before)
-        if path == BY_NAME["the task's own file (control)"].path(place):  # type: ignore[misc]
+        if path == BY_NAME["the task's own file (control)"].at(place):
             assert downloaded == "download completed" and (landed or path.read_text() == PLANTED), downloaded
             path.write_text(PLANTED)  # as save_to_file left it: the table's check of the control
         return f"{saved} | {downloaded} {landed}"
@@ -488,7 +500,8 @@ class Browser:
                 environ.append(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").replace("\0", "\n"))
             except OSError:
                 pass
-        assert environ and all("PATH=" in e for e in environ), environ  # the control: environments were read
+        # the control: environments were read (Chromium's helpers write their titles over theirs)
+        assert any("PATH=" in e for e in environ), environ
         return page + "\n".join(environ)
 
     def reach(self, place: Place, url: str, network: Optional[list[str]]) -> str:
@@ -518,7 +531,8 @@ for i, (name, _) in enumerate(PLAN["write"]):
 out["env"] = writes.get("env") or writes.get("refused", "")
 def read(item):
     name, path = item
-    return name, nested({"tasks": [{"id": "r", "prompt": "READ-INPUT", "inputs": [path]}]})
+    return name, nested({"allow_paths": [os.path.dirname(path)],  # the spec's own rule aside: ga's
+                         "tasks": [{"id": "r", "prompt": "READ-INPUT", "inputs": [path]}]})
 def reach(item):
     name, url = item
     refused = nested({"tasks": [{"id": "m", "prompt": "ANSWER", "model": "scripted@" + url + "/v1"}]})
@@ -565,9 +579,9 @@ class Nested:
         nets = [r for r in RESOURCES if r.kind == "net" and r.name not in self.not_applicable]
         control = BY_NAME["the task's own file (control)"]
         # the control by its name in the nested task's own directory; the rest by where they are
-        plan = {"write": [[r.name, "notes.txt" if r is control else str(r.path(place))] for r in files],  # type: ignore[misc]
-                "read": [[r.name, str(r.path(place))] for r in files if r.exists],  # type: ignore[misc]
-                "reach": [[r.name, r.url(place)] for r in nets]}  # type: ignore[misc]
+        plan = {"write": [[r.name, "notes.txt" if r is control else str(r.at(place))] for r in files],
+                "read": [[r.name, str(r.at(place))] for r in files if r.exists],
+                "reach": [[r.name, r.address(place)] for r in nets]}
         tasks: list[dict] = [{"match": "PARENT-TASK", "turns": [
             code_run_turn(PARENT.replace("PLAN_JSON", repr(json.dumps(plan))), "python"),
             {"content": "done:", "echo_last_tool_result": True}]}]
@@ -582,8 +596,8 @@ class Nested:
         tasks.append({"match": "READ-ENV", "turns": [code_run_turn("env; tr '\\0' '\\n' < /proc/self/environ"),
                                                      {"content": "env:", "echo_last_tool_result": True}]})
         for r in nets:  # each REACH task tries its own url
-            tasks.append({"match": f"REACH {r.url(place)}", "turns": [  # type: ignore[misc]
-                code_run_turn("python3 - <<'EOF'\n" + reach_script(r.url(place)) + "EOF"),  # type: ignore[misc]
+            tasks.append({"match": f"REACH {r.address(place)}", "turns": [
+                code_run_turn("python3 - <<'EOF'\n" + reach_script(r.address(place)) + "EOF"),
                 {"content": "reached:", "echo_last_tool_result": True}]})
         tasks.append({"match": "ANSWER", "turns": [{"content": "an answer from a model the task named"}]})
         with ScriptedServer({"tasks": tasks}) as server:
@@ -596,14 +610,14 @@ class Nested:
         self.outcome = json.loads(found.read_text())
         found.unlink()
         self.state = {path: (path.read_text() if path.exists() else None) for path in place.pristine}
-        own = list((place.project / "runs").glob("*/tasks/*/runs/*/tasks/w0/workdir/notes.txt"))
+        own = [p for p in (place.project / "runs").rglob("notes.txt") if "w0" in p.parts]
         self.own = own[0].read_text() if own else None
         self.seen = list(_Listener.seen)
         assert self.outcome is not None
         return self.outcome
 
     def after(self, place: Place, path: Path) -> Optional[str]:
-        if path == BY_NAME["the task's own file (control)"].path(place):  # type: ignore[misc]
+        if path == BY_NAME["the task's own file (control)"].at(place):
             assert self.state[path] == ORIGINAL  # the parent's file: a nested task has its own directory, not this
             return self.own  # the nested task's own notes.txt, in its own directory
         return self.state[path]
@@ -619,13 +633,17 @@ class Nested:
 
     def reach(self, place: Place, url: str, network: Optional[list[str]]) -> str:
         outcome = self.run(place)
-        name = next(r.name for r in RESOURCES if r.url is not None and r.url(place) == url)
+        name = next(r.name for r in RESOURCES if r.url is not None and r.address(place) == url)
         _Listener.seen[:] = [s for s in self.seen]  # what reached the listener during the run
         return str(outcome["reach"][name])
 
     @staticmethod
     def _name(place: Place, path: Path) -> str:
-        return next(r.name for r in RESOURCES if r.path is not None and r.path(place) == path)
+        return next(r.name for r in RESOURCES if r.path is not None and r.at(place) == path)
+
+
+def check_of(script: str, type: str = "bash") -> TaskCheck:  # noqa: A002  (TaskCheck's own name)
+    return TaskCheck.model_validate({"script": script, "type": type})
 
 
 class Check:
@@ -642,21 +660,21 @@ class Check:
             (place.project / name).write_text(planted)
 
         def run(ctx: ToolContext) -> str:
-            passed, said = run_check(TaskCheck(script="import json\nraise SystemExit(1)", type="python"), "", ctx)
+            passed, said = run_check(check_of(script="import json\nraise SystemExit(1)", type="python"), "", ctx)
             assert not passed, f"a planted module faked the check's pass: {said}"
-            return str(run_check(TaskCheck(script=f"mkdir -p '{path.parent}'; printf '{PLANTED}' > '{path}'"), "", ctx))
+            return str(run_check(check_of(script=f"mkdir -p '{path.parent}'; printf '{PLANTED}' > '{path}'"), "", ctx))
 
         return with_context(place, run)
 
     def read(self, place: Place, path: Path) -> str:
-        return with_context(place, lambda ctx: str(run_check(TaskCheck(script=f"cat '{path}'; exit 1"), "", ctx)))
+        return with_context(place, lambda ctx: str(run_check(check_of(script=f"cat '{path}'; exit 1"), "", ctx)))
 
     def read_env(self, place: Place) -> str:
-        with_context(place, lambda ctx: str(run_check(TaskCheck(script="env > .check-env"), "", ctx)))
+        with_context(place, lambda ctx: str(run_check(check_of(script="env > .check-env"), "", ctx)))
         return (place.project / ".check-env").read_text()
 
     def reach(self, place: Place, url: str, network: Optional[list[str]]) -> str:
-        check = TaskCheck(script=reach_script(url) + "raise SystemExit(1)\n", type="python")
+        check = check_of(script=reach_script(url) + "raise SystemExit(1)\n", type="python")
         return with_context(place, lambda ctx: str(run_check(check, "", ctx)), network)
 
 
@@ -780,7 +798,7 @@ def test_the_policy_table(fresh: Place, cell: tuple) -> None:
         assert got.strip(), f"{actor.name} saw no environment at all"
         assert not [form for form in encoded if form in got], f"{actor.name} saw the model key: {got[-2000:]}"
     else:
-        url = resource.url(place)  # type: ignore[misc]
+        url = resource.address(place)
         got = actor.reach(place, url, resource.network)
         reached = [s for s in _Listener.seen if s.startswith("/" + url.rsplit("/", 1)[-1])]
         if url.startswith("unix:"):
@@ -792,8 +810,9 @@ def test_the_policy_table(fresh: Place, cell: tuple) -> None:
 
 
 def check_file(place: Place, actor: Any, resource: Resource) -> None:
-    path = resource.path(place)  # type: ignore[misc]
-    before = place.pristine[path].decode() if place.pristine[path] is not None else None  # type: ignore[union-attr]
+    path = resource.at(place)
+    pristine = place.pristine[path]
+    before = pristine.decode() if pristine is not None else None
     if actor.write is not None and not (actor.name == "file_patch" and not resource.exists):
         said = actor.write(place, path)
         after = after_of(actor, place, path)
