@@ -36,6 +36,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,16 +112,23 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     return argv + ["--chdir", str(cwd), "--", *command]
 
 
-@functools.lru_cache(maxsize=1)
 def empty_file() -> Path:
-    """An empty read-only regular file of this process's (removed at exit), bound over a protected file that does not
-    exist: a script reads it as empty. /dev/null there would be a device on a nodev mount, which every `cat *`,
-    `grep -r` or `tar` of the working directory fails to read."""
-    folder = Path(tempfile.mkdtemp(prefix="ga-empty-"))
-    path = folder / "empty"
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
-    atexit.register(shutil.rmtree, str(folder), True)
-    return path
+    """An empty read-only regular file of this process's (removed at exit; made again if a cleaner took it), bound
+    over a protected file that does not exist: a script reads it as empty. /dev/null there would be a device on
+    a nodev mount, which every `cat *`, `grep -r` or `tar` of the working directory fails to read."""
+    with _EMPTY_LOCK:
+        if _EMPTY and os.path.isfile(_EMPTY[0]) and os.stat(_EMPTY[0]).st_size == 0:
+            return _EMPTY[0]
+        folder = Path(tempfile.mkdtemp(prefix="ga-empty-"))
+        path = folder / "empty"
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+        atexit.register(shutil.rmtree, str(folder), True)
+        _EMPTY[:] = [path]
+        return path
+
+
+_EMPTY: list[Path] = []
+_EMPTY_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
