@@ -31,7 +31,7 @@ class History:
         self.path = Path(path)
         self.folder = fsutil.Folder(self.path.parent, create=True)
         self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        weakref.finalize(self, os.close, self._file)
+        self._closer = weakref.finalize(self, os.close, self._file)
         self._previous: list[dict[str, Any]] = []
 
     def resume(self, previous_request: list[dict[str, Any]]) -> None:
@@ -61,6 +61,13 @@ class History:
     def write_beside(self, name: str, text: str) -> None:
         """Replace the file `name` next to the history (answer.md), never through a symlink."""
         self.folder.replace(name, text.encode("utf-8"))
+
+    def close(self) -> None:
+        """Let go of the file and its directory now (the task is over), not whenever the History is collected:
+        a Worker sits in reference cycles, and a process running thousands of tasks would run out of
+        descriptors before the collector came. Every append was durable before it returned: nothing is pending."""
+        self._closer()
+        self.folder.close()
 
 
 def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
