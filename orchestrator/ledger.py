@@ -142,7 +142,8 @@ class RunDir:
         self._events: Optional[JsonlFile] = None
         self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
         self._pending: Optional[groupsync.Pending] = None  # the last sync(wait=False)
-        self._finished: dict[str, TaskRecord] = {}
+        self._finished: set[str] = set()  # ids in results.jsonl: the records themselves stay on disk (a run's memory
+        # must not grow with its tasks), read back by results()
         self._lock_fd: Optional[int] = None  # held by lock()
 
     @classmethod
@@ -189,7 +190,7 @@ class RunDir:
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
         self._results = JsonlFile(self.path / "results.jsonl")
         self._events = JsonlFile(self.path / "events.jsonl", sync=False)
-        self._finished = _read_results(self.path / "results.jsonl")
+        self._finished = set(_read_results(self.path / "results.jsonl"))
         return self
 
     def close(self) -> None:
@@ -215,9 +216,8 @@ class RunDir:
         return data
 
     def results(self) -> dict[str, TaskRecord]:
-        if self._results is None:
-            return _read_results(self.path / "results.jsonl")
-        return dict(self._finished)
+        """Every finished task's record, read from results.jsonl (whose lines are in the kernel once appended)."""
+        return _read_results(self.path / "results.jsonl")
 
     def ledger_records(self) -> list[LedgerEvent]:
         return [LedgerEvent.model_validate(line) for line in read_jsonl(self.path / "ledger.jsonl")]
@@ -322,7 +322,7 @@ class RunDir:
         if record.task_id in self._finished:
             return False
         self._results.append(record.line(), wait=not self.batched)
-        self._finished[record.task_id] = record
+        self._finished.add(record.task_id)
         self.ledger(record.status, record.task_id, attempt=record.attempt, reason=record.reason)
         return True
 
@@ -333,17 +333,18 @@ class RunDir:
     def forget_failed(self) -> list[str]:
         """--retry-failed: failed results are moved aside so those tasks run again."""
         assert self._results is not None
-        keep = {k: v for k, v in self._finished.items() if v.status == "succeeded"}
-        dropped = sorted(set(self._finished) - set(keep))
+        finished = self.results()
+        keep = {k: v for k, v in finished.items() if v.status == "succeeded"}
+        dropped = sorted(set(finished) - set(keep))
         if dropped:
             self._results.close()
             path = self.path / "results.jsonl"
             with (self.path / "results.retried.jsonl").open("a", encoding="utf-8") as old:
                 for task_id in dropped:
-                    old.write(json.dumps(self._finished[task_id].line()) + "\n")
+                    old.write(json.dumps(finished[task_id].line()) + "\n")
             atomic_write_text(path, "".join(json.dumps(r.line()) + "\n" for r in keep.values()))
             self._results = JsonlFile(path)
-            self._finished = keep
+            self._finished = set(keep)
             for task_id in dropped:
                 self.ledger("requeued", task_id, reason="--retry-failed")
         for task_id in sorted({r.task_id for r in self.reduce_results().values() if r.status != "succeeded"}):
