@@ -111,3 +111,24 @@ def test_a_cancelled_deadline_lets_go_of_what_its_action_holds_and_the_heap_stay
     fired = threading.Event()
     deadlines.add(0.01, fired.set)  # one that is not cancelled still runs
     assert fired.wait(30)
+
+
+def test_a_run_whose_end_cannot_be_noted_still_prints_its_json(tmp_path: Path, ga_home: Path) -> None:
+    """The note of a job's end (GA_HOME/activity) is written after the run: when that fails (out of descriptors,
+    here a file where its folder goes), the finished run's JSON is printed all the same, with one warning."""
+    (ga_home / "activity").mkdir(parents=True)
+    (ga_home / "activity" / "ended").write_text("not a folder")
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+                          tmp_path / "requests.jsonl")
+    try:
+        tasks = tmp_path / "tasks.yaml"
+        tasks.write_text(f"version: 1\nname: noted\nmemory: {{commit: false}}\n"
+                         f"defaults: {{model: 'scripted@{server.base_url}', check: {{pattern: done}}}}\n"
+                         "tasks:\n  - {id: a, prompt: 'one'}\n  - {id: b, prompt: 'two'}\n")
+        proc = subprocess.run([*GA, "fanout", str(tasks), "--out", str(tmp_path / "runs"), "--no-preflight", "--json"],
+                              cwd=REPO, env=ga_env(), capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["status"] == "succeeded"
+    assert "user_job_end_not_recorded" in proc.stderr
