@@ -1,44 +1,33 @@
 """Group commit: many threads that each need a file made durable share one flush.
 
 `durable(fd, ...)` returns once everything written to those files before the call is on disk. One writer thread per
-process takes every request that arrived while it was flushing the previous batch and makes the whole
-batch durable at once: on Linux with one syncfs(2) per file system in the batch (one journal commit for
-hundreds of files, where an fsync per file costs a commit each), elsewhere with an fsync per file. A
-caller waits for the batch its request is in, so an acknowledged write is as durable as after its own
-fsync; a flush that fails raises the same OSError in every caller of that batch.
+process takes every request that arrived while it was flushing the previous batch and makes the whole batch
+durable at once: an fdatasync(2) of each file in the batch (fsync where there is none), issued together from
+FLUSHERS threads. Concurrent fdatasyncs share the file system's journal commits, where the same calls one after
+another each wait for a commit of their own (256 files on ext4 here: 26 ms together, 790 ms in turn). Only the
+files written are flushed: syncfs(2) of the whole file system made a turn wait for every other process's dirty
+pages too (up to 400 ms when something else was writing). A caller waits for the batch its request is in, so an
+acknowledged write is as durable as after its own fsync; a flush that fails raises the same OSError in every
+caller of that batch.
 
 `soon(fd, ..., within=S)` asks for the same without waiting: the files wait in a batch of their own, which
-is flushed S seconds after its first request, when someone waits on it, or earlier for free, along with a
-batch that is one syncfs anyway. A writer whose lines are already in the kernel (safe from a kill -9) and
-that only needs them on disk before it acts on them uses it, and waits on the returned `Pending` then.
+is flushed S seconds after its first request, when someone waits on it, or earlier along with any batch that
+is flushed before (one more call among concurrent ones costs no extra wait). A writer whose lines are already in
+the kernel (safe from a kill -9) and that only needs them on disk before it acts on them uses it, and waits on
+the returned `Pending` then.
+
+A descriptor passed in must stay open until its request is done (the call returned, or its `Pending` waited on).
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
+import queue
 import threading
 import time
-from typing import Callable, Optional
+from typing import Optional
 
-SYNCFS_FROM = 4  # files in a batch from which one syncfs beats an fsync each
-
-
-def _syncfs() -> Optional[Callable[[int], None]]:
-    """syncfs(2) from libc, or None where there is none (the batch then fsyncs each file)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        call = libc.syncfs
-    except (OSError, AttributeError):
-        return None
-    call.argtypes = [ctypes.c_int]
-
-    def syncfs(fd: int) -> None:
-        if call(fd) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno))
-
-    return syncfs
+FLUSHERS = 16  # threads issuing one batch's fdatasyncs together
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class _Batch:
@@ -63,16 +52,70 @@ class Pending:
         return self._batch.done.is_set()
 
 
+class _Flush:
+    """One batch's files being flushed by the flusher threads: the first error, and a count of those left."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.error: Optional[OSError] = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def finished(self, error: Optional[OSError]) -> None:
+        with self.lock:
+            self.error = self.error or error
+            self.left -= 1
+            if not self.left:
+                self.done.set()
+
+
+class _Flushers:
+    """FLUSHERS threads that fdatasync the files they are handed, started on first use (again after a fork)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[int, _Flush]] = queue.SimpleQueue()
+        self._pid: Optional[int] = None
+
+    def flush(self, fds: list[int]) -> None:
+        """fdatasync every file of `fds`, together; raises the first OSError once all have returned."""
+        if len(fds) == 1:
+            _datasync(fds[0])
+            return
+        if self._pid != os.getpid():  # the threads of the parent are not in a forked child
+            self._work = queue.SimpleQueue()
+            for index in range(FLUSHERS):
+                threading.Thread(target=self._serve, args=(self._work,), daemon=True,
+                                 name=f"ga-group-sync-{index}").start()
+            self._pid = os.getpid()
+        flush = _Flush(len(fds))
+        for fd in fds:
+            self._work.put((fd, flush))
+        flush.done.wait()
+        if flush.error is not None:
+            raise flush.error
+
+    @staticmethod
+    def _serve(work: queue.SimpleQueue[tuple[int, _Flush]]) -> None:
+        while True:
+            fd, flush = work.get()
+            try:
+                _datasync(fd)
+            except OSError as exc:
+                flush.finished(exc)
+            else:
+                flush.finished(None)
+
+
 class GroupSync:
     """The process's group-commit writer (see `durable` and `soon`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: _Batch = _Batch()  # the batch `durable` callers join: flushed as soon as the writer is free
-        self._later: _Batch = _Batch()  # the batch `soon` callers join: flushed when due, waited on, or for free
+        self._later: _Batch = _Batch()  # the batch `soon` callers join: flushed when due, waited on, or along
         self._wake = threading.Condition(self._lock)
         self._thread: Optional[threading.Thread] = None
-        self._syncfs = _syncfs()
+        self._flushers = _Flushers()
 
     def durable(self, *fds: int) -> None:
         if fds:
@@ -110,10 +153,10 @@ class GroupSync:
                     self._wake.wait(self._later.due - time.monotonic() if self._later.fds else None)
                 batch, self._open = self._open, _Batch()
                 riders = None
-                if self._later.fds and (self._later_due() or self._free_ride(batch)):
+                if self._later.fds:  # due, or along for the ride: one more concurrent call
                     riders, self._later = self._later, _Batch()
             try:
-                self._flush(batch.fds + (riders.fds if riders else []))
+                self._flushers.flush(list(dict.fromkeys(batch.fds + (riders.fds if riders else []))))
             except OSError as exc:
                 batch.error = exc
                 if riders:
@@ -124,22 +167,6 @@ class GroupSync:
 
     def _later_due(self) -> bool:
         return bool(self._later.fds) and (self._later.urgent or time.monotonic() >= self._later.due)
-
-    def _free_ride(self, batch: _Batch) -> bool:
-        """Whether the `soon` files cost nothing in this batch: it is one syncfs anyway."""
-        return self._syncfs is not None and len(set(batch.fds)) + len(set(self._later.fds)) >= SYNCFS_FROM
-
-    def _flush(self, fds: list[int]) -> None:
-        fds = list(dict.fromkeys(fds))  # a file asked for twice in one batch is flushed once
-        if self._syncfs is None or len(fds) < SYNCFS_FROM:
-            for fd in fds:
-                os.fsync(fd)
-            return
-        devices: dict[int, int] = {}
-        for fd in fds:
-            devices.setdefault(os.fstat(fd).st_dev, fd)
-        for fd in devices.values():
-            self._syncfs(fd)
 
 
 _GROUP = GroupSync()
