@@ -119,11 +119,11 @@ class MapLoop(Generic[TicketT]):
             self.run.sync()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        for task in pending:
-            if task.id not in self.done_ids:
-                reason = SKIPPED_BECAUSE[self.outcome.stop] if self.outcome.stop else "not started"
-                self.run.ledger("skipped", task.id, reason=reason)
-                self.outcome.unfinished.append(task.id)
+        skipped = [task.id for task in pending if task.id not in self.done_ids]
+        if skipped:
+            reason = SKIPPED_BECAUSE[self.outcome.stop] if self.outcome.stop else "not started"
+            self.run.ledger_many("skipped", skipped, reason=reason)
+            self.outcome.unfinished.extend(skipped)
         self.progress.clear()
         self._show()
         return self.outcome

@@ -129,6 +129,8 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         run_dir = found[0].parent
         events = ledger(run_dir)
         assert sum(1 for e in events if e["event"] == "interrupted" and e.get("task_id")) == 2
+        skipped = [e for e in events if e["event"] == "skipped"]  # the two that never started, one line each
+        assert len({e["task_id"] for e in skipped}) == len(skipped) == 2 and {e["reason"] for e in skipped} == {"interrupted"}
         assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
         assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
