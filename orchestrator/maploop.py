@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ga.fanout")
 HOUSEKEEPING_EVERY = 1.0
+WAIT = 0.5  # seconds the loop waits for a task to finish before it looks at the rest (a stop, housekeeping)
 KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
 INTERRUPT_WAIT = 15.0  # seconds running tasks get to stop after Ctrl-C
 RATE_LIMIT_REQUEUES = 5
@@ -79,6 +80,8 @@ class MapLoop(Generic[TicketT]):
         self.progress: dict[int, dict[str, Any]] = {}
         self.interrupts = 0
         self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
+        self.free: deque[Slot] = deque(slot for slot in pool.slots if not slot.busy)  # idle, ready for a task
+        self.parked: list[Slot] = []  # idle slots of a retiring or dead worker, until a fresh one takes them
 
     # ---- the loop ----
 
@@ -102,9 +105,11 @@ class MapLoop(Generic[TicketT]):
                     if interrupt_deadline and time.monotonic() > interrupt_deadline:
                         self._abandon(inflight)
                         break
-                    ready = self.pool.wait(list(inflight), 0.5)
-                    for ref in ready:
-                        self._collect(ref, inflight.pop(ref), pending)
+                    for ref in self.pool.completed(WAIT):
+                        item = inflight.pop(ref, None)
+                        if item is not None:  # None: a task abandoned by an earlier loop on this pool, ended late
+                            self._collect(ref, item, pending)
+                            self.free.append(item.slot)
                     if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
                         last_housekeeping = time.monotonic()
                         self._housekeeping(inflight)
@@ -136,12 +141,21 @@ class MapLoop(Generic[TicketT]):
         return time.monotonic() + INTERRUPT_WAIT
 
     def _start_free(self, pending: deque, inflight: dict[TicketT, Inflight]) -> None:
-        for slot in self.pool.slots:
-            if not pending or self.outcome.stop is not None:
-                return
-            if slot.busy or slot.member.retiring or slot.member.dead:
+        """A task for each idle slot, as long as there are tasks (the idle slots are a list: nothing here looks at
+        the busy ones)."""
+        if self.parked:
+            ready = [slot for slot in self.parked if not (slot.member.retiring or slot.member.dead)]
+            self.parked = [slot for slot in self.parked if slot not in ready]
+            self.free.extend(ready)
+        while pending and self.free and self.outcome.stop is None:
+            slot = self.free.popleft()
+            if slot.busy:
+                continue  # already given a task (a slot is only ever listed idle once it is)
+            if slot.member.retiring or slot.member.dead:
+                self.parked.append(slot)
                 continue
             if self._budget_spent():
+                self.free.appendleft(slot)
                 self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
             task = pending.popleft()
