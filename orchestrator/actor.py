@@ -45,6 +45,7 @@ STOPPED = "stopped by the person"  # the start of the reason of a Stop.stopped (
 WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
 TASK_FILE_CAP = 64 << 20  # bytes read of a file in a task directory: history, answer, a nested run's summary
 log = structlog.get_logger("ga.actor")
+_OPENING_STORES = threading.Lock()  # held while a process's first MemoryStore for a root is built
 
 
 class WorkerActor:
@@ -265,21 +266,26 @@ class WorkerActor:
             if job.memory_service is None:
                 raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
-            if key not in self.stores:
-                import ray
+            with _OPENING_STORES:
+                if key not in self.stores:
+                    import ray
 
-                service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
-                replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
-                self.stores[key] = replica
+                    service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
+                    replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
+                    self.stores[key] = replica
             return self.stores[key]
         root = str(settings.memory_root)
-        if root not in self.stores:
-            from memory_shared import MemoryStore
+        store = self.stores.get(root)
+        if store is None:
+            with _OPENING_STORES:  # once: the first tasks of a run all start at once (188 stores were built for W=256)
+                store = self.stores.get(root)
+                if store is None:
+                    from memory_shared import MemoryStore
 
-            self.stores[root] = MemoryStore(settings.memory_root, create=True,
-                                            l1_max_lines=settings.memory.l1_max_lines,
-                                            l1_max_chars=settings.memory.l1_max_chars)
-        return self.stores[root]
+                    store = self.stores[root] = MemoryStore(settings.memory_root, create=True,
+                                                            l1_max_lines=settings.memory.l1_max_lines,
+                                                            l1_max_chars=settings.memory.l1_max_chars)
+        return store
 
     def _on_turn(self, task_id: str, event: dict[str, Any]) -> None:
         """A tool call ended: the worker waits for the model next (tool "" since now)."""
