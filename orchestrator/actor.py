@@ -368,23 +368,31 @@ def _prepare_workdir(job: Job, task_dir: Path) -> Path:
     """A clean task directory with the task's inputs in its workdir (sent along when there is no shared disk)."""
     _fresh_task_dir(task_dir, job.attempt)
     workdir = task_dir / "workdir"
-    workdir.mkdir(parents=True, exist_ok=True)
-    with closing(fsutil.Folder("/")) as root:
-        for source in job.inputs:
-            if source in job.input_files:
-                (workdir / Path(source).name).write_bytes(job.input_files[source])
-            else:
-                copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
+    os.mkdir(workdir)
+    if job.inputs:
+        with closing(fsutil.Folder("/")) as root:
+            for source in job.inputs:
+                if source in job.input_files:
+                    (workdir / Path(source).name).write_bytes(job.input_files[source])
+                else:
+                    copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
     return workdir
 
 
 def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
-    """A retry starts clean; what the earlier attempt left is kept aside for inspection."""
-    if task_dir.exists() and any(task_dir.iterdir()):
-        aside = task_dir.parent / f".{task_dir.name}.attempt-{attempt - 1}"
-        if aside.exists():
-            shutil.rmtree(aside, ignore_errors=True)
-        task_dir.rename(aside)
+    """An empty task directory: a retry starts clean, what the earlier attempt left kept aside for inspection. The
+    usual first attempt costs one mkdir."""
+    try:
+        os.mkdir(task_dir)
+        return
+    except FileNotFoundError:
+        task_dir.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        if any(task_dir.iterdir()):
+            aside = task_dir.parent / f".{task_dir.name}.attempt-{attempt - 1}"
+            if aside.exists():
+                shutil.rmtree(aside, ignore_errors=True)
+            task_dir.rename(aside)
     task_dir.mkdir(parents=True, exist_ok=True)
 
 
