@@ -285,7 +285,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     except FileNotFoundError as exc:
         raise FanoutError(str(exc)) from None
     try:
-        before = run.spec().get("fingerprints", {})
+        before = specs.stored_fingerprints(run.spec())
     except (OSError, ValueError) as exc:
         raise FanoutError(f"{run.path / 'spec.yaml'}: {exc}; start a new run without --resume") from None
     now = {t.id: t.fingerprint() for t in plan.tasks}

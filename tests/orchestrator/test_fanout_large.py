@@ -141,4 +141,6 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
     planned = specs.load(tasks)
     assert [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in kept.tasks] == \
         [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in planned.tasks]
-    assert kept.tasks[0].tools == [] and kept.fingerprints == {t.id: t.fingerprint() for t in planned.tasks}
+    assert kept.tasks[0].tools == [] and kept.fingerprints == {}  # no task has inputs: each follows from its fields
+    stored = specs.stored_fingerprints(json.loads((run_dir / "spec.yaml").read_text()))
+    assert stored == {t.id: t.fingerprint() for t in planned.tasks}
