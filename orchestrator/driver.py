@@ -81,7 +81,6 @@ class Driver:
                    workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
                    depth=self.nest.depth,
                    parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
-        run.queued([task.id for task in todo])
         self._start_governors()
         self._choose_memory()
         done_before = run.results()
@@ -92,7 +91,7 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                cancel=self.cancel,
+                cancel=self.cancel, announce=True,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:

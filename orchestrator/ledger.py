@@ -12,10 +12,10 @@ workers' history flushes, or a timer flushes them. The map's tasks do not depend
 what does (the reduce, the summary, the exit status, a parent reading a nested run) comes after the
 loop, which ends by waiting for them. So a machine crash can lose the last BATCH_WINDOW of lines, and
 a resume runs those tasks again; nothing was built on them. `results.jsonl` is the truth about what
-finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches, one write and
-one fsync each (a run of 100,000 tasks fsynced them one by one for half a minute): they only say what
-the run means to do, and a crash between two batches leaves tasks without one, which a resume queues
-again.
+finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches of QUEUED_BATCH, one
+write each, written by the map loop ahead of the tasks that start (100,000 of them written before the
+first task kept it waiting): they only say what the run means to do, and a crash leaves tasks without one,
+which a resume queues again. The "skipped" lines of a stopped run go in the same batches.
 
 spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
 through PyYAML took minutes before the first task could start; `spec()` reads either form.
@@ -37,7 +37,7 @@ from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
-QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
+QUEUED_BATCH = 1000  # "queued" (and "skipped") ledger lines per write
 HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
 PACK_ANSWER_MAX = 200  # a packed task's answer is whole in results.jsonl; --json never cuts one this short
 BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
@@ -73,12 +73,13 @@ class JsonlFile:
     def fileno(self) -> int:
         return self._handle.fileno()
 
-    def append_many(self, records: list[dict[str, Any]]) -> None:
+    def append_many(self, records: list[dict[str, Any]], wait: bool = True) -> None:
         """Several lines in one write and one flush; a crash leaves whole lines and at most one torn one."""
         self._handle.write("".join(json.dumps(r, default=_plain, ensure_ascii=False) + "\n" for r in records))
         self._handle.flush()
         self.unsynced = self.sync
-        self.make_durable()
+        if wait:
+            self.make_durable()
 
     def close(self) -> None:
         self.make_durable()
@@ -304,18 +305,15 @@ class RunDir:
             self._pending.wait()
             self._pending = None
 
-    def queued(self, task_ids: list[str]) -> None:
-        """A "queued" line for each task, QUEUED_BATCH lines to a write and an fsync."""
-        self.ledger_many("queued", task_ids)
-
     def ledger_many(self, event: str, task_ids: list[str], **fields: Any) -> None:
-        """The same ledger line for each task, QUEUED_BATCH lines to a write and an fsync (a Ctrl-C of a run of
-        100,000 tasks writes a "skipped" line for each that did not start: one flush per line took half a minute)."""
+        """The same ledger line for each task, QUEUED_BATCH lines to a write, made durable like `ledger` lines (a
+        Ctrl-C of a run of 100,000 tasks writes a "skipped" line for each that did not start: one flush per line took
+        half a minute)."""
         assert self._ledger is not None
         for start in range(0, len(task_ids), QUEUED_BATCH):
             now = round(time.time(), 3)
             self._ledger.append_many([{"time": now, "event": event, "task_id": task_id, **fields}
-                                      for task_id in task_ids[start:start + QUEUED_BATCH]])
+                                      for task_id in task_ids[start:start + QUEUED_BATCH]], wait=not self.batched)
 
     def event(self, name: str, **fields: Any) -> None:
         assert self._events is not None

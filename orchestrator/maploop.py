@@ -19,7 +19,7 @@ import structlog
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
-from orchestrator.ledger import RunDir
+from orchestrator.ledger import QUEUED_BATCH, RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 from orchestrator.steer import interrupt_note
@@ -64,7 +64,9 @@ class MapLoop(Generic[TicketT]):
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[Usage] = None, display: Optional[Display] = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0, cancel: Optional[threading.Event] = None):
+                 failed_before: int = 0, cancel: Optional[threading.Event] = None, announce: bool = False):
+        """announce: write each task's "queued" ledger line, QUEUED_BATCH at a time ahead of the tasks that start
+        (the run's map: 100,000 lines written before the first task kept it waiting)."""
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
@@ -82,11 +84,17 @@ class MapLoop(Generic[TicketT]):
         self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
         self.free: deque[Slot] = deque(slot for slot in pool.slots if not slot.busy)  # idle, ready for a task
         self.parked: list[Slot] = []  # idle slots of a retiring or dead worker, until a fresh one takes them
+        self.announce = announce
+        self.unannounced: deque[str] = deque()  # ids whose "queued" line is not written yet, in the order they start
+        self.started_once: set[str] = set()  # ids of the tasks started at least once (their line is written)
+        self.announced = 0  # "queued" lines written
 
     # ---- the loop ----
 
     def run_all(self, tasks: list[PlannedTask]) -> MapOutcome:
         pending: deque[PlannedTask] = deque(tasks)
+        if self.announce:
+            self.unannounced.extend(task.id for task in tasks)
         inflight: dict[TicketT, Inflight] = {}
         previous = _install_sigterm()
         last_housekeeping = 0.0
@@ -98,6 +106,7 @@ class MapLoop(Generic[TicketT]):
                     self.run.sync(wait=False)  # no task of the map depends on another's lines; the end waits
                     if self.outcome.stop is None:
                         self._start_free(pending, inflight)
+                        self._announce(QUEUED_BATCH)  # the rest, a batch a pass, while the first tasks run
                     if not inflight:
                         break
                     if self.cancel is not None and self.cancel.is_set() and interrupt_deadline is None:
@@ -147,6 +156,7 @@ class MapLoop(Generic[TicketT]):
             ready = [slot for slot in self.parked if not (slot.member.retiring or slot.member.dead)]
             self.parked = [slot for slot in self.parked if slot not in ready]
             self.free.extend(ready)
+        self._announce(len(self.started_once) + len(self.free) - self.announced)  # new tasks start in that order
         while pending and self.free and self.outcome.stop is None:
             slot = self.free.popleft()
             if slot.busy:
@@ -159,6 +169,7 @@ class MapLoop(Generic[TicketT]):
                 self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
             task = pending.popleft()
+            self.started_once.add(task.id)
             attempt = self.attempts.get(task.id, 0) + 1
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
@@ -170,6 +181,13 @@ class MapLoop(Generic[TicketT]):
             now = time.monotonic()
             inflight[ref] = Inflight(slot, slot.member, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
             self.run.ledger("started", task.id, attempt=attempt, worker=slot.index, actor=slot.uid)
+
+    def _announce(self, count: int) -> None:
+        """The "queued" lines of the next `count` tasks not announced yet, in batches of QUEUED_BATCH."""
+        ids = [self.unannounced.popleft() for _ in range(min(max(0, count), len(self.unannounced)))]
+        if ids:
+            self.run.ledger_many("queued", ids)
+            self.announced += len(ids)
 
     def _budget_spent(self) -> bool:
         usage = self.outcome.usage
