@@ -314,7 +314,7 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
 
     run_id = new_run_id(plan.name)
     try:
-        return RunDir.create(runs_dir, run_id, plan.to_dict())
+        return RunDir.create(runs_dir, run_id, plan.to_dict)  # written while the run starts
     except BaseException:
         shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)
         raise

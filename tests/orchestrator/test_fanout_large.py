@@ -75,8 +75,9 @@ def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
 
 
 def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp_path: Path) -> None:
-    """kill -9 as soon as the ledger holds a queued line (the batches of QUEUED_BATCH lines may be partly
-    written), then `ga fanout --resume`: every task ends with one result, none is sent twice, all are queued."""
+    """kill -9 as soon as the ledger holds a queued line and the run its spec.yaml (written while the first tasks
+    start; the batches of QUEUED_BATCH lines may be partly written), then `ga fanout --resume`: every task ends with
+    one result, none is sent twice, all are queued."""
     n = QUEUED_BATCH + QUEUED_BATCH // 5
     log_path = tmp_path / "requests.jsonl"
     server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]}, log_path)
@@ -89,7 +90,7 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
         ledger_path = None
         while time.monotonic() < deadline:
             found = list(runs.glob("*/ledger.jsonl"))
-            if found and b'"queued"' in found[0].read_bytes():
+            if found and b'"queued"' in found[0].read_bytes() and (found[0].parent / "spec.yaml").is_file():
                 ledger_path = found[0]
                 break
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
