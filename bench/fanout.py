@@ -9,6 +9,8 @@ CPU per model request (the requests the scripted server logged during the row), 
 request and the most threads the tree had at once, of:
   threads   bench/fanout_threads.py: the GenericAgent reference's conductor style, N agents as threads
             in one process, W at a time, openai SDK over real HTTP (imports included in its time)
+  sockets   bench/fanout_sockets.py: the minimal thread client, the same agents on a thread each, HTTP/1.1 by
+            hand on blocking sockets
   asyncio   bench/fanout_asyncio.py: the same agents as coroutines on one event loop, HTTP/1.1 by hand on
             asyncio streams: the floor a Python client reaches
   cold      `ga fanout FILE --json` in a fresh process, no cluster running: Python start, imports,
@@ -64,7 +66,7 @@ from revision import extract  # noqa: E402
 DEFAULT_CASES = [(16, 4, 3, 0.5), (64, 16, 3, 0.5)]
 ISSUE_CASES = [(1000, 256, 3, 0.5), (10000, 64, 1, 0.05), (1000, 64, 1, 0.05), (1000, 64, 3, 0.05), (1000, 1000, 3, 0.5)]
 GOALS = """issue 33's goals: N=1000 W=256 T=3 L=0.5: <= 1.1x the asyncio client's wall, <= 0.8 ms CPU per request, <= 150 MB;
-N=10000 W=64 T=1 L=0.05: <= 2x the thread client's wall; N=1000 W=1000: <= 1.5x the clients;
+N=10000 W=64 T=1 L=0.05: <= 2x the (minimal: sockets) thread client's wall; N=1000 W=1000: <= 1.5x the clients;
 memory at N=1000 and N=10000 (W=64 T=1): within 1.2x of each other"""
 LINGER = 20.0  # seconds to wait for a cold run's processes to go before the next measurement
 
@@ -384,6 +386,7 @@ def main() -> None:
     parser.add_argument("--no-ga-run", action="store_true")
     parser.add_argument("--no-threads", action="store_true")
     parser.add_argument("--no-asyncio", action="store_true")
+    parser.add_argument("--no-sockets", action="store_true")
     parser.add_argument("--issue33", action="store_true", help="issue 33's cases (--case adds to them)")
     parser.add_argument("--no-quickstart", action="store_true")
     args = parser.parse_args()
@@ -451,7 +454,7 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
         print(f"{case}: ideal {ideal:.1f}s", flush=True)
         rows = results.setdefault((n, w, turns, latency), [])
         bases = []
-        for label, skip in (("threads", args.no_threads), ("asyncio", args.no_asyncio)):
+        for label, skip in (("threads", args.no_threads), ("sockets", args.no_sockets), ("asyncio", args.no_asyncio)):
             if not skip:
                 bases.append(client_baseline(label, n, w, turns, server.base_url, env, folder))
                 rows.append(bases[-1])
@@ -480,7 +483,7 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
             for (n, w, turns, latency), rows in results.items():
                 spec = tasks_file(folder, servers[(turns, latency)].base_url, n, w, turns)
                 ideal = math.ceil(n / w) * turns * latency
-                bases = [r for r in rows if r.label in ("threads", "asyncio")]
+                bases = [r for r in rows if r.label in ("threads", "sockets", "asyncio")]
                 for row in warm_rows(spec, folder, env, args.repeat, exclude):
                     rows.append(row)
                     print_row(f"N={n} W={w} T={turns} L={latency:g}", row, ideal, bases)
