@@ -1,6 +1,6 @@
 """memory_shared.groupsync's `soon`: files asked for without waiting are flushed by the window's timer when nobody
-waits, along with any batch someone waits on, and at once when their own `wait` hurries them; a batch's files
-are flushed each (fdatasync), never the whole file system."""
+waits, and at once when their own `wait` hurries them; a batch's files are flushed each (fdatasync), never the
+whole file system."""
 from __future__ import annotations
 
 import os
@@ -31,16 +31,6 @@ def test_a_soon_batch_is_flushed_by_its_timer_when_nobody_waits(tmp_path: Path) 
         while not pending.done() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert pending.done(), "the window passed and nobody flushed the batch"
-
-
-def test_a_soon_batch_rides_along_a_waited_batch(tmp_path: Path) -> None:
-    group = GroupSync()
-    with ExitStack() as files:
-        deferred, waited = [files.enter_context(_open(tmp_path / name)) for name in "ab"]
-        pending = group.soon(deferred.fileno(), within=3600)
-        assert not pending.done()
-        group.durable(waited.fileno())
-        assert pending.done(), "a batch was flushed without taking the deferred file along"
 
 
 def test_a_batch_flushes_its_own_files_and_says_which_failed(tmp_path: Path) -> None:
