@@ -5,13 +5,18 @@
 # code_run, as a parent agent does).
 # `make test-fast`: the same without the tests that start processes, Ray or Chromium, or are slow (markers
 # derived in tests/lanes.py). `make test-under-load`: the whole suite beside a CPU hog on every core.
+# `make test-installed`: the tests that start `ga`, run against ga installed under /tmp (editable and plain) with
+# no PYTHONPATH (tests/installed_lane.py). `make docs`: the user guide (docs/) as a site in site/, offline.
+# .ci/run runs `make test` on the system's own python3, `make test-fast` on the oldest and newest supported
+# Pythons it finds, `make test-installed` and `make docs` (docs/development.md: Testing).
 # Nothing is installed into the system's Python (on Debian and Ubuntu pip refuses to: PEP 668); what the
 # system lacks (python3-venv, bubblewrap, Chromium) comes from the package manager, with sudo when not root.
+# PYTHON=python3.12 makes the environment with another interpreter; VENV=DIR puts it elsewhere.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test test-fast test-under-load dev browser sandbox venv
+.PHONY: quickstart test test-fast test-under-load test-installed docs dev browser sandbox venv
 FAST := not proc and not ray and not browser and not slow
 
 quickstart: sandbox venv
@@ -30,6 +35,12 @@ test-fast: dev
 
 test-under-load: browser sandbox dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/under_load.py
+
+test-installed: browser sandbox dev
+	$(BIN)/python tests/installed_lane.py
+
+docs: dev
+	$(BIN)/mkdocs build
 
 dev: venv
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -51,8 +62,8 @@ $(BIN)/pip:
 
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
-	  { $(call apt_install,chromium,no Chromium found: install one (README: Getting a browser)); }
+	  { $(call apt_install,chromium,no Chromium found: install one (docs/configuration.md: Getting a browser)); }
 
 sandbox:
 	@command -v bwrap >/dev/null || \
-	  { $(call apt_install,bubblewrap,no bubblewrap found: install it (README: Sandbox)); }
+	  { $(call apt_install,bubblewrap,no bubblewrap found: install it (docs/sandbox.md)); }

@@ -40,7 +40,12 @@ def main() -> None:
     code = "\n".join(f"    total += compute({i}) * weight_{i % 7}" for i in range(150))  # ~6 KB: a 1,536-token reply
     long = "\n".join(f"line {i}: value = compute({i}) + offset_{i % 7}" for i in range(1500))  # ~60 KB
     loop = "I will now print the number.\n" * 200
+    triple = ('```json\n{"name": "code_run", "arguments": {"script": """\n' + code + '\n""", "timeout": 60}}\n```')
+    broken = '```json\n{"name": "code_run", "arguments": {"script": "' + code.replace("\n", "\\n") + '"\n```'
     cases = [("recorded real-model replies", recorded(), 200),
+             ("6 KB call, strict JSON", [json.dumps({"name": "code_run", "arguments": {"script": code}})], 100),
+             ("6 KB call, triple-quoted (Python literal)", [triple], 100),
+             ("6 KB call, braces missing (json-repair)", [broken], 20),
              ("6 KB reply (about max_tokens 1536)", [f"```python\n{code}\n```"], 100),
              ("60 KB reply", [long], 10),
              ("6 KB runaway loop", [loop], 100)]

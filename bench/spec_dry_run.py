@@ -26,7 +26,9 @@ SCRIPT = ROOT / "configs" / "examples" / "scripts" / "hello.yaml"
 
 
 def write_cases(folder: Path) -> dict[str, Path]:
-    (folder / "models.yaml").write_text("models:\n  bench-model:\n    base_url: http://127.0.0.1:9/v1\n    model: fake\n"
+    user = folder / "user-home" / ".config" / "ga"  # the user's models.yaml (a project one may not add models)
+    user.mkdir(parents=True)
+    (user / "models.yaml").write_text("models:\n  bench-model:\n    base_url: http://127.0.0.1:9/v1\n    model: fake\n"
                                         "    price_input: 1.0\n    price_output: 3.0\n")
     (folder / "items.csv").write_text("n,topic\n" + "".join(f"{i},topic number {i}\n" for i in range(TASKS)))
     matrix = folder / "matrix.yaml"
@@ -40,7 +42,7 @@ def write_cases(folder: Path) -> dict[str, Path]:
 
 
 def time_dry_run(tree: Path, tasks: Path, home: Path) -> tuple[float, int]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "GA_HOME": str(home)}
+    env = {**os.environ, "PYTHONPATH": str(tree), "GA_HOME": str(home), "HOME": str(tasks.parent / "user-home")}
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "cli", "fanout", str(tasks), "--dry-run", "--json"], cwd=tasks.parent,
                           env=env, capture_output=True, text=True)

@@ -81,7 +81,8 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
 
 TURN_SCRIPT = [_call("file_write", path="a.txt", content="alpha\n"),
                _call("file_write", path="b.txt", content="beta\n"), {"content": "wrote a.txt and b.txt"}]
-COMMIT_SCRIPT = [_call("file_write", path="notes.txt", content="checked\n"), _call("start_long_term_update"),
+COMMIT_SCRIPT = [_call("code_run", type="python", script="open('notes.txt', 'w').write('checked')\nprint(len('checked'))"),
+                 _call("start_long_term_update"),
                  _call("file_write", path="memory/L2/walks.md", content="# walks\n- notes.txt holds 'checked'\n"),
                  {"content": "saved"}]
 FANOUT_SCRIPT = [_call("file_write", path="a.txt", content="alpha\n"), {"content": "wrote a.txt"}]

@@ -1,6 +1,6 @@
 """web_scan on a real Chromium, on a corpus of real documentation pages: reduction, main-text recall over all
-pages of a paged scan, furniture share of the output, scan time; and what one shared browser with N worker
-contexts costs in memory against N separate browsers.
+pages of a paged scan, furniture share of the output, scan time; and what N tasks' browsers (each task has its
+own, in its sandbox) cost in memory.
 
     python bench/web_scan.py --install-corpus   # once: apt-get installs the Debian -doc packages below
     python bench/web_scan.py                    # the corpus, served on 127.0.0.1, plus the fixture pages
@@ -37,10 +37,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from configs import load_settings  # noqa: E402
 from web_fixtures.server import ROOT as FIXTURES  # noqa: E402
-from web_fixtures.server import js, scan, serve
+from web_fixtures.server import SITE_NETWORK, js, scan, serve  # noqa: E402
 from worker.context import cut_head_tail  # noqa: E402
 from worker.tools.base import ToolContext  # noqa: E402
-from worker.web.browser import process_tree_pids  # noqa: E402
 
 DOC = Path("/usr/share/doc")
 # Debian bookworm packages that install no Python and upgrade nothing (checked with apt-get install -s).
@@ -272,7 +271,7 @@ def missed_words(truth: Counter, seen: Counter) -> str:
 
 def bench_pages(pages: list[Page], repeat: int, baseline: Optional[str] = None) -> list[tuple[Page, dict]]:
     servers: dict[Path, str] = {}
-    settings = load_settings({"home": tempfile.mkdtemp(prefix="bench-web-home-")})
+    settings = load_settings({"home": tempfile.mkdtemp(prefix="bench-web-home-"), **SITE_NETWORK})
     ctx = make_ctx(settings, "pages")
     results = []
     try:
@@ -356,11 +355,11 @@ def print_kinds(results: list[tuple[Page, dict]]) -> None:
           " old tool did (recall of what the model saw; its time is the in-page evaluate)")
 
 
-# ---- memory: one shared browser with N contexts vs N browsers with one context each
-def tree_memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in bytes of a browser's whole process group."""
+# ---- memory: N tasks, each with its own browser
+def tree_memory(pids: list[int]) -> tuple[int, int]:
+    """(RSS, PSS) in bytes of these processes."""
     rss = pss = 0
-    for member in process_tree_pids(pid):
+    for member in pids:
         try:
             for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Rss:"):
@@ -372,45 +371,29 @@ def tree_memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def open_workers(homes: list[str], url: str) -> list[ToolContext]:
-    ctxs = []
-    for i, home in enumerate(homes):
-        ctx = make_ctx(load_settings({"home": home}), f"mem{i}")
-        nav = js(ctx, f"location.href = {url!r}")
-        if not nav.ok:
-            raise RuntimeError(nav.output)
-        ctxs.append(ctx)
-    return ctxs
-
-
-def browsers_memory(ctxs: list[ToolContext]) -> tuple[int, int, int]:
-    time.sleep(1.0)  # let renderers finish starting
-    pids = {ctx.web.info.pid for ctx in ctxs}
-    totals = [tree_memory(pid) for pid in pids]
-    return len(pids), sum(t[0] for t in totals), sum(t[1] for t in totals)
-
-
 def bench_memory(counts: list[int]) -> None:
     server, base = serve(FIXTURES)
     url = f"{base}/index.html"
-    print(f"\nmemory of the browser process trees, each worker with one tab on {url.split('/', 3)[-1]}")
-    print(f"{'workers':>7} {'shared: RSS':>12} {'PSS':>8} {'separate: RSS':>14} {'PSS':>8} {'browsers':>9} {'PSS ratio':>10}")
+    print(f"\nmemory of N tasks' browsers (each in its own sandbox), each with one tab on {url.split('/', 3)[-1]}")
+    print(f"{'tasks':>7} {'RSS':>10} {'PSS':>8} {'PSS a task':>11}")
     for n in counts:
-        shared_home = tempfile.mkdtemp(prefix="bench-shared-")
-        shared = open_workers([shared_home] * n, url)
-        _, s_rss, s_pss = browsers_memory(shared)
-        for ctx in shared:
-            finish(ctx)
-        separate = open_workers([tempfile.mkdtemp(prefix=f"bench-sep{i}-") for i in range(n)], url)
-        count, p_rss, p_pss = browsers_memory(separate)
-        for ctx in separate:
+        settings = load_settings({"home": tempfile.mkdtemp(prefix="bench-mem-"), **SITE_NETWORK})
+        ctxs = []
+        for i in range(n):
+            ctx = make_ctx(settings, f"mem{i}")
+            nav = js(ctx, f"location.href = {url!r}")
+            if not nav.ok:
+                raise RuntimeError(nav.output)
+            ctxs.append(ctx)
+        time.sleep(1.0)  # let renderers finish starting
+        rss, pss = tree_memory([pid for ctx in ctxs for pid in ctx.web.processes()])
+        for ctx in ctxs:
             finish(ctx)
         mb = 1024 * 1024
-        print(f"{n:>7} {s_rss / mb:>10.0f}MB {s_pss / mb:>6.0f}MB {p_rss / mb:>12.0f}MB {p_pss / mb:>6.0f}MB {count:>9}"
-              f" {p_pss / max(s_pss, 1):>9.1f}x")
+        print(f"{n:>7} {rss / mb:>8.0f}MB {pss / mb:>6.0f}MB {pss / n / mb:>9.0f}MB")
     server.shutdown()
-    print("RSS counts shared pages once per process; PSS splits them, so PSS sums are the fair total."
-          " Each worker process also runs one Playwright driver (node) in both designs; not counted.")
+    print("RSS counts shared pages once per process; PSS splits them, so PSS sums are the fair total (bubblewrap and"
+          " the egress relay included). Each worker process also runs one Playwright driver (node); not counted.")
 
 
 def main() -> None:
@@ -420,7 +403,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated generators to run (sphinx, doxygen, ..., fixture)")
     parser.add_argument("--pages", default="", help="only pages whose path contains this text")
     parser.add_argument("--baseline", default="", help="git ref whose scan.js runs side by side (e.g. main~3)")
-    parser.add_argument("--contexts", default="1,4,8", help="worker counts for the memory comparison")
+    parser.add_argument("--contexts", default="1,4,8", help="task counts for the memory figures")
     parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
     if args.install_corpus:

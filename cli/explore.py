@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cli.kit import NOW_HELP, console, emit_json, emit_json_line, fail, settings
+from cli.kit import NOW_HELP, console, emit_json, emit_json_line, fail, say, settings
 from cli.skills import skills_now
 from cli.worker import check_model
 from configs import Settings
@@ -41,8 +41,7 @@ def _explore_table(result: Any) -> None:
         if item.problems:
             console.print(f"  {item.task_id}: {escape('; '.join(item.problems))}", highlight=False, soft_wrap=True)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items())) or "no task ran"
-    console.print(f"{result.status}: {counts} · {result.tokens:,} tokens · ${result.cost:.4f} · {result.run_dir}",
-                  highlight=False, soft_wrap=True)
+    say(f"{result.status}: {counts} · {result.tokens:,} tokens · ${result.cost:.4f} · {result.run_dir}")
 
 
 def _show_explore_record(record: dict, as_json: bool) -> None:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from configs.settings import ConfigError, Settings, load_settings
+from orchestrator.views.columns import Paragraph
 
 console = Console()
 err_console = Console(stderr=True)
@@ -32,6 +33,11 @@ class Invocation:
 def invocation(ctx: typer.Context) -> Invocation:
     """The Invocation the root callback stored in ctx.obj (an empty one for a command run on its own)."""
     return ctx.obj if isinstance(ctx.obj, Invocation) else Invocation()
+
+
+def say(text: str | Text, style: str = "", to: Optional[Console] = None) -> None:
+    """A summary line or a hint, broken at the width between its ` · ` parts and words: ids and commands whole."""
+    (to or console).print(Paragraph(text, style))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -14,13 +14,16 @@ from typing import Any, Iterator, Optional
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 
-from cli.kit import console, emit_json, fail, settings
+from cli.kit import console, emit_json, fail, say, settings
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
+from memory_shared import review as reviews
 from memory_shared.demo import run_demo
+from memory_shared.provenance import all_records, is_reserved, records_for, trust_level, trust_of
+from orchestrator.views.columns import Column, Rows
 
-memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, diff, verify, repair, gc, archive.")
+memory_app = typer.Typer(no_args_is_help=True, help="The shared memory tier: show, log, review, accept, reject, revert, "
+                                                    "diff, verify, repair, gc, archive.")
 
 
 @contextmanager
@@ -43,14 +46,13 @@ def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True
 
 
 def _commit_rows(commits: list[Any]) -> Any:
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("gen", "time", "author", "message", "paths"):
-        table.add_column(column, overflow="fold")
-    for commit in commits:
-        table.add_row(str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%Y-%m-%d %H:%M:%S"),
-                      commit.author, commit.message.splitlines()[0] if commit.message else "",
-                      ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4 else ""))
-    return table
+    """One line a commit at 80 columns: the generation and time whole, the author, message and paths give way."""
+    columns = [Column("gen", right=True, whole=True), Column("time", whole=True), Column("author", least=8),
+               Column("message", least=12), Column("paths", least=12)]
+    return Rows(columns, [[str(commit.generation), datetime.fromtimestamp(commit.time).strftime("%m-%d %H:%M:%S"),
+                           commit.author, commit.message.splitlines()[0] if commit.message else "",
+                           ", ".join(commit.paths[:4]) + (f" (+{len(commit.paths) - 4})" if len(commit.paths) > 4
+                                                          else "")] for commit in commits])
 
 
 def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False,
@@ -90,8 +92,10 @@ def memory_show(
     path: Optional[str] = typer.Argument(None, help="A file or folder relative to the store, e.g. L2/facts.md"),
     generation: Optional[int] = typer.Option(None, "--generation", "-g", help="Default: HEAD"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    provenance: bool = typer.Option(False, "--provenance", help="With a file: print who wrote it and what backs it, "
+                                                                "not its text"),
 ) -> None:
-    """Show a generation: its files and the L1 index, or one file's text."""
+    """Show a generation: its files (with their trust), the L1 index, or one file's text (or provenance)."""
     store = _memory_store(ctx)
     with _memory_errors(ctx):
         try:
@@ -106,40 +110,156 @@ def memory_show(
         files = [f for f in snap.files() if not path or f.startswith(path.rstrip("/") + "/")]
         if path and text is None and not files:
             fail(f"{path}: not in generation {snap.generation} of {store.root}; `ga memory show` lists the files")
+        records = [asdict(r) for r in records_for(snap.path, path)] if path else []
         if as_json:
-            emit_json({"generation": snap.generation, "path": path, "text": text} if text is not None
-                      else {"generation": snap.generation, "files": files})
+            emit_json({"generation": snap.generation, "path": path, "text": text, "provenance": records}
+                      if text is not None else {"generation": snap.generation, "files": files})
+            return
+        if text is not None and provenance:
+            _print_provenance(path or "", text, snap.path)
             return
         if text is not None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return
-        table = Table(show_edge=False, header_style="bold")
-        table.add_column("path")
-        table.add_column("bytes", justify="right")
+        rows = []
         for rel in files:
-            table.add_row(rel, f"{(snap.path / rel).stat().st_size:,}")
-        console.print(f"generation {snap.generation} of {store.root}", highlight=False)
+            if is_reserved(rel):
+                continue
+            found = trust_of(snap.path, rel, snap.read(rel))
+            record = found.file or next(iter(found.lines.values()), None)
+            trust = (trust_level(found.file) if found.file or not found.lines
+                     else "lines: " + ", ".join(sorted({trust_level(r) for r in found.lines.values()})))
+            rows.append([rel, f"{(snap.path / rel).stat().st_size:,}", trust,
+                         record.source() if record is not None else ""])
+        table = Rows([Column("path", whole=True), Column("bytes", right=True, whole=True), Column("trust"),
+                      Column("from")], rows)
+        say(f"generation {snap.generation} of {store.root}")
         console.print(table)
         if not path:
             console.print(Panel(render_l1(snap.path, store.l1_max_lines, store.l1_max_chars), title="L1 index",
                                 expand=False), markup=False)
 
 
+def _print_provenance(path: str, text: str, tree: Path) -> None:
+    found = trust_of(tree, path, text)
+    if found.file is None and not found.lines:
+        console.print(f"{path}: written by a person or by ga (no task's provenance)", highlight=False, markup=False)
+        return
+    by_id = {r.id: r for r in found.lines.values()}
+    for record in ([found.file] if found.file else []) + sorted(by_id.values(), key=lambda r: r.time):
+        console.print(f"{path}: {trust_level(record)} ({record.scope}): {record.source()}", highlight=False, markup=False)
+        for line in record.lines:
+            console.print(f"  line: {line.get('text', '')}", highlight=False, markup=False)
+        for run in record.backs:
+            console.print(f"  backed by: {run.get('tool')} {run.get('call')} exit {run.get('exit_code')} output "
+                          f"sha256 {str(run.get('output_sha256', ''))[:16]}"
+                          f"{'' if run.get('evidence') else ' (no evidence)'}", highlight=False, markup=False)
+        for item in record.read:
+            console.print(f"  read: {', '.join(f'{k} {v}' for k, v in item.items())}", highlight=False, markup=False)
+
+
 @memory_app.command("log")
 def memory_log(
     ctx: typer.Context,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N commits"),
+    run: Optional[str] = typer.Option(None, "--run", help="Only the commits of this run (its id)"),
+    task: Optional[str] = typer.Option(None, "--task", help="Only the commits of this task (its id)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
 ) -> None:
-    """List commits, newest last."""
+    """List commits, newest last; with --run or --task, what that run or task changed, with its provenance."""
     store = _memory_store(ctx)
     with _memory_errors(ctx):
         commits = store.log()
+    if run is not None or task is not None:
+        commits = reviews.commits_of(commits, run, task)
     commits = commits[-limit:] if limit else commits
     if as_json:
         emit_json([asdict(commit) for commit in commits])
+        return
+    console.print(_commit_rows(commits))
+    if run is not None or task is not None:
+        with _memory_errors(ctx), store.snapshot() as snap:
+            records = all_records(snap.path)
+        for commit in commits:
+            console.print(f"generation {commit.generation} ({commit.key or commit.author}):", highlight=False,
+                          markup=False)
+            for line in commit.message.splitlines()[1:]:
+                console.print(f"  {line}", highlight=False, markup=False)
+            mine = [r for r in records if commit.key and r.who.get("run") and commit.key.startswith(str(r.who["run"]))
+                    and r.who.get("task") and f"/{r.who['task']}/" in f"/{commit.key}/"]
+            for record in mine:
+                console.print(f"  {record.path}: {trust_level(record)}: {record.source()}", highlight=False, markup=False)
+        if not commits:
+            console.print("no commits of that run or task", highlight=False)
+
+
+@memory_app.command("review")
+def memory_review(
+    ctx: typer.Context,
+    every: bool = typer.Option(False, "--all", help="Also the accepted and rejected ones"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Proposals that wait for a person: what each would change (a diff against HEAD), why it waits, who made it."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        proposals = reviews.all_proposals(store) if every else reviews.open_proposals(store)
+        diffs = {p.id: reviews.proposal_diff(store, p) for p in proposals if p.state == "open"}
+    if as_json:
+        emit_json([{**asdict(p), "diff": diffs.get(p.id, [])} for p in proposals])
+        return
+    for proposal in proposals:
+        who = proposal.who
+        console.print(f"[bold]proposal {proposal.id}[/] ({proposal.state}) from task {who.get('task')}"
+                      f"{' of run ' + str(who['run']) if who.get('run') else ''}"
+                      f"{', model ' + str(who['model']) if who.get('model') else ''}", highlight=False)
+        console.print(f"  waits because: {proposal.reason}", highlight=False, markup=False, soft_wrap=True)
+        if proposal.state != "open":
+            console.print(f"  {proposal.state} by {proposal.decided_by}"
+                          f"{': ' + proposal.decision_note if proposal.decision_note else ''}", highlight=False,
+                          markup=False)
+        for data in proposal.records:
+            backs = ", ".join(f"{b.get('tool')} {b.get('call')} exit {b.get('exit_code')}" for b in data.get("backs", []))
+            read = ", ".join(next(iter(r.values())) for r in data.get("read", []))
+            console.print(f"  {data.get('path')}: {data.get('trust')}; backed by: {backs or 'nothing'}"
+                          f"{'; read: ' + read if read else ''}", highlight=False, markup=False, soft_wrap=True)
+        for diff in diffs.get(proposal.id, []):
+            sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
+    if not proposals:
+        console.print("no proposals wait for review" if not every else "no proposals")
+
+
+@memory_app.command("accept")
+def memory_accept(ctx: typer.Context, ident: str = typer.Argument(..., help="A proposal id (or its start)")) -> None:
+    """Apply a proposal to HEAD as a person (a new generation); its entries count as the person's from then on."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        generation = reviews.accept(store, ident)
+    console.print(f"accepted proposal {ident}: generation {generation}", highlight=False)
+
+
+@memory_app.command("reject")
+def memory_reject(
+    ctx: typer.Context,
+    ident: str = typer.Argument(..., help="A proposal id (or its start)"),
+    note: str = typer.Option("", "--note", help="Why, kept with the decision"),
+) -> None:
+    """Reject a proposal (a new generation; the proposal and its decision stay in proposals/ and the log)."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        generation = reviews.reject(store, ident, note=note)
+    console.print(f"rejected proposal {ident}: generation {generation}", highlight=False)
+
+
+@memory_app.command("revert")
+def memory_revert(ctx: typer.Context, generation: int = typer.Argument(..., help="The older generation to restore")) -> None:
+    """Write a new generation holding the memory of an older one (proposals stay as they are); deletes nothing."""
+    store = _memory_store(ctx)
+    with _memory_errors(ctx):
+        made = reviews.revert(store, generation)
+    if made is None:
+        console.print(f"HEAD already holds the memory of generation {generation}", highlight=False)
     else:
-        console.print(_commit_rows(commits))
+        console.print(f"reverted to generation {generation}: generation {made}", highlight=False)
 
 
 @memory_app.command("diff")
@@ -297,11 +417,11 @@ def memory_demo(
     root = directory or Path(tempfile.mkdtemp(prefix="ga-memory-demo-"))
     console.rule(f"ga memory demo · {root}")
 
-    def say(title: str, detail: str) -> None:
+    def tell(title: str, detail: str) -> None:
         console.print(f"[bold cyan]{title}[/]: {escape(detail)}", highlight=False)
 
     with _memory_errors(ctx):
-        result = run_demo(root, say, processes=processes, commits=commits)
+        result = run_demo(root, tell, processes=processes, commits=commits)
         store = MemoryStore(root)
         console.print(_commit_rows(store.log()[-6:]))
         _memory_verify_or_fail(ctx, store)

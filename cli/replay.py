@@ -6,8 +6,9 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
-from cli.kit import console, emit_json, fail, settings
+from cli.kit import console, emit_json, fail, say, settings
 from configs import Settings
 from orchestrator.spec import Plan
 from orchestrator.views.progress import status_style
@@ -31,6 +32,8 @@ def replay(
                                             "(a run keeps its own)"),
     inputs: Optional[list[Path]] = typer.Option(None, "--input", help="A history file's input, copied into its workdir"),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="With --from: skip the GET /models probe of the "
+                                      "live model's endpoint"),
 ) -> None:
     """Run RUN's tasks again from their histories with zero model calls; exit 0 when every request and tool
     output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
@@ -46,35 +49,41 @@ def replay(
     try:
         outcome = run_replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
                              keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
-                             tool_mode=tool_mode, inputs=inputs)
+                             tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
     except (ReplayError, ModelConfigError) as exc:
         fail(str(exc))
     if as_json:
+        from orchestrator.replay import difference_diff
+
         emit_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "source": outcome.source,
                    "identical": outcome.identical, "forked_from": outcome.forked_from, "notes": outcome.notes,
                    "exit_code": outcome.exit_code,
                    "tasks": [{"id": t.task_id, "status": t.status, "recorded_status": t.recorded_status,
                               "turns": t.turns, "recorded_turns": t.recorded_turns, "live_tokens": t.live_usage.total,
-                              "differences": [d.line() for d in t.divergences]} for t in outcome.tasks]})
+                              "differences": [d.line() for d in t.divergences],
+                              "diffs": ["\n".join(difference_diff(d)) for d in t.divergences]}
+                             for t in outcome.tasks]})
         raise typer.Exit(outcome.exit_code)
     raise typer.Exit(print_outcome(outcome))
 
 
 def fork_failed_tasks(plan: Plan, run: str, current: Settings, out: Optional[Path], workers: Optional[int],
-                      model: Optional[str]) -> int:
+                      model: Optional[str], preflight: bool = True) -> int:
     """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN (the live turns on
     `model`, else each task's own); the exit code."""
     from orchestrator.replay import ReplayError, fork_failed
 
     try:
         outcome = fork_failed(plan, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
-                              model=model, workers=workers or current.fanout.concurrency)
+                              model=model, workers=workers or current.fanout.concurrency, preflight=preflight)
     except ReplayError as exc:
         fail(str(exc))
     return print_outcome(outcome)
 
 
 def print_outcome(outcome: Any) -> int:
+    from orchestrator.replay import difference_diff  # the agent loop: see cli/work.py's docstring
+
     for note in outcome.notes:
         console.print(f"note: {escape(note)}", highlight=False)
     forked = outcome.forked_from or outcome.run_exit_code is not None
@@ -83,11 +92,16 @@ def print_outcome(outcome: Any) -> int:
         mark = "identical" if not task.divergences else f"{len(task.divergences)} difference(s)"
         if forked:
             mark = f"{task.live_usage.total:,} live tokens"
+            if task.spent.total > task.live_usage.total:
+                mark += f" · {task.spent.total:,} in all, its earlier attempt's included"
         console.print(f"{escape(task.task_id)}: [{style}]{task.status}[/] after {task.turns} turn(s) · {mark}",
                       highlight=False)
         for divergence in task.divergences:
-            console.print(f"  {escape(divergence.line())}", highlight=False, markup=False)
+            say(f"  {divergence.line()}")
+            for line in difference_diff(divergence):
+                style = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
+                console.print(Text(f"    {line}", style=style), overflow="ellipsis", no_wrap=True)
     verdict = (f"forked from {outcome.forked_from}" if outcome.forked_from else "forked the failed tasks" if forked else
                "replayed identically" if outcome.identical else "the replay differs from the recording")
-    console.print(f"{verdict}; run directory: {outcome.run_dir}", highlight=False)
+    say(f"{verdict} · run directory: {outcome.run_dir}")
     return outcome.exit_code

@@ -7,8 +7,9 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
+from cli.exitcodes import daemon_exit
 from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
 from cli.worker import check_model
 from configs import Settings
@@ -18,6 +19,7 @@ from orchestrator.triggers.jobs import JobsError, load_jobs
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
 from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, schedule_dir
 from orchestrator.triggers.stopping import stop_on_signals
+from orchestrator.views.columns import Column, Paragraph, Rows
 
 commands = typer.Typer()
 
@@ -52,10 +54,13 @@ def show_daemon_record(record: dict, as_json: bool) -> None:
         details.append(f"{record['compressed']} session(s) compressed")
     if status != "succeeded" and record.get("reason"):
         details.append(record["reason"])
-    what = (record.get("task") or record.get("builtin") or "")[:80]
+    what = " ".join(str(record.get("task") or record.get("builtin") or "").split())
+    what = what if len(what) <= 80 else what[:79] + "…"
     style = "green" if status == "succeeded" else "red"
-    console.print(f"{head}[{style}]{status}[/] {escape(what)} ({escape('; '.join(details))})", highlight=False,
-                  soft_wrap=True)
+    console.print(Paragraph(Text.from_markup(f"{head}[{style}]{status}[/] {escape(what)} "
+                                             f"({escape('; '.join(details))})")))
+    if record.get("answer"):  # what the task answered, as `ga run` prints it
+        console.print(record["answer"], markup=False, highlight=False, soft_wrap=True)
 
 
 @commands.command("reflect")
@@ -82,7 +87,7 @@ def reflect_command(
     if not as_json:
         console.print(f"{summary.cycles} check(s), {len(tasks)} task(s), stopped by {summary.stopped_by}; "
                       f"log: {summary.log_path}", highlight=False, soft_wrap=True)
-    raise typer.Exit(1 if tasks and tasks[-1]["status"] != "succeeded" else 0)
+    raise typer.Exit(daemon_exit(tasks[-1:]))
 
 
 @commands.command("schedule")
@@ -119,7 +124,7 @@ def schedule_command(
     ran = [r for r in summary.records if r.get("event") == "ran"]
     if not as_json and once:
         console.print(f"{len(ran)} job(s) ran" + ("" if ran else " (nothing due)"), highlight=False)
-    raise typer.Exit(1 if any(r["status"] != "succeeded" for r in ran) else 0)
+    raise typer.Exit(daemon_exit(ran))
 
 
 def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None:
@@ -136,18 +141,16 @@ def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None
     if as_json:
         emit_json(rows)
         return
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("name", "what", "when", "next", "last run", "status", "runs"):
-        table.add_column(column, overflow="fold")
+    columns = [Column("name", whole=True), Column("when", whole=True), Column("next", whole=True),
+               Column("last run", whole=True), Column("status", whole=True), Column("runs", right=True, whole=True),
+               Column("what", least=12)]
 
     def short(iso: Optional[str]) -> str:
         return iso[5:16].replace("T", " ") if iso else "-"
 
-    for row in rows:
-        what = row["what"] if len(row["what"]) <= 40 else row["what"][:39] + "…"
-        table.add_row(row["name"], what, row["when"] if row["enabled"] else "disabled", short(row["next"]),
-                      short(row["last_run"]), row["last_status"] or "-", str(row["runs"]))
-    console.print(table)
+    console.print(Rows(columns, [[row["name"], row["when"] if row["enabled"] else "disabled", short(row["next"]),
+                                  short(row["last_run"]), row["last_status"] or "-", str(row["runs"]), row["what"]]
+                                 for row in rows]))
 
 
 # explore (skilltree.explore: one cycle; skilltree.daemon: --when-idle)

@@ -7,26 +7,32 @@ so that `ga --help` does not pay for them; Ray is imported by the fan-out itself
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from cli.kit import console, emit_json, err_console, fail, fail_lines, must_be_dir, settings
-from cli.worker import ask_person, preflight_run, text_stream, turn_printer
+from cli.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
+from cli.kit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, say, settings
+from cli.worker import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.fanout import nested_here, plan_for
+from orchestrator.ledger import RunDir
 from orchestrator.triggers.activity import user_job
+from orchestrator.views.columns import Column, Rows
 from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
+from orchestrator.views.outcome import session_workers
 from orchestrator.views.progress import status_counts, status_style
+from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
 from worker.models import ModelConfigError, model_override
+from worker.record import TaskRecord
 
 commands = typer.Typer()
 PLAN_ROWS = 50  # a dry run's table shows this many tasks
@@ -49,7 +55,7 @@ def run(
     stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
     turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
     from worker.conversations import SessionError
-    from worker.oneshot import run_one  # the agent loop: see the module's docstring
+    from worker.oneshot import Abandoned, run_one  # the agent loop: see the module's docstring
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
     must_be_dir("--workdir", workdir)
@@ -59,25 +65,63 @@ def run(
     interactive = sys.stdin.isatty() and not as_json
     stream = text_stream() if sys.stdout.isatty() and not as_json else None
     show_turns = sys.stderr.isatty() and not as_json
+    clock = ToolClock(stream) if show_turns else None
+    started = time.time()
     try:
         with user_job(current.home_dir, "run"):  # `ga explore --when-idle` never starts while this runs
             result = run_one(task, current, model_name=model, workdir=workdir, interactive=interactive, ask=ask_person,
-                             on_turn=turn_printer(stream) if show_turns else None, continue_session=continue_session,
-                             on_text=stream)
+                             on_turn=turn_printer(stream, clock) if show_turns else None,
+                             continue_session=continue_session, on_text=stream,
+                             on_tool_start=clock.start if clock else None,
+                             on_interrupt=lambda: say("stopping… (Ctrl-C again leaves at once)", "yellow", err_console))
     except (ModelConfigError, SessionError) as exc:
         fail(str(exc))
+    except Abandoned as left:
+        say(f"left at once · session {left.session_id} · continue it: {continue_command(ctx, left.session_id)}",
+            "yellow", err_console)
+        raise typer.Exit(INTERRUPTED) from None
+    finally:
+        if clock is not None:
+            clock.stop()
+    code = task_exit(result, session_workers(Path(current.fanout.runs_dir), result.task_id, started))
     if as_json:
-        emit_json(result.run_json())
-    else:
-        streamed = stream is not None and stream.close()
-        if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
-            console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
-        if show_turns or result.status != "succeeded":
-            style = status_style(result.status)
-            err_console.print(f"[{style}]{result.status}[/] after {result.turns} turns, {result.usage.total:,} tokens"
-                              + (f" ({escape(result.reason)})" if result.reason else "")
-                              + f" · session {result.task_id}", highlight=False, soft_wrap=True)
-    raise typer.Exit(0 if result.status == "succeeded" else 1)  # unverified too: fail closed
+        emit_json({**result.run_json(), "usage": result.spent.model_dump(),
+                   **({"nested_usage": result.nested_usage.model_dump()} if result.nested_usage else {}),
+                   "exit_code": code})
+        raise typer.Exit(code)
+    streamed = stream is not None and stream.close()
+    if not (streamed and result.status in ("succeeded", "unverified")):  # a streamed answer is on the screen already
+        console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
+    if code == INTERRUPTED:
+        say(f"stopped after {_turns(result.turns)}, {result.spent.total:,} tokens · session {result.task_id}", "yellow",
+            err_console)
+        say(f"continue it: {continue_command(ctx, result.task_id)}", to=err_console)
+    elif show_turns or code != DONE or result.status != "succeeded":  # piped: a label that is not plain success
+        say(outcome_line(result, code), to=err_console)
+    raise typer.Exit(code)
+
+
+def outcome_line(result: TaskRecord, code: int) -> Text:
+    """`succeeded after 2 turns, 12,927 tokens (3,533 its own, 9,394 in 1 fan-out) · session ID`: the label, the
+    one count of tokens, why it is not done."""
+    spent, nested = result.spent, result.nested_usage
+    split = (f" ({result.usage.total:,} its own, {spent.total - result.usage.total:,} in {nested.runs} "
+             f"fan-out{'s' if nested.runs > 1 else ''})" if nested else "")
+    why = f" ({result.reason})" if result.reason else ""
+    if code == NOT_DONE and result.status in ("succeeded", "unverified") and not result.reason:
+        why = " (none of the workers it started got done)"
+    return Text.assemble((result.status, status_style(result.status)), f" after {_turns(result.turns)}, "
+                         f"{spent.total:,} tokens{split}{why} · session {result.task_id}")
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn{'' if count == 1 else 's'}"
+
+
+def continue_command(ctx: typer.Context, session_id: str) -> str:
+    """The command that goes on with a session, with the flags that find it again (`--home`)."""
+    home = invocation(ctx).overrides.get("home")
+    return f"ga {f'--home {home} ' if home else ''}run --continue {session_id} \"go on\""
 
 
 @commands.command()
@@ -86,8 +130,10 @@ def chat(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a session: its id (or a prefix of it), "
                                          "or `last` (the latest with a completed turn)"),
     model: Optional[str] = typer.Option(None, help="A name from configs/models.yaml or scripted:FILE"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the GET /models probe of the endpoint"),
 ) -> None:
-    """A conversation with the parent agent: follow-ups, /runs, /cost, /model, /resume, /quit; Ctrl-C stops a turn."""
+    """A conversation with the parent agent: follow-ups, /help, /runs, /cost, /model, /resume, /quit; Ctrl-C stops
+    a turn. The model (and its endpoint) is checked before the first message."""
     from worker.chat import Chat  # the agent loop: see the module's docstring
     from worker.conversations import SessionError, find
 
@@ -96,9 +142,17 @@ def chat(
         session = find(current, resume, answered=True) if resume else None
     except SessionError as exc:
         fail(str(exc))
+    model = model_override(model)
+    if not no_preflight:
+        preflight_run(model or (session.model if session else None), None, current)
     stream = text_stream()
-    Chat(current, console, session, model_override(model), show_turn=turn_printer(stream), stream=stream,
-         list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id)).loop()
+    clock = ToolClock(stream)
+    try:
+        Chat(current, console, session, model, show_turn=turn_printer(stream, clock), stream=stream,
+             list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id),
+             show_tool=clock.start, check_model=lambda name: model_problem(name, current)).loop()
+    finally:
+        clock.stop()
 
 
 @commands.command()
@@ -126,17 +180,18 @@ def fanout(
 
     The model: --model, else GA_MODEL, else the tasks file's, else worker.model (configs)."""
     current = settings(ctx, **{"fanout.executor": executor})
+    began = time.time()
     if retry_failed and not resume:
         fail("--retry-failed needs --resume RUN_ID (the run whose failed tasks should run again)")
     if from_last_good and not (resume and retry_failed):
         fail("--from-last-good needs --resume RUN_ID --retry-failed (it forks that run's failed tasks)")
+    runs_dir = out or Path(current.fanout.runs_dir)
     try:
-        runs_dir = out or Path(current.fanout.runs_dir)
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
             from cli.replay import fork_failed_tasks
 
             raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
-                                               workers, model_override(model)))
+                                               workers, model_override(model), preflight=not no_preflight))
         plan = plan_for(file, resume, runs_dir, model)
         if dry_run:
             expanded = plan_only(plan, current)
@@ -154,41 +209,57 @@ def fanout(
     except FanoutError as exc:
         fail_lines(str(exc))
     except KeyboardInterrupt:
-        err_console.print("interrupted before the run started; nothing ran")
-        raise typer.Exit(130) from None
+        left = _run_left(runs_dir, resume, began)
+        if left:  # interrupted again while it stopped: the run is there, its unfinished tasks left to resume
+            say(f"interrupted: run {left.name} stopped · resume it with "
+                f"`{resume_command(left, Path(current.fanout.runs_dir))}`", "yellow", err_console)
+        else:
+            say("interrupted before the run started; nothing ran", "yellow", err_console)
+        raise typer.Exit(INTERRUPTED) from None
+    code = run_exit(result)
     if as_json:
-        emit_json(result.compact())
+        emit_json({**result.compact(), "exit_code": code})
     else:
         print_run(result)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code)
+
+
+def _run_left(runs_dir: Path, resume: Optional[str], began: float) -> Optional[Path]:
+    """The run an interrupted `ga fanout` leaves: the one it resumed, or one it started; None if none started."""
+    if resume:
+        try:
+            return RunDir.existing(runs_dir, resume).path
+        except FileNotFoundError:
+            return None
+    started = [run for run in list_runs(runs_dir) if run["started"] >= began]
+    return Path(started[0]["path"]) if started else None
 
 
 def print_plan(plan: dict) -> None:
     """The plan's table, its first PLAN_ROWS tasks (and the reduce) when it has more; `--json` lists them all."""
-    table = Table(title=f"{plan['name']}: {len(plan['tasks'])} task(s), {plan['concurrency']} at once, "
-                        f"{plan['retries']} retries", title_justify="left")
-    for column in ("id", "model", "turns", "timeout", "inputs", "max cost", "prompt"):
-        table.add_column(column, overflow="fold")
+    columns = [Column("id", whole=True), Column("model", least=12), Column("turns", right=True, whole=True),
+               Column("timeout", right=True, whole=True), Column("inputs", least=8),
+               Column("max cost", right=True, whole=True), Column("prompt", least=12)]
     rows = plan["tasks"]
     hidden = max(0, len(rows) - PLAN_ROWS - (1 if plan["reduce"] else 0))
     if hidden:
         rows = rows[:PLAN_ROWS] + ([rows[-1]] if plan["reduce"] else [])
+    cells = []
     for row in rows:
-        cost = "?" if row["max_cost"] is None else f"${row['max_cost']:.4f}"
-        prompt = row["prompt"].replace("\n", " ")
         model = str(row["model"])
         model = f"scripted:{Path(model[9:]).name}" if model.startswith("scripted:") else model
-        table.add_row(row["id"], model, str(row["max_turns"]), str(row["timeout"] or "-"),
-                      ", ".join(row["inputs"]) or "-", cost, prompt[:70] + ("…" if len(prompt) > 70 else ""))
-    console.print(table)
+        cells.append([row["id"], model, str(row["max_turns"]), f"{row['timeout']:g}" if row["timeout"] else "-",
+                      ", ".join(row["inputs"]) or "-", "?" if row["max_cost"] is None else f"${row['max_cost']:.4f}",
+                      row["prompt"]])
+    title = f"{plan['name']}: {len(plan['tasks'])} task(s) · {plan['concurrency']} at once · {plan['retries']} retries"
+    console.print(Rows(columns, cells, title=title))
     if hidden:
-        console.print(f"… and {hidden:,} more task(s); `ga fanout FILE --dry-run --json` lists every one",
-                      highlight=False, soft_wrap=True)
+        say(f"… and {hidden:,} more task(s); `ga fanout FILE --dry-run --json` lists every one")
     total = plan["total_max_cost"]
     budget = plan["budget"]
-    console.print(f"upper bound on cost: {'?' if total is None else f'${total:.4f}'}"
-                  + (f" (budget: {budget['tokens'] or '-'} tokens, ${budget['cost'] or '-'})" if any(budget.values()) else "")
-                  + (f"; then reduce → reduce/{plan['reduce']['output']}" if plan["reduce"] else ""), highlight=False)
+    say(f"upper bound on cost: {'?' if total is None else f'${total:.4f}'}"
+        + (f" · budget: {budget['tokens'] or '-'} tokens, ${budget['cost'] or '-'}" if any(budget.values()) else "")
+        + (f" · then reduce → reduce/{plan['reduce']['output']}" if plan["reduce"] else ""))
 
 
 def print_run(result: Run) -> None:
@@ -202,11 +273,11 @@ def print_run(result: Run) -> None:
         console.print(tasks_table([t for t in view.tasks if t.task_id != REDUCE],
                                   title=f"run {result.run_id}: {result.status}"))
     usage = summary.usage
-    console.print(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
-                  f"${usage.cost:.4f} · {summary.seconds:.1f}s", highlight=False, soft_wrap=True)
+    say(f"{status_counts(summary.tasks.model_dump())} · {usage.total:,} tokens ({usage.cached:,} cached) · "
+        f"${usage.cost:.4f} · {summary.seconds:.1f}s")
     if summary.stop_note:
-        console.print(f"[yellow]{summary.stop_note}[/yellow]", highlight=False, soft_wrap=True)
+        say(summary.stop_note, "yellow")
     if result.reduce:
-        console.print(f"reduce ({result.reduce.status}) → {result.reduce.path}", highlight=False, soft_wrap=True)
+        say(f"reduce ({result.reduce.status}) → {result.reduce.path}")
         console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False, soft_wrap=True)
-    console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)  # paths and answers never cut
+    say(f"run directory: {result.run_dir}")  # a path longer than the line keeps a line of its own, whole

@@ -53,6 +53,9 @@ class MemorySettings(Section):
     l1_max_lines: int = Field(default=30, ge=1)
     l1_max_chars: int = Field(default=2000, ge=1)
     archive_keep_months: int = Field(default=12, ge=0)
+    admit: Literal["review", "verified", "auto"] = "verified"  # what of a task's memory writes later workers see
+    rewrite_share: float = Field(default=0.25, gt=0, le=1)  # of the L3 files, skills or a file's lines, per task
+    l1_task_share: float = Field(default=0.2, gt=0, le=1)  # of L1's line bound one task may add
 
 
 class WorkerSettings(Section):
@@ -117,7 +120,7 @@ class FanoutSettings(Section):
 class WebSettings(Section):
     chromium: Optional[Path] = None
     headless: bool = True
-    cdp_url: Optional[str] = None  # http://127.0.0.1:9222: use the person's own browser (see README for the risks)
+    cdp_url: Optional[str] = None  # http://127.0.0.1:9222: use the person's own browser (risks: docs/configuration.md)
 
 
 class ExploreSettings(Section):
@@ -131,7 +134,7 @@ class ExploreSettings(Section):
 
 
 class PlannerSettings(Section):
-    """The exploration planner's rule (README, exploration section; skilltree/demand.py)."""
+    """The exploration planner's rule (docs/skills.md; skilltree/demand.py)."""
 
     rule: Literal["s6", "demand"] = "demand"
     blend: float = Field(default=0.5, ge=0, le=1)               # share of the demand term in the ranking score
@@ -145,13 +148,14 @@ class PlannerSettings(Section):
 
 
 class SandboxLimits(Section):
-    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (README, Sandbox)."""
+    """Per code_run (worker/sandbox_limits.py); None: sized to this machine (docs/sandbox.md)."""
 
     memory: Optional[ByteSize] = Field(default=None, gt=0)  # data + private mappings of each process (RLIMIT_DATA)
     processes: int = Field(default=256, ge=8)  # processes and threads of the whole sandbox (pids cgroup, RLIMIT_NPROC)
     file_size: ByteSize = Field(default=ByteSize(1 << 30), gt=0)  # largest file a script may write (RLIMIT_FSIZE)
     cpu_seconds: int = Field(default=600, ge=1)  # CPU time of each process (RLIMIT_CPU)
     tmp_size: Optional[ByteSize] = Field(default=None, gt=0)  # the private /tmp (a tmpfs, so it is memory too)
+    disk: Optional[ByteSize] = Field(default=None, gt=0)  # what the working directory may hold (worker/sandbox_disk.py)
 
     def resolved(self) -> "SandboxLimits":
         """These limits with None replaced by this machine's defaults: a quarter of the RAM for memory, an
@@ -196,6 +200,7 @@ class SandboxSettings(Section):
     writable: list[Path] = []
     bwrap: str = "bwrap"  # the bubblewrap binary: a name on PATH or a path
     limits: SandboxLimits = SandboxLimits()
+    env: list[str] = []  # variables passed into the sandbox besides PATH, LANG, LC_*, TERM, HOME, TZ and ga's own
 
     _shorthand = model_validator(mode="before")(sandbox_shorthand)
     _network = field_validator("network", mode="before")(network_mode)

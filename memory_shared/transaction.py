@@ -7,7 +7,7 @@ base, staging is brought up to HEAD path by path using the log lines of the gene
 only if every change to it was a patch whose anchor is still unique in HEAD's text, otherwise
 CommitConflict. Then the store publishes (see store.py).
 
-Durability: new files are fsynced before publication; the folders this commit made (about its depth of
+Durability: new files are fsynced before publication (all written first, then each fsynced); the folders this commit made (about its depth of
 them) and the hard links into them are not fsynced one by one: journaling file systems (ext4, xfs) commit
 metadata in order, so once the fsynced log line and rename of HEAD are on disk, the entries made before
 them are too. MANIFEST and
@@ -235,7 +235,7 @@ class Transaction:
             midway = _midway("writing")
             bulk = len(changes) > BULK_FILES
             for rel, text in sorted(changes.items()):
-                _apply(builder, rel, text, tables, midway, sync=not bulk)
+                _apply(builder, rel, text, tables, midway, sync=False)
                 midway = None if text is not None else midway
             _flush(builder, bulk)
             with flocked(core.lock):
@@ -373,10 +373,20 @@ def _apply(builder: Builder, rel: str, text: Optional[str], tables: Staged,
 
 
 def _flush(builder: Builder, bulk: bool) -> None:
-    """New files reach the disk before publication (each fsynced when written, or all at once here); the
-    folders this build made need no fsync of their own (see "Durability")."""
+    """New files reach the disk before publication: all at once with os.sync() in bulk, else each fsynced
+    here, after all were written (on a journaling file system the first fsync's commit carries the others'
+    data, so the rest cost little); the folders this build made need no fsync of their own (see
+    "Durability")."""
+    unsynced, builder.unsynced = builder.unsynced, []
     if bulk:
         os.sync()  # one flush instead of an fsync per file
+        return
+    for path in unsynced:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 # ---- copy-on-write by folder: a new generation's tree built from its base
@@ -394,6 +404,7 @@ class Builder:
         self._midway = midway
         self.owned: dict[str, str] = {"": self.tree}  # logical folder -> physical dir this build made
         self.created: list[str] = []                  # new pooled dirs, while unpublished ours to remove
+        self.unsynced: list[str] = []                 # files written, fsynced by the next _flush
         self._published: list[str] = []
         if base is not None:
             self._copy(str(base), self.tree, "")
@@ -402,9 +413,12 @@ class Builder:
         return os.path.lexists(os.path.join(self.tree, rel))
 
     def write(self, rel: str, data: bytes, midway: Midway = None, sync: bool = True) -> str:
-        """Make `rel` a new read-only file holding `data`; return its physical path."""
+        """Make `rel` a new read-only file holding `data`; return its physical path. Unless `sync`, it is
+        fsynced by the next `_flush`."""
         target = self._fresh_entry(rel)
         write_new(target, data, READ_ONLY, midway, sync=sync)
+        if not sync:
+            self.unsynced.append(target)
         return target
 
     def link(self, rel: str, source: str) -> str:

@@ -300,7 +300,10 @@ class WorkerActor:
         with self._lock:
             state = self.tasks.get(task_id)
             if state is not None:
-                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""), since=time.time())
+                worker = state.get("worker")  # what it spent so far: the live view's count, as the turn line's
+                spent = {"tokens": worker.account.spent().total} if worker is not None else {}
+                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""), since=time.time(),
+                                         **spent)
 
 
 def _node_id() -> Optional[str]:

@@ -33,6 +33,7 @@ from orchestrator.records import (
 )
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from orchestrator.views.progress import Display, choose_mode
+from orchestrator.views.runlist import resume_command
 from worker import telemetry
 from worker.models import nested_model_env
 
@@ -91,7 +92,7 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                cancel=self.cancel, announce=True,
+                cancel=self.cancel, carve=self.nest.subtree, announce=True,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
@@ -195,13 +196,18 @@ class Driver:
         unfinished = total - len(results)
         status, code = STOPPED[outcome.stop] if outcome.stop else run_status(counts, total, reduce_result)
         note = ""
+        resume = resume_command(self.run.path, Path(self.settings.fanout.runs_dir))
         if outcome.stop == RunStop.budget:
             note = (f"budget spent ({_budget_text(self.plan, outcome.usage)}): {unfinished} task(s) not started; "
-                    f"raise the budget in the tasks file and resume with `ga fanout FILE --resume {self.run.run_id}`")
+                    "raise the budget in the tasks file and resume with "
+                    f"`{resume_command(self.run.path, Path(self.settings.fanout.runs_dir), 'FILE')}`")
         elif outcome.stop == RunStop.paused:
-            note = f"the model endpoint kept refusing requests: run paused; resume later with `ga fanout --resume {self.run.run_id}`"
+            note = f"the model endpoint kept refusing requests: run paused; resume later with `{resume}`"
         elif outcome.stop == RunStop.interrupted:
-            note = f"interrupted: {unfinished} task(s) unfinished; resume with `ga fanout --resume {self.run.run_id}`"
+            note = f"interrupted: {unfinished} task(s) unfinished; resume with `{resume}`"
+        elif unfinished:  # a person stopped tasks (`ga runs stop RUN TASK`): the run goes on when resumed
+            status, code = STOPPED[RunStop.interrupted]
+            note = f"{unfinished} task(s) stopped, left to resume: `{resume}`"
         governors = []
         for governor in {id(g): g for g in self.governors.values()}.values():
             try:
@@ -221,6 +227,9 @@ class Driver:
             budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
             reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
             governors=governors, memory=self.memory.mode,
+            memory_kept={r.task_id: {k: len(r.memory.get(k) or []) for k in ("committed", "proposed", "refused")}
+                         | ({"proposal": r.memory["proposal"]} if r.memory.get("proposal") else {})
+                         for r in results if r.memory},
         )
 
 
@@ -258,6 +267,7 @@ class Nesting:
     parent_task: Optional[str] = None
     max_depth: Optional[int] = None
     session: Optional[str] = None  # the `ga run`/`ga chat` session whose task asked for this run
+    subtree: bool = False  # asked for by a task (serve_nested): its budget is what the task held for it, carved
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> "Nesting":

@@ -17,16 +17,20 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 import structlog
 
 from configs import Settings, load_settings
+from memory_shared import fsutil
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
+from orchestrator.inputfiles import read_input, sandbox_may
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
@@ -424,7 +428,7 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     run = fanout(plan, workers=workers if isinstance(workers, int) and workers > 0 else None,
                  resume=resume if isinstance(resume, str) else None, retry_failed=request.get("retry_failed") is True,
                  settings=settings, display="quiet", preflight=request.get("preflight") is not False,
-                 nest=Nesting.from_env(parent.env), cancel=parent.cancelled)
+                 nest=dataclasses.replace(Nesting.from_env(parent.env), subtree=True), cancel=parent.cancelled)
     return run.public()
 
 
@@ -451,11 +455,9 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
             data = {**top, "tasks": [{"prompt": p} if isinstance(p, str) else p for p in request["prompts"]]}
         else:
             raise FanoutError("nested fan-out: the request names no tasks")
-        matrix_entry = data.get("matrix")
-        for matrix in matrix_entry if isinstance(matrix_entry, list) else [matrix_entry]:
-            if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
-                _refuse_unseen(base / matrix["from"], "a matrix's items file", parent)
-        plan = specs.from_data(data, source=source, lines=lines, base_dir=base)
+        with tempfile.TemporaryDirectory(prefix="ga-nested-matrix-") as private:
+            data = _private_matrix_files(data, base, Path(private), parent)
+            plan = specs.from_data(data, source=source, lines=lines, base_dir=base)
     except (SpecError, YamlError) as exc:
         raise FanoutError(str(exc)) from None
     for task in plan.tasks:
@@ -467,16 +469,62 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
             if os.path.islink(path):  # the copy follows none (orchestrator/inputfiles.py): refused now, not later
                 raise FanoutError(f"nested fan-out refused: task {task.id}'s input {path} is a symbolic link; ga "
                                   "follows no link in a nested run's inputs (give the file it points to)")
-    models = [t.model for t in plan.tasks] + [plan.reduce.model if plan.reduce else None]
-    for name in models:
-        if name and name.startswith("scripted:"):
-            _refuse_unseen(Path(name[len("scripted:"):]), "a scripted model file", parent)
+    _refuse_foreign_models(plan, parent)
     return plan
+
+
+def _private_matrix_files(data: dict[str, Any], base: Path, private: Path, parent: gateway.Parent) -> dict[str, Any]:
+    """`data` with each matrix's items file (`from:`) read as the sandbox would read it (no link followed, its
+    permission bits) into `private`, a folder only ga can write, where the spec reads it: nothing swapped after
+    the check can reach the plan."""
+    entry = data.get("matrix")
+    if entry is None:
+        return data
+    copied = []
+    for index, matrix in enumerate(entry if isinstance(entry, list) else [entry]):
+        if isinstance(matrix, dict) and isinstance(matrix.get("from"), str):
+            source = Path(os.path.abspath(base / matrix["from"]))
+            _refuse_unseen(source, "a matrix's items file", parent)
+            if os.path.lexists(source):  # else the spec says it is not found
+                target = private / str(index) / source.name
+                target.parent.mkdir()
+                with closing(fsutil.Folder("/")) as root:
+                    try:
+                        target.write_bytes(read_input(root, str(source), follow_link=False))
+                    except OSError as exc:
+                        raise FanoutError(f"nested fan-out refused: matrix file {str(exc).removeprefix('input ')}") \
+                            from None
+                matrix = {**matrix, "from": str(target)}
+        copied.append(matrix)
+    return {**data, "matrix": copied if isinstance(entry, list) else copied[0]}
+
+
+def _refuse_foreign_models(plan: Plan, parent: gateway.Parent) -> None:
+    """A nested run's models are the task's own or those the user configured (the shipped and the user's
+    models.yaml): never a `scripted@URL`, `scripted:FILE` or project model a task names, which would send
+    what the task chooses wherever it chooses, and hand back what comes from there."""
+    from worker.models import ModelConfigError, load_model_entries, user_model_files
+
+    own = parent.env.get("GA_MODEL") or parent.settings.worker.model
+    try:
+        configured = set(load_model_entries(user_model_files()))
+    except ModelConfigError as exc:
+        raise FanoutError(str(exc)) from None
+    named = [(f"task {t.id}", t.model) for t in plan.tasks]
+    named += [("the reduce step", plan.reduce.model)] if plan.reduce else []
+    for who, name in named:
+        if name and name != own and name not in configured:
+            shown = name if len(name) <= 80 else name[:80] + "…"
+            raise FanoutError(f"nested fan-out refused: {who} names model {shown!r}, which the user has not "
+                              f"configured; leave 'model' out (the task's own: {own or 'the default'}) or name one "
+                              "of ~/.config/ga/models.yaml")
 
 
 def _refuse_unseen(path: Path, what: str, parent: gateway.Parent) -> None:
     """ga reads nothing for a sandbox that the sandbox could not read itself: what sandboxes hide (GA_HOME's
-    sessions included), and the host's /tmp outside the task's writable paths (a sandbox's /tmp is its own)."""
+    sessions included), the host's /tmp outside the task's writable paths (a sandbox's /tmp is its own), and
+    what the permission bits keep from it (root in a sandbox has no capabilities: another user's 0600 file is
+    not its to read). The copy checks the bits again on its handles (orchestrator/inputfiles.py)."""
     settings = parent.settings
     if sandbox.hidden(path, more=[settings.home_dir / name for name in sandbox.GA_HIDDEN]):
         raise FanoutError(f"nested fan-out refused: {what} {path} is hidden from sandboxes; use a file the task can read")
@@ -485,3 +533,20 @@ def _refuse_unseen(path: Path, what: str, parent: gateway.Parent) -> None:
     if real.is_relative_to("/tmp") and not any(real.is_relative_to(os.path.realpath(p)) for p in seen):
         raise FanoutError(f"nested fan-out refused: {what} {path} is in the host's /tmp, which the task's sandbox "
                           "cannot see (its /tmp is its own); use a file in the task's directory")
+    if not _sandbox_could_read(real):
+        raise FanoutError(f"nested fan-out refused: {what} {path} is not readable by the task's sandbox (its "
+                          "permission bits); a nested run gets only what its task can read")
+
+
+def _sandbox_could_read(real: Path) -> bool:
+    """Each folder on the path searchable and the file readable by this process without capabilities (a path
+    that does not exist is for the spec to report)."""
+    try:
+        for folder in [*reversed(real.parents)]:
+            if not sandbox_may(os.stat(folder), os.X_OK):
+                return False
+        return sandbox_may(os.stat(real), os.R_OK)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False

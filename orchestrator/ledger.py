@@ -394,27 +394,3 @@ class RunDir:
 
 def _run_names(runs_dir: Path) -> list[str]:
     return [p.name for p in runs_dir.iterdir() if (p / "spec.yaml").is_file()] if runs_dir.is_dir() else []
-
-
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
-    """Every run under runs_dir, newest first, with its summary (or what the ledger says so far)."""
-    rows = []
-    root = Path(runs_dir)
-    if not root.is_dir():
-        return rows
-    for path in root.iterdir():
-        if not (path / "spec.yaml").is_file():
-            continue
-        run = RunDir(path)
-        summary = run.summary()
-        results = run.results().values()
-        rows.append({
-            "run_id": path.name, "path": str(path), "name": summary.name if summary else "",
-            "status": summary.status if summary else "running?", "tasks": summary.tasks.total if summary else None,
-            "finished": len(results), "failed": sum(1 for r in results if r.status not in ("succeeded", "unverified")),
-            "unverified": sum(1 for r in results if r.status == "unverified"),
-            "tokens": summary.usage.total if summary else None, "cost": summary.usage.cost if summary else None,
-            "started": (summary.started if summary else None) or path.stat().st_mtime,
-        })
-    rows.sort(key=lambda r: r["started"] or 0, reverse=True)
-    return rows

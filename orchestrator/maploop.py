@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Optional
 
 import structlog
 
+from configs import Settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
 from orchestrator.ledger import QUEUED_BATCH, RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
-from orchestrator.steer import interrupt_note
+from orchestrator.steer import interrupt_note, stop_requested
 from worker.record import Failure, Stop
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ class MapLoop(Generic[TicketT]):
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[Usage] = None, display: Optional[Display] = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0, cancel: Optional[threading.Event] = None, announce: bool = False):
+                 failed_before: int = 0, cancel: Optional[threading.Event] = None, carve: bool = False,
+                 announce: bool = False):
         """announce: write each task's "queued" ledger line, QUEUED_BATCH at a time ahead of the tasks that start
         (the run's map: 100,000 lines written before the first task kept it waiting)."""
         self.pool, self.run, self.make_job = pool, run, make_job
@@ -74,11 +76,16 @@ class MapLoop(Generic[TicketT]):
         self.done_ids: set[str] = set()
         self.retries, self.timeout_of = retries, timeout_of
         self.budget_tokens, self.budget_cost = budget_tokens, budget_cost
+        # carve: a nested run's budget is what its parent held for it, so the tasks running at once get disjoint
+        # shares of it (a share back when its task ends), never each the whole rest
+        self.carve = carve
+        self.granted: dict[str, tuple[Optional[int], Optional[float]]] = {}
         self.display = display
         self.outcome = MapOutcome(usage=spent or Usage())
         self.attempts: dict[str, int] = {}
         self.requeues: dict[str, int] = {}
-        self.live_tokens: dict[str, int] = {}
+        self.live_tokens: dict[str, int] = {}  # task id -> tokens it spent so far (housekeeping's look)
+        self.live_total = 0  # their sum, kept as they change: a task's start does not add them all up
         self.progress: dict[int, dict[str, Any]] = {}
         self.interrupts = 0
         self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
@@ -99,6 +106,7 @@ class MapLoop(Generic[TicketT]):
         previous = _install_sigterm()
         last_housekeeping = 0.0
         interrupt_deadline = None
+        began = time.time()  # a stop request older than this was for an earlier run of this directory
         batched, self.run.batched = self.run.batched, True  # durable within a window, not waited for (RunDir.sync)
         try:
             while pending or inflight:
@@ -122,6 +130,12 @@ class MapLoop(Generic[TicketT]):
                     if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
                         last_housekeeping = time.monotonic()
                         self._housekeeping(inflight)
+                        if stop_requested(self.run.path, began):  # `ga runs stop`, also when SIGINT is ignored
+                            note = interrupt_note(self.run.path)  # the request is taken (and removed)
+                            if interrupt_deadline is not None:  # asked again: as a second Ctrl-C
+                                self._abandon(inflight)
+                                break
+                            interrupt_deadline = self._interrupt(inflight, note)
                 except KeyboardInterrupt:
                     self.interrupts += 1
                     if self.interrupts > 1:
@@ -168,6 +182,10 @@ class MapLoop(Generic[TicketT]):
                 self.free.appendleft(slot)
                 self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
+            share = self._budget_left(ways=max(1, min(1 + len(self.free), len(pending))))  # this slot, the idle ones
+            if self.carve and self.granted and (share[0] == 0 or share[1] == 0.0):
+                self.free.appendleft(slot)
+                return  # the running tasks hold it all: the next starts when one ends
             task = pending.popleft()
             self.started_once.add(task.id)
             attempt = self.attempts.get(task.id, 0) + 1
@@ -175,7 +193,10 @@ class MapLoop(Generic[TicketT]):
             timeout = self.timeout_of(task)
             job = self.make_job(task, attempt)
             job.lease = self.pool.lease_for_job()
-            job.budget_tokens, job.budget_cost = self._budget_left()
+            job.budget_tokens, job.budget_cost = share
+            if self.carve:  # the share binds the task's own model calls too, not only its gateway's
+                self.granted[task.id] = share
+                job.settings = _within(job.settings, share)
             ref = self.pool.submit(slot, job)
             slot.busy = task.id
             now = time.monotonic()
@@ -191,15 +212,21 @@ class MapLoop(Generic[TicketT]):
 
     def _budget_spent(self) -> bool:
         usage = self.outcome.usage
-        tokens = usage.total + sum(self.live_tokens.values())
+        tokens = usage.total + self.live_total
         if self.budget_tokens and tokens >= self.budget_tokens:
             return True
         return bool(self.budget_cost and usage.cost >= self.budget_cost)
 
-    def _budget_left(self) -> tuple[Optional[int], Optional[float]]:
-        """What the run's budget leaves a task starting now (its gateway refuses past it); None: no budget."""
+    def _budget_left(self, ways: int = 1) -> tuple[Optional[int], Optional[float]]:
+        """What the run's budget leaves a task starting now (its gateway refuses past it); None: no budget. Carved:
+        what no running task holds, shared among the `ways` tasks that may start now."""
         usage = self.outcome.usage
-        tokens = usage.total + sum(self.live_tokens.values())
+        if self.carve:
+            held_tokens = sum(t for t, _ in self.granted.values() if t is not None)
+            held_cost = sum(c for _, c in self.granted.values() if c is not None)
+            return (max(0, self.budget_tokens - usage.total - held_tokens) // ways if self.budget_tokens else None,
+                    max(0.0, self.budget_cost - usage.cost - held_cost) / ways if self.budget_cost else None)
+        tokens = usage.total + self.live_total
         return (max(0, self.budget_tokens - tokens) if self.budget_tokens else None,
                 max(0.0, self.budget_cost - usage.cost) if self.budget_cost else None)
 
@@ -216,7 +243,8 @@ class MapLoop(Generic[TicketT]):
 
     def _collect(self, ref: TicketT, item: Inflight, pending: deque) -> None:
         task, slot = item.task, item.slot
-        self.live_tokens.pop(task.id, None)
+        self.live_total -= self.live_tokens.pop(task.id, 0)
+        self.granted.pop(task.id, None)
         self.progress.pop(slot.index, None)
         try:
             record: TaskRecord = self.pool.result(ref)
@@ -340,7 +368,9 @@ class MapLoop(Generic[TicketT]):
                     item = by_task.get(task_id)
                     if item is None or info.get("attempt") != item.attempt:
                         continue
-                    self.live_tokens[task_id] = info.get("tokens", 0)
+                    tokens = info.get("tokens", 0)
+                    self.live_total += tokens - self.live_tokens.get(task_id, 0)
+                    self.live_tokens[task_id] = tokens
                     self.progress[item.slot.index] = {**info, "slot": item.slot.index}
                     if not item.seen_running:
                         item.seen_running = True
@@ -353,7 +383,7 @@ class MapLoop(Generic[TicketT]):
             usage = self.outcome.usage
             self.display.update(done=self.done, failed=self.failed, unverified=self.unverified,
                                 running=[self.progress[k] for k in sorted(self.progress)],
-                                tokens=usage.total + sum(self.live_tokens.values()), cost=usage.cost)
+                                tokens=usage.total + self.live_total, cost=usage.cost)
 
     def _abandon(self, inflight: dict[TicketT, Inflight]) -> None:
         for item in inflight.values():
@@ -371,6 +401,18 @@ def _lost(task: PlannedTask, item: Inflight, reason: str) -> TaskRecord:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return next((line.strip() for line in text if line.strip()), type(exc).__name__)[:300]
+
+
+def _within(settings: Settings, share: tuple[Optional[int], Optional[float]]) -> Settings:
+    """A copy of a job's settings whose task limits are no more than `share` (tokens, cost; None: no bound)."""
+    worker = settings.worker
+    tokens, cost = share
+    update: dict[str, Any] = {}
+    if tokens is not None:
+        update["max_tokens"] = max(1, min(tokens, worker.max_tokens or tokens))
+    if cost is not None:
+        update["max_cost"] = max(1e-9, min(cost, worker.max_cost or cost))
+    return settings.model_copy(update={"worker": worker.model_copy(update=update)})
 
 
 def _quiet(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -112,6 +112,9 @@ class RunSummary(Record):
     reduce: Optional[ReduceResult] = None
     governors: list[dict[str, Any]] = Field(default_factory=list)  # each endpoint governor's snapshot
     memory: str = "store"
+    # per task whose memory commit kept or lost something: counts of committed, proposed, refused paths (the
+    # task's TaskRecord.memory has the paths and reasons)
+    memory_kept: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def text(self) -> str:
         return self.model_dump_json() + "\n"  # one line: 100,000 tasks in per_task

@@ -12,6 +12,7 @@ model and prompt) as it finishes, and a resumed run reuses it. Its memory commit
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
@@ -22,12 +23,15 @@ from orchestrator.ledger import RunDir
 from orchestrator.maploop import MapLoop
 from orchestrator.records import Job, ReduceResult, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
+from worker.answers import NOTHING_RAN
 from worker.context.cut import cut_head_tail
+from worker.types import Status
 
 if TYPE_CHECKING:
     from orchestrator.views.progress import Display
 
 MAX_LEVELS = 6
+ENTRY_STATUS = re.compile(r"### .*? \((succeeded|unverified|failed|needs_input|limit)\)\n")
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
                "unverified (answered, but nothing backs the answer; the reason says why), or failed. Do not "
                "present an unverified or failed answer as established.")
@@ -62,6 +66,7 @@ class Reducer:
 
     def run(self, results: list[TaskRecord]) -> ReduceResult:
         entries = [_entry(r) for r in results]
+        statuses = [r.status for r in results]  # what the next step's inputs are: all succeeded backs its answer
         level = 0
         while True:
             groups = chunk(entries, self.budget_chars)
@@ -71,15 +76,18 @@ class Reducer:
             tasks = [self._task(f"reduce-{level}-{i}", self._partial_prompt(group, i, len(groups)))
                      for i, group in enumerate(groups)]
             records = self._run(tasks)
-            entries = [f"### part {i + 1} of {len(groups)} ({records[t.id].status})\n"
+            parts = {t.id: backed_by_inputs(records[t.id], _statuses_of(group)) for t, group in zip(tasks, groups, strict=True)}
+            entries = [f"### part {i + 1} of {len(groups)} ({parts[t.id][0]})\n"
                        + (records[t.id].answer or records[t.id].reason) for i, t in enumerate(tasks)]
+            statuses = [parts[t.id][0] for t in tasks]
         self.levels = level
         final = self._task("reduce", f"{self.cfg.prompt}\n\n{STATUS_NOTE}\n\n<results count=\"{len(results)}\">\n"
                                      + "\n\n".join(cut_head_tail(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
+        status, reason = backed_by_inputs(record, statuses)
         output = self.dir / self.cfg.output
         atomic_write_text(output, record.answer + "\n")
-        summary = ReduceResult(status=record.status, reason=record.reason, answer=record.answer, path=str(output),
+        summary = ReduceResult(status=status, reason=reason, answer=record.answer, path=str(output),
                                levels=level, usage=self.usage, memory_generation=record.memory_generation,
                                reused=self.reused)
         atomic_write_text(self.dir / "result.json", summary.model_dump_json(indent=2) + "\n")
@@ -132,6 +140,21 @@ class Reducer:
             records.setdefault(task.id, TaskRecord(task_id=task.id, status="failed",
                                                    reason=f"not finished ({outcome.stop or 'unknown'})"))
         return records
+
+
+def backed_by_inputs(record: TaskRecord, inputs: list[str]) -> tuple[Status, str]:
+    """A reduce step's status: its answer is a synthesis of its inputs, so with no tool run behind it (it needed
+    none) it is backed when every input succeeded. A failed run of its own, or a check, still decides."""
+    if record.status == "unverified" and record.reason.startswith(NOTHING_RAN) and inputs \
+            and all(status == "succeeded" for status in inputs):
+        return "succeeded", f"backed by its {len(inputs)} succeeded input(s)"
+    return record.status, record.reason
+
+
+def _statuses_of(group: list[str]) -> list[str]:
+    """The statuses of the entries in `group` (each entry's head names it: `### id (status)` or `### part ...`)."""
+    found = [ENTRY_STATUS.match(entry) for entry in group]
+    return [m.group(1) if m else "unverified" for m in found]
 
 
 def step_key(task: PlannedTask) -> str:

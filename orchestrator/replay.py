@@ -14,6 +14,7 @@ had no second chance), and the report says so.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import threading
 import time
@@ -63,6 +64,7 @@ class Recorded:
     commit_key: Optional[str] = None  # its memory commit was made then: the replay must not make it again
     attempt: int = 1  # of the task in the run it is written to
     live_from: int = 0  # a fork: the first turn asked of the live model (0: none, a replay)
+    spent_before: Usage = field(default_factory=Usage)  # a retry in its run: what its earlier attempts spent
 
 
 @dataclass
@@ -75,6 +77,7 @@ class TaskReplay:
     divergences: list[Divergence] = field(default_factory=list)
     live_usage: Usage = field(default_factory=Usage)
     replayed_usage: Usage = field(default_factory=Usage)
+    spent: Usage = field(default_factory=Usage)  # what the task cost in its run: a retry's earlier attempts too
 
 
 @dataclass
@@ -99,7 +102,7 @@ class ReplayRun:
 def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings, runs_dir: Path,
            out: Optional[Path] = None, keep_going: bool = False, from_turn: Optional[int] = None,
            model: Optional[str] = None, workers: int = 4, tool_mode: Optional[str] = None,
-           inputs: Optional[list[Path]] = None) -> ReplayRun:
+           inputs: Optional[list[Path]] = None, preflight: bool = True) -> ReplayRun:
     """Replay a run (an id or directory) or one history.jsonl (e.g. tests/real_model/), see the module doc."""
     path = Path(ref)
     if path.is_file():
@@ -115,7 +118,9 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
         fork = _fork_point(source, recorded, from_turn)
         recorded[0].live_from, recorded[0].commit_key = from_turn, None  # its own work: its own memory commit
     models = _recorded_models(plan, stored, settings, tool_mode)
-    live = _live_models(plan, settings, model) if fork else {}
+    live = _live_models(plan, settings, model, stored) if fork else {}
+    if live and preflight:
+        _endpoints_answer(live)
     origin = {"forked_from": fork, "fork_model": _live_name(live)} if fork else {"replay_of": source}
     run = RunDir.create(Path(out) if out else Path(runs_dir), new_run_id(("fork-" if fork else "replay-") + plan.name),
                         {**plan.to_dict(), **origin})
@@ -128,7 +133,7 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
 
 
 def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path, model: Optional[str] = None,
-                workers: int = 4) -> ReplayRun:
+                workers: int = 4, preflight: bool = True) -> ReplayRun:
     """`ga fanout --resume RUN --retry-failed --from-last-good`: every task of RUN that did not succeed runs again
     in RUN, forked from the turn after its last good tool run (`last_good_turn`): the turns before come from its
     history, only the rest is asked of the model and counted."""
@@ -147,6 +152,10 @@ def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path
     for item in recorded:
         item.live_from = last_good_turn(old.history(item.task.id))
         item.attempt, item.commit_key = earlier[item.task.id].attempt + 1, None
+        item.spent_before = earlier[item.task.id].spent  # paid for already: the retry adds to it
+    live = _live_models(plan, settings, model, stored)
+    if preflight:
+        _endpoints_answer(live)
     try:
         run, todo, spent = open_run(plan, Path(runs_dir), ref, True)  # the tasks file unchanged, the run not running
     except FanoutError as exc:
@@ -157,9 +166,10 @@ def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path
             notes.append(f"not forked (never finished, or no history): {', '.join(left)}; resume without "
                          "--from-last-good to run them")
         models = _recorded_models(plan, stored, settings, None)
-        origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded}}
-        return _execute(run, plan, recorded, settings, models, _live_models(plan, settings, model), notes,
-                        source=run.run_id, keep_going=False, workers=workers, origin=origin, spent=spent)
+        origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded},
+                  "fork_model": _live_name(live)}
+        return _execute(run, plan, recorded, settings, models, live, notes, source=run.run_id, keep_going=False,
+                        workers=workers, origin=origin, spent=spent)
     finally:
         run.close()
 
@@ -270,15 +280,33 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
     return configs
 
 
-def _live_models(plan: Plan, settings: Settings, name: Optional[str]) -> dict[Optional[str], ModelConfig]:
-    """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now."""
+def _live_models(plan: Plan, settings: Settings, name: Optional[str],
+                 stored: Optional[dict] = None) -> dict[Optional[str], ModelConfig]:
+    """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now (a task
+    that ran on the run's default model: the default it recorded, not today's)."""
     from worker.models import ModelConfigError, resolve_model
 
+    recorded_default = ((stored or {}).get("worker") or {}).get("model")
     try:
-        return {task_model: resolve_model(name or task_model, settings).model_copy(update={"fallbacks": []})
-                for task_model in {t.model for t in plan.tasks}}
+        return {task_model: resolve_model(name or task_model or recorded_default, settings).model_copy(
+                    update={"fallbacks": []}) for task_model in {t.model for t in plan.tasks}}
     except ModelConfigError as exc:
         raise ReplayError(str(exc)) from None
+
+
+def _endpoints_answer(live: dict[Optional[str], ModelConfig]) -> None:
+    """The live models' endpoints answer (GET /models), or one line says which does not and nothing starts: a fork
+    of a nested run whose parent's model is gone would otherwise retry it turn after turn."""
+    from orchestrator.preflight import probe
+
+    for config in {c.base_url: c for c in live.values()}.values():
+        try:
+            reason = probe(config.base_url)
+        except ValueError as exc:
+            reason = f"not a URL: {exc}"
+        if reason:
+            raise ReplayError(f"model {config.name}: endpoint {config.base_url} does not answer ({reason}); start it, "
+                              "or pass --model NAME for the live turns, or --no-preflight (nothing was started)")
 
 
 def _live_name(live: dict[Optional[str], ModelConfig]) -> str:
@@ -352,6 +380,8 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
         if not item.live_from and not found:
             found += _after_the_run(item, Path(job.task_dir) / "history.jsonl", record, paths)
         record.usage = model.live_usage  # the recorded turns were paid for when they were recorded
+        if item.spent_before.total or item.spent_before.cost:  # a retry in its run: what it spent before stays
+            record.usage = model.live_usage + item.spent_before
         if item.live_from:
             note = f"forked at turn {item.live_from}"
             record.reason = f"{record.reason}; {note}" if record.reason else note
@@ -361,7 +391,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
                 run.ledger("replay_divergence", item.task.id, turn=divergence.turn, kind=divergence.kind,
                            where=divergence.where)
         return TaskReplay(item.task.id, record.status, item.status, record.turns, len(item.turns), found,
-                          model.live_usage, model.replayed_usage)
+                          model.live_usage, model.replayed_usage, record.spent)
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ga-replay-") as pool:
         outcomes = list(pool.map(one, recorded))
@@ -379,7 +409,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
                          started=previous.started if previous else started, finished=time.time(),
                          seconds=round(time.time() - started, 3), workers=workers,
                          tasks=TaskCounts(total=len(plan.tasks), **counts, unfinished=len(plan.tasks) - len(results)),
-                         usage=sum((t.live_usage for t in outcomes), spent or Usage()),
+                         usage=sum((t.live_usage + r.spent_before for t, r in zip(outcomes, recorded)), spent or Usage()),
                          per_task={r.task_id: r.spent for r in results}, **origin)
     run.write_summary(summary)
     run.ledger("run_finished", status=status, exit_code=code)
@@ -395,14 +425,35 @@ def _after_the_run(item: Recorded, history: Path, record: TaskRecord,
         before = normalise([{"role": "tool", **r} for r in old.tool_results])
         after = normalise([{"role": "tool", **r} for r in new.get("tool_results") or []])
         if before != after:
-            changed = next((b.get("name") or "a tool" for b, a in zip(before, after, strict=False) if b != a), "a tool")
-            return [Divergence(item.task.id, turn, "tool", str(changed))]
+            pair = next(((b, a) for b, a in zip(before, after, strict=False) if b != a), ({}, {}))
+            return [Divergence(item.task.id, turn, "tool", str(pair[0].get("name") or "a tool"),
+                               pair[0].get("output"), pair[1].get("output"))]
     if len(now) != len(item.turns):
         return [Divergence(item.task.id, len(now), "end", f"the replay ended after turn {len(now)} "
                            f"({record.status}); the recording went on to turn {len(item.turns)}")]
     if item.status and record.status != item.status:
         return [Divergence(item.task.id, len(now), "end", f"the task ended {record.status}, recorded {item.status}")]
     return []
+
+
+DIFF_LINES = 12  # of a difference's unified diff; the histories hold the rest
+
+
+def difference_diff(divergence: Divergence, limit: int = DIFF_LINES) -> list[str]:
+    """Both sides of a difference as a short unified diff (the recorded side `-`, the replay's `+`); [] when a side
+    is missing (the request gained or lost a message: its line says so)."""
+    if divergence.recorded is None or divergence.replayed is None:
+        return []
+    before, after = (_as_lines(side) for side in (divergence.recorded, divergence.replayed))
+    lines = list(difflib.unified_diff(before, after, "recorded", "replayed", n=1, lineterm=""))
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"… {len(lines) - limit} more diff lines (ga runs show RUN TASK shows each turn)"]
+    return lines
+
+
+def _as_lines(value: Any) -> list[str]:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    return text.splitlines() or [""]
 
 
 def last_good_turn(history: Path) -> int:

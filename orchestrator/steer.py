@@ -24,7 +24,7 @@ from orchestrator.views.runview import driver_holds
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}
-STOP_REQUEST = "stop-request"  # in the run directory: `ga runs stop` sent the SIGINT the driver gets
+STOP_REQUEST = "stop-request"  # in the run directory: `ga runs stop` asks the driver to stop (SIGINT too)
 STOP_REQUEST_FRESH = 60.0  # seconds; an older file is a leftover, not this interrupt's cause
 
 
@@ -38,7 +38,7 @@ def tell(run: str, task_id: str, message: str, runs_dir: Optional[Path] = None) 
         raise SteerError("the message is empty; say what the task should know")
     if not _call(run, task_id, runs_dir, "tell", message):
         raise SteerError(f"task '{task_id}' is stopping or finished: the message was not delivered; "
-                         f"see `ga runs show {run} {task_id}`")
+                         f"see `ga runs show {Path(run).name} {task_id}`")
 
 
 def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = None) -> None:
@@ -58,6 +58,16 @@ def stop(run: str, task_id: Optional[str] = None, runs_dir: Optional[Path] = Non
     except ProcessLookupError:
         (path / STOP_REQUEST).unlink(missing_ok=True)
         raise SteerError(f"run {path.name}: its driver (pid {pid}) runs on another machine; stop it there") from None
+
+
+def stop_requested(run_dir: Path, since: float) -> bool:
+    """Whether `ga runs stop` asked this run to stop since `since` (a request file written after it): the driver
+    looks every second, so a run whose process ignores SIGINT (started with `&` from a script) stops all the same."""
+    try:
+        found = (run_dir / STOP_REQUEST).lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_mtime >= since - 1 and time.time() - found.st_mtime < STOP_REQUEST_FRESH
 
 
 def interrupt_note(run_dir: Path) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import structlog
 
 from memory_shared import L1_INDEX, StoreHandle, TransactionHandle, faults, format_sop, parse_sop
+from memory_shared.provenance import Record, digest, line_key, record_id
 from skilltree.commit import commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
 from skilltree.reports import REPORTS_DIR, ExplorationReport, render
@@ -111,8 +112,35 @@ def _sop_text(task: TaskPlan, collected: Collected, skill_id: str, category: str
     return format_sop(front, body)
 
 
+def _provenance(txn: TransactionHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, model: str,
+                files: list[str], trust: str, line: Optional[str] = None) -> None:
+    """A provenance record for each file this commit filed (and the L1 line it added): ga explore wrote it for
+    the task; `verified` only when every check of skilltree.verify passed, re-run included."""
+    who = {"author": AUTHOR, "run": run_id, "task": task.task_id, **({"model": model} if model else {})}
+    backs = [{"tool": "code_run", "call": call, "ok": True, "exit_code": 0, "evidence": True}
+             for call in collected.evidence]
+    reruns = [a for a in collected.artifacts if a.script and a.exit_code is not None]
+    verification = {"verified": trust == "verified", "scripts": [a.rel for a in reruns],
+                    "exit_codes": [a.exit_code for a in reruns],
+                    "output_sha256": [digest(a.output) for a in reruns], "network": "off",
+                    "why": "; ".join(c for c in collected.checks if c.startswith("re-ran"))
+                    or "; ".join(collected.problems[:2])}
+    for path in files:
+        text = txn.read(path)
+        if text is None:
+            continue
+        record = Record(id=record_id(key, path), path=path, scope="file", trust=trust, who=who, backs=backs,
+                        verification=verification, file_sha256=digest(text), time=datetime.now().timestamp())
+        txn.write(record.rel, record.to_text())
+    if line is not None:
+        record = Record(id=record_id(key, L1_INDEX), path=L1_INDEX, scope="lines", trust=trust, who=who, backs=backs,
+                        verification=verification, lines=[{"sha256": line_key(line), "text": line}],
+                        time=datetime.now().timestamp())
+        txn.write(record.rel, record.to_text())
+
+
 def consolidate_task(store: StoreHandle, run_id: str, task: TaskPlan, collected: Collected, *, tokens: int,
-                     now: datetime) -> Consolidated:
+                     now: datetime, model: str = "") -> Consolidated:
     """File one task's result (see the module doc); one commit, or none when it was filed before."""
     now = utc(now)
     rel = report_path(run_id, task.task_id)
@@ -122,10 +150,10 @@ def consolidate_task(store: StoreHandle, run_id: str, task: TaskPlan, collected:
     faults.point("explore.consolidating")
     key = commit_key(run_id, task.task_id)
     if collected.outcome == "verified":
-        txn, skill_id, again = _commit_skill(store, key, run_id, task, collected, rel, tokens, now)
+        txn, skill_id, again = _commit_skill(store, key, run_id, task, collected, rel, tokens, now, model)
         done.outcome, done.skill_id = "evidence" if again else "skill", skill_id
     else:
-        txn = _commit_report(store, key, run_id, task, collected, rel, tokens, now)
+        txn = _commit_report(store, key, run_id, task, collected, rel, tokens, now, model)
         done.outcome = "report"
     if txn.already_committed:
         done.outcome, done.skill_id = "already", _skill_with_report(store, rel)
@@ -143,7 +171,7 @@ def _skill_with_report(store: StoreHandle, rel: str) -> Optional[str]:
 
 
 def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, rel: str,
-                  tokens: int, now: datetime) -> tuple[TransactionHandle, Optional[str], bool]:
+                  tokens: int, now: datetime, model: str) -> tuple[TransactionHandle, Optional[str], bool]:
     """A new skill, or, when the tree has this skill already (same_skill), its evidence updated (True)."""
     chosen: dict[str, Any] = {}
     report = collected.report
@@ -157,6 +185,7 @@ def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, col
         if same is not None:
             chosen.update(skill=same, again=True)
             _stage_evidence(txn, tree, same, task, collected, rel, run_id, tokens, now)
+            _provenance(txn, key, run_id, task, collected, model, [rel], "verified")
             txn.message = (f"explore {run_id}/{task.task_id}: skill '{same.id}' verified again; evidence: "
                            f"code_run {evidence} exited 0")
             return True
@@ -176,12 +205,14 @@ def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, col
         txn.write(sop, _sop_text(task, collected, skill.id, skill.category, skill.scripts, run_id, now))
         txn.write(rel, _report_text(task, collected, category=skill.category, skill=skill.id,
                                     artifacts=[sop, *skill.scripts], run_id=run_id, tokens=tokens, now=now))
-        index = add_skill_line(txn.read(L1_INDEX), skill_line(folder, skill.id, skill.name),
-                               store.l1_max_lines, store.l1_max_chars)
+        line = skill_line(folder, skill.id, skill.name)
+        index = add_skill_line(txn.read(L1_INDEX), line, store.l1_max_lines, store.l1_max_chars)
         if index is None:
             log.warning("explore.l1_full", skill=skill.id, fix="move pointers out of L1/index.md by hand")
         else:
             txn.write(L1_INDEX, index)
+        _provenance(txn, key, run_id, task, collected, model, [sop, rel, *skill.scripts], "verified",
+                    line if index is not None and line in index.splitlines() else None)
         return True
 
     message = (f"explore {run_id}/{task.task_id}: verified skill '{task.title}' ({task.category}); evidence: "
@@ -245,7 +276,7 @@ def _stage_evidence(txn: TransactionHandle, tree: SkillTree, skill: Skill, task:
 
 
 def _commit_report(store: StoreHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, rel: str,
-                   tokens: int, now: datetime) -> TransactionHandle:
+                   tokens: int, now: datetime, model: str) -> TransactionHandle:
     report = collected.report
     assert report is not None
     text = _report_text(task, collected, category=task.category, skill=report.skill or task.target_skill,
@@ -255,6 +286,7 @@ def _commit_report(store: StoreHandle, key: str, run_id: str, task: TaskPlan, co
 
     def stage(txn: TransactionHandle) -> bool:
         txn.write(rel, text)
+        _provenance(txn, key, run_id, task, collected, model, [rel], "proposed")
         return True
 
     return _commit_once(store, stage, message=message, key=key)

@@ -315,7 +315,8 @@ def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, 
                             problems=[f"the task did not finish; run `ga explore --resume {record['run_id']}`"])
     collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished.status,
                         _path(finished.history_path), reason=finished.reason, timeout=timeout)
-    return consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now)
+    return consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now,
+                            model=str(record.get("model") or ""))
 
 
 def _path(value: Optional[str]) -> Optional[Path]:

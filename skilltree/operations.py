@@ -1,12 +1,13 @@
 """What the `ga skills ...` commands do, on a memory root; the CLI only parses and prints."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
 from memory_shared import MemoryStore
+from memory_shared.provenance import trust_level, trust_of
 from memory_shared.stats import AccessLog
 from skilltree.adapt import WINDOW, Band, FeedbackOutcome, due, feedback
 from skilltree.commit import commit_tree
@@ -27,6 +28,7 @@ class TreeView:
     usage: dict[str, int]
     generation: int
     root: Path
+    provenance: dict[str, str] = field(default_factory=dict)  # skill id -> trust and source of its SOP
 
 
 def open_store(root: Path) -> MemoryStore:
@@ -40,7 +42,15 @@ def view(root: Path, since: Optional[datetime] = None, until: Optional[datetime]
     with store.snapshot() as snap:
         tree = load(snap.path)
         generation = snap.generation
-    return TreeView(tree, usage(tree, AccessLog(root), since, until), generation, root)
+        provenance = {skill.id: _provenance(snap.path, skill.sop, snap.read(skill.sop)) for skill in tree.skills.values()
+                      if skill.sop}
+    return TreeView(tree, usage(tree, AccessLog(root), since, until), generation, root, provenance)
+
+
+def _provenance(tree_path: Path, sop: str, text: Optional[str]) -> str:
+    """'<trust>: <who, what backs it>' of a skill's SOP; a person's (or an old store's) when it has no record."""
+    record = trust_of(tree_path, sop, text).file
+    return f"{trust_level(record)}: {record.source()}" if record is not None else "person: no task's provenance"
 
 
 @dataclass

@@ -14,22 +14,19 @@ Outcomes:
    file inside the workdir (no symlink, no `..`, at most MAX_ARTIFACT_BYTES);
 5. every script artifact (.py, .sh) exits 0 when re-run with no arguments, within the timeout, in a
    fresh temporary directory holding only the named artifacts and a minimal environment (no secrets,
-   HOME inside it), inside code_run's sandbox with the network off (worker/sandbox.py). So the files
+   HOME inside it), inside code_run's sandbox with the network off (worker/rerun.py). So the files
    that get stored are enough on their own, and a script that only passed with extra arguments or
-   leftovers of the task's session is caught.
+   leftovers of the task's session is caught;
+6. the script does something: one that only says something (`echo`, `true`, a print of a literal:
+   worker.evidence) is no evidence, and its re-run must print something. The same holds for check 3: a
+   code_run of `echo` is not an execution that verifies.
 Check 5 needs a script among the artifacts: a task that names only data or notes is unverified, since
 nothing it left can be run to show the skill works.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -42,17 +39,15 @@ from configs.settings import SandboxSettings
 from configs.usererrors import validation_line
 from memory_shared import fsutil
 from skilltree.reports import ExplorationReport, split_front_matter
-from worker import sandbox as bwrap
-from worker.sandbox_limits import Limits, confine
+from worker.evidence import backed, is_trivial
+from worker.rerun import RERUN_TIMEOUT, SCRIPT_RUNNERS
+from worker.rerun import rerun as rerun_files
 
 REPORT_FILE = "report.md"
 REQUIRED = ("title", "category", "skill", "verified", "artifacts")
-SCRIPT_RUNNERS = {".py": [sys.executable], ".sh": ["bash"]}
 MAX_ARTIFACT_BYTES = 64_000
 MAX_REPORT_BYTES = 1_000_000  # report.md is read up to this (the task wrote it: not followed, never a FIFO)
 MAX_ARTIFACTS = 20
-RERUN_TIMEOUT = 60.0
-OUTPUT_TAIL = 1500
 SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 Outcome = Literal["failed", "unverified", "verified"]
@@ -109,7 +104,8 @@ def read_task_report(workdir: Path) -> ExplorationReport:
 
 
 def execution_evidence(history_path: Optional[Path]) -> list[str]:
-    """Ids of the code_run calls of a task's history that exited 0."""
+    """Ids of the code_run calls of a task's history that exited 0 and computed something (worker.evidence:
+    `echo`, `true` or a print of a literal proves nothing)."""
     ids: list[str] = []
     if not history_path or not Path(history_path).is_file():
         return ids
@@ -119,10 +115,30 @@ def execution_evidence(history_path: Optional[Path]) -> list[str]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            scripts = _scripts_of(record)
             for result in record.get("tool_results") or []:
                 if result.get("name") == "code_run" and result.get("ok") is True:
-                    ids.append(str(result.get("id")))
+                    kind, script = scripts.get(str(result.get("id")), ("python", ""))
+                    if not is_trivial(script, kind):
+                        ids.append(str(result.get("id")))
     return ids
+
+
+def _scripts_of(record: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """call id -> (type, script) of the code_run calls of one history turn (what the model sent)."""
+    found: dict[str, tuple[str, str]] = {}
+    received = record.get("received") or {}
+    for call in received.get("tool_calls") or [] if isinstance(received, dict) else []:
+        function = call.get("function") or {}
+        if function.get("name") != "code_run":
+            continue
+        try:
+            args = json.loads(function.get("arguments") or "{}")
+        except (json.JSONDecodeError, TypeError):
+            args = {}
+        if isinstance(args, dict):
+            found[str(call.get("id"))] = (str(args.get("type", "python")), str(args.get("script", "")))
+    return found
 
 
 def _artifact(workdir: Path, rel: str) -> Artifact:
@@ -146,74 +162,8 @@ def _artifact(workdir: Path, rel: str) -> Artifact:
 
 def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOUT,
           sandbox: Optional[SandboxSettings] = None) -> tuple[int, str]:
-    """Run `script` with no arguments in a fresh directory holding only `files`; (exit code, output tail).
-    A timeout kills the script's whole process group and counts as exit code -9. Sandboxed with the
-    network off (default policy: the loaded settings'); no sandbox where one is required: exit 126."""
-    policy = sandbox or _settings_sandbox()
-    if policy.mode == "bwrap" and (problem := bwrap.support_problem(policy.bwrap, network=False)):
-        return 126, problem
-    with tempfile.TemporaryDirectory(prefix="ga-verify-") as tmp:
-        root = Path(tmp) / "work"
-        for item in files:
-            target = root / item.rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(item.text, encoding="utf-8")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
-        command = SCRIPT_RUNNERS[Path(script.rel).suffix] + [str(root / script.rel)]
-        limits = Limits.of(policy.limits)
-        if policy.mode == "bwrap":
-            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), home=Path(tmp),
-                                                       tmp_size=limits.tmp_size),
-                                 policy.bwrap, root, proc=bwrap.mounts_proc(policy.bwrap, network=False))
-        else:
-            log.warning("sandbox_off", script=script.rel, note="exploration re-run unsandboxed (sandbox.mode: off)")
-        try:
-            confinement, cgroup = confine(limits, sandboxed=policy.mode == "bwrap")
-        except FileNotFoundError as exc:
-            return 126, str(exc)
-        command = [*confinement, *command]
-        # A file, not a pipe: a background child cannot block us. The script can write its folder: its output is
-        # read back through the file created here, never by its name.
-        with closing(fsutil.Folder(tmp)) as folder, os.fdopen(folder.create("output.txt", os.O_RDWR), "rb") as output:
-            with os.fdopen(os.dup(output.fileno()), "wb") as out:
-                proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code = _wait_and_clean(proc, timeout)
-            finally:
-                if cgroup is not None:
-                    cgroup.remove(tries=10)
-            text = _tail(output.fileno(), OUTPUT_TAIL)
-        if code == -9:
-            text += f"\n[timeout after {timeout:g}s: killed]"
-        return code, text[-OUTPUT_TAIL:]
-
-
-def _wait_and_clean(proc: subprocess.Popen, timeout: float) -> int:
-    """The script's exit code (-9 past `timeout`); its leftovers killed either way."""
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return -9
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the script, if any
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
-
-
-def _tail(fd: int, chars: int) -> str:
-    """About the last `chars` characters of the open file, reading no more than that many UTF-8 bytes could take."""
-    size = os.fstat(fd).st_size
-    return os.pread(fd, chars * 4, max(0, size - chars * 4)).decode("utf-8", errors="replace")
-
-
-def _settings_sandbox() -> SandboxSettings:
-    from configs import load_settings
-
-    return load_settings().sandbox
+    """Run `script` with no arguments in a fresh directory holding only `files` (worker/rerun.py)."""
+    return rerun_files(script.rel, {item.rel: item.text for item in files}, timeout, sandbox)
 
 
 def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Path], *, reason: str = "",
@@ -255,9 +205,15 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
         problems.append("no script among the artifacts: nothing can be re-run to show the skill works")
     if not problems:  # re-run only what could still be verified: a failed task's scripts are not run
         for script in scripts:
+            kind = "bash" if script.rel.endswith(".sh") else "python"
+            if is_trivial(script.text, kind):
+                problems.append(f"{script.rel} only prints what it spells out (echo, true, a literal): it proves nothing")
+                continue
             script.exit_code, script.output = rerun(script, found.artifacts, timeout, sandbox)
-            if script.exit_code == 0:
+            if script.exit_code == 0 and backed(script.text, script.output):
                 checks.append(f"re-ran {script.rel}: exit 0")
+            elif script.exit_code == 0:
+                problems.append(f"re-ran {script.rel}: exit 0 but it printed nothing")
             else:
                 last = script.output.strip().splitlines()[-1:] or [""]
                 problems.append(f"re-ran {script.rel}: exit {script.exit_code} ({last[0][:160]})")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -22,8 +23,10 @@ def rich_tree(view: TreeView) -> Tree:
         for skill in skills:
             mark = "[green]✔[/green]" if skill.verified else "[dim]·[/dim]"
             predicted = f" · predicted {skill.predicted:.1f}" if skill.predicted is not None else ""
-            branch.add(f"{mark} {skill.name} [dim]({skill.id})[/dim] · {used.get(skill.id, 0)} uses{predicted}",
-                       highlight=False)
+            source = view.provenance.get(skill.id)
+            origin = f"\n  [dim]{escape(source)}[/dim]" if source else ""
+            branch.add(f"{mark} {escape(skill.name)} [dim]({skill.id})[/dim] · {used.get(skill.id, 0)} uses{predicted}"
+                       f"{origin}", highlight=False)
     return root
 
 
@@ -31,6 +34,7 @@ def tree_json(view: TreeView) -> dict[str, Any]:
     data = view.tree.model_dump(mode="json")
     data["generation"] = view.generation
     data["usage"] = view.usage
+    data["provenance"] = view.provenance
     return data
 
 

@@ -9,9 +9,10 @@ from lanes import mark
 from memory_shared import MemoryStore
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
+os.environ.update(COLUMNS="80", LINES="24")  # what `ga` in this process draws: a stock terminal's size
 
-# the web tests' fixtures (the fixture site, a shared browser per module, worker contexts on it)
-from web_fixtures.server import browser_keeper, make_ctx, site, web_settings  # noqa: E402, F401
+# the web tests' fixtures (the fixture site, settings whose network reaches it, task contexts)
+from web_fixtures.server import make_ctx, site, web_settings  # noqa: E402, F401
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,7 +1,7 @@
 """The markers a test gets from what it uses, so `-m` can pick a lane (`make test-fast`: not proc, ray, browser, slow).
 
 - `ray`: the test uses the `ray_session` fixture (directly, through another fixture or `usefixtures`).
-- `browser`: it uses the shared browser (`browser_keeper`, `make_ctx`) or starts Chromium itself (Playwright).
+- `browser`: it uses task contexts with a browser (`make_ctx`) or starts Chromium itself (Playwright).
 - `proc`: the test, a fixture it uses or a helper in tests/ it calls starts a process of its own: a real `ga`
   (`run_ga`, `GA`), `subprocess`, `pexpect`. Processes the code under test starts (a `code_run`'s interpreter, a
   sandbox) do not count: those tests stay in-process.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-FIXTURES = {"ray": {"ray_session"}, "browser": {"browser_keeper"}}
+FIXTURES = {"ray": {"ray_session"}, "browser": {"make_ctx"}}
 NAMES = {
     "proc": {"run_ga", "GA", "subprocess", "Popen", "pexpect"},
     "browser": {"sync_playwright", "async_playwright", "find_chromium", "CHROMIUM",

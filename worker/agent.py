@@ -15,7 +15,8 @@ from configs import Settings
 from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
-from worker import context, prompt, telemetry
+from worker import answers, context, prompt, telemetry
+from worker.evidence import execution_of
 from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
 from worker.record import Stop, TaskRecord
@@ -60,6 +61,7 @@ class Worker:
         self._kill: list[Callable[[], object]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
+        self._unread: Optional[ToolCall] = None  # the last malformed call, until a well-formed one runs
         self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)
         self.check = TaskCheck.model_validate(check) if check else None
 
@@ -86,13 +88,15 @@ class Worker:
     def _run(self) -> TaskRecord:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
-                           commit_key=self.commit_key) as memory:
+                           commit_key=self.commit_key, settings=self.settings,
+                           model=self.model.config.name if self.model.config is not None else "") as memory:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
                                     self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
                                     account=self.account, model_config=self.model.config)
             with self._ctx.cleanup:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions)
+            result.memory = memory.outcome
         log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
         return result
 
@@ -101,8 +105,12 @@ class Worker:
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
         schemas = _schemas(tuple(self.tools))
         cfg = self._context_settings(schemas)
+        too_small = self._window_too_small(messages, schemas, cfg)
+        if too_small:
+            return self._result("failed", "", 0, too_small)
         anchor = context.Anchor(cfg, task=self.task)
         malformed = 0
+        corrected = False  # the last reply was not an answer and got a correction
         for turn in range(1, self.settings.worker.max_turns + 1):
             if self._cancelled.is_set():
                 return self._result("failed", "", turn - 1, "cancelled", stop=Stop.cancelled)
@@ -130,13 +138,25 @@ class Worker:
                 continue
             if not reply.tool_calls:
                 self.history.record(turn, request, reply, [])
+                correction = answers.not_an_answer(reply.content, self._mode, again=corrected)
+                corrected = bool(correction)
+                if correction:  # an empty or parroted reply, or a code block that ran nowhere: corrected like a bad call
+                    malformed += 1
+                    if malformed >= MAX_MALFORMED_IN_A_ROW:
+                        return self._result("failed", "", turn, f"{malformed} replies in a row were not answers; "
+                                            f"last: {_one_line(reply.content) or '(empty)'}")
+                    messages.append({"role": "user", "content": correction})
+                    continue
+                verdict = run_check(self.check, reply.content, self._ctx) if self.check is not None else None
                 chance = self._second_chances < self.settings.worker.second_chance
-                note = self._second_chance_note() if chance else ""
+                note = answers.second_chance_note(answers.Backing(self._last_run, self._unread, verdict),
+                                                  self._mode) if chance else ""
                 if not note:
-                    return self._answered(reply.content, turn)
+                    return self._answered(reply.content, turn, verdict)
                 self._second_chances += 1
                 messages.append({"role": "user", "content": note})
                 continue
+            corrected = False
             done, malformed = self._run_calls(reply.tool_calls, turn, messages, anchor, malformed)
             self.history.record(turn, request, reply, [_summary(c, r) for c, r in done])
             if self._cancelled.is_set():
@@ -160,6 +180,7 @@ class Worker:
                 break
             result, well_formed = self._run_tool(call, turn)
             malformed = 0 if well_formed else malformed + 1
+            self._unread = None if well_formed else call
             if well_formed and self.tools[call.name].answer_evidence:
                 self._last_run = (call.name, result.ok, result.output)
             done.append((call, result))
@@ -199,6 +220,22 @@ class Worker:
         tokens = config.context_tokens(cfg.context_tokens, overhead)
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
+    def _window_too_small(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], cfg: ContextSettings) -> str:
+        """One line when the model's known context window cannot hold the first request (the system prompt, the task
+        and the tool schemas, which are never cut) and a reply of max_tokens; "" otherwise."""
+        config = self.model.config
+        if config is None or not config.context_window:
+            return ""
+        per = max(1, cfg.chars_per_token)
+        prompt = context.serialized_size(messages) // per
+        tools = len(json.dumps(schemas)) // per
+        if prompt + tools + config.max_tokens <= config.context_window:
+            return ""
+        return (f"context_window {config.context_window:,} of {_model_name(self.model)} cannot hold the first request: "
+                f"about {prompt:,} tokens of system prompt and task, {tools:,} of tool schemas and {config.max_tokens:,} "
+                "for the reply (max_tokens); raise context_window (the server's -c per slot) or lower max_tokens in "
+                "models.yaml")
+
     def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
              turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
@@ -215,35 +252,32 @@ class Worker:
             except ContextOverflow as again:
                 raise ContextOverflow(f"even trimmed to {cfg.context_tokens:,} tokens ({again})") from None
 
-    def _answered(self, answer: str, turn: int) -> TaskRecord:
-        """The model answered: succeeded when its last tool run succeeded (or the task's check passed)."""
+    def _answered(self, answer: str, turn: int, verdict: Optional[tuple[bool, str]]) -> TaskRecord:
+        """The model answered: succeeded when its last tool run succeeded; with a check, the check's verdict."""
         status, reason = self._backing()
-        if self.check is None:
+        if verdict is None:
             return self._result(status, answer, turn, reason)
-        passed, detail = run_check(self.check, answer, self._ctx)
+        passed, detail = verdict
         log.info("task_check", task=self.task_id, passed=passed, detail=detail)
         if not passed:
             return self._result("failed", answer, turn, f"check failed: {detail}", check={"passed": False, "detail": detail})
         return self._result("succeeded", answer, turn, "", check={"passed": True, "detail": detail})
 
-    def _second_chance_note(self) -> str:
-        """What to tell a model that answers right after its last code_run failed, or answers a checked task
-        with no tool run behind it; "" when the answer can be taken as it is."""
-        if self._last_run is not None and self._last_run[0] == "code_run" and not self._last_run[1]:
-            return (f"[ga] Your last code_run failed ({_failure_line(self._last_run[2])}). Fix it and run it "
-                    "again before you answer; if that failure is your answer, say so again.")
-        if self.check is not None and self._last_run is None:
-            return (f"[ga] This task is checked: {self.check.demand()}. Nothing you ran backs your answer yet: "
-                    "run what shows it is right, then answer.")
-        return ""
-
     def _backing(self) -> tuple[Status, str]:
         if self._last_run is None:
-            return "unverified", "no tool ran"
+            ran = sorted({e.tool for e in self._executions if e.evidence or e.tool.startswith("file_")})  # not bookkeeping
+            if not ran:
+                return "unverified", answers.NOTHING_RAN
+            return "unverified", f"no run backs the answer ({', '.join(ran)} computed nothing)"
         name, ok, output = self._last_run
         if ok:
             return "succeeded", ""
-        return "unverified", f"last {name} failed: {_failure_line(output)}"
+        return "unverified", f"last {name} failed: {answers.failure_line(output)}"
+
+    @property
+    def _mode(self) -> str:
+        """The tool mode the model reads calls in (the shapes the loop shows it follow it)."""
+        return self.model.config.tool_mode if self.model.config is not None else "native"
     def _with_notes(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Notes told since the last request, put at the head of the newest user message, before its anchor
         (that message is not sent yet, so the cached prefix stays whole)."""
@@ -260,18 +294,17 @@ class Worker:
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
         """Run one tool call. The bool says whether the call itself was well formed."""
         if call.problem:
-            return ToolResult(f"error: {call.problem}", ok=False), False
+            return self._malformed(call, call.problem), False
         tool = self.tools.get(call.name)
         if tool is None:
             return ToolResult(f"error: unknown tool '{call.name}'; use one of: {', '.join(self.tools)}", ok=False), False
         try:
-            raw = json.loads(call.arguments or "{}")
-            args = tool.args.model_validate(raw)
+            args = tool.args.model_validate(json.loads(call.arguments or "{}", strict=False))
         except json.JSONDecodeError as exc:
-            return ToolResult(f"error: arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos})", ok=False), False
+            return self._malformed(call, f"arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos})"), False
         except ValidationError as exc:
             problems = validation_line(exc, top="arguments", every=True, quote=False)
-            return ToolResult(f"error: bad arguments for {call.name}: {problems}", ok=False), False
+            return self._malformed(call, f"bad arguments for {call.name}: {problems}"), False
         seq = len(self._executions) + 1
         self._ctx.seq, self._ctx.call_id = seq, call.id
         if self.on_tool_start:
@@ -282,9 +315,16 @@ class Worker:
         except Exception as exc:  # a tool bug must not kill the task; the model sees it and may route around it
             log.exception("tool_crashed", tool=call.name, task=self.task_id)
             result = ToolResult(f"error: {call.name} failed: {type(exc).__name__}: {exc}", ok=False)
-        self._executions.append(Execution(seq, call.id, call.name, result.ok, result.evidence))
+        self._executions.append(execution_of(seq, call.id, call.name, call.arguments, result))
         log.debug("tool", task=self.task_id, tool=call.name, ok=result.ok, seconds=round(time.monotonic() - started, 3))
         return result, True
+
+    def _malformed(self, call: ToolCall, reason: str) -> ToolResult:
+        """The error a malformed call gets: the shape to send, simpler when the same tool was malformed just before."""
+        again = self._unread is not None and self._unread.name == call.name
+        tool = self.tools.get(call.name)
+        text = answers.call_error(call, reason, self._mode, again, tool.args if tool is not None else None)
+        return ToolResult(text, ok=False)
 
     def _over_limit(self) -> str:
         limits = self.settings.worker
@@ -337,12 +377,8 @@ def _shortened(reply: Reply, limit: int = 400) -> str:
     return text if len(text) <= limit else f"{text[:limit]}\n[... {len(text) - limit} chars of repeated output dropped ...]"
 
 
-def _failure_line(output: str, limit: int = 160) -> str:
-    """The line that says why a tool run failed: the last one (a traceback's error), after the status."""
-    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
-    if not lines:
-        return "(no output)"
-    text = lines[-1]
+def _one_line(text: str, limit: int = 80) -> str:
+    text = " ".join((text or "").split())
     return text if len(text) <= limit else text[:limit] + "…"
 
 

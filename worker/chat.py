@@ -6,41 +6,58 @@ history come from readline. Ctrl-C stops the current turn, not the session; Ctrl
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from configs import Settings
 from worker import conversations
-from worker.oneshot import open_exchange, open_store
+from worker.oneshot import new_id, open_exchange, open_store, run_interruptibly, with_nested_usage
 from worker.record import Stop
 from worker.usage import Usage
 
-HELP = ("/runs  fan-outs started from this session · /cost  tokens and cost so far · /model NAME  switch model · "
-        "/resume [ID]  continue another session · /sessions · /quit")
+COMMANDS = (("/help", "these commands"), ("/cost", "tokens and cost so far, its fan-outs' included"),
+            ("/runs", "the fan-outs this session started"), ("/model NAME", "switch the model"),
+            ("/sessions", "the latest sessions"), ("/resume ID", "continue another session"),
+            ("/quit", "leave (Ctrl-D too); Ctrl-C stops a turn, not the session"))
+HINT = "/help lists the commands · Ctrl-C stops a turn · /quit or Ctrl-D leaves"
 
 
 class Chat:
     def __init__(self, settings: Settings, console: Console, session: Optional[conversations.Session] = None,
                  model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
                  list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None,
-                 stream: Optional["TextStream"] = None):
+                 stream: Optional["TextStream"] = None, show_tool: Optional[Callable[[dict], None]] = None,
+                 check_model: Optional[Callable[[str], str]] = None):
         """list_runs(session_id): the fan-outs started from a session (the orchestrator's, handed in by the CLI);
-        stream: where the model's text goes as it arrives."""
+        stream: where the model's text goes as it arrives; show_tool: told when a tool call starts;
+        check_model(name): why a model cannot be used ("" when it can), asked before /model switches."""
         self.settings, self.console, self.session, self.show_turn = settings, console, session, show_turn
-        self.list_runs, self.stream = list_runs, stream
+        self.list_runs, self.stream, self.show_tool, self.check_model = list_runs, stream, show_tool, check_model
         self.model = model or (session.model if session else None)
         self.store = open_store(settings)
+        self.new_id = new_id("chat")  # a new session's id, shown before its first message
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id if self.session else self.new_id
 
     def loop(self, read: Callable[[str], str] = input) -> None:
         _line_editing(self.settings.home_dir / "sessions" / "chat_history")
-        where = f"session {self.session.id}" if self.session else "a new session"
-        self.console.print(f"ga chat · {where} · {self.model or self.settings.worker.model or 'default model'}"
-                           f"\n[dim]{HELP}[/dim]", highlight=False)
+        where = f"session {self.session.id}" if self.session else f"session {self.new_id} (new)"
+        self.console.print(f"ga chat · {where} · {self.model or self.settings.worker.model or 'default model'}",
+                           highlight=False)
+        self.console.print(f"[dim]{HINT}[/dim]", highlight=False)
+        try:
+            self._read_all(read)
+        finally:
+            self._farewell()
+
+    def _read_all(self, read: Callable[[str], str]) -> None:
         while True:
             try:
                 line = read("you> ").strip()
@@ -58,6 +75,11 @@ class Chat:
                 continue
             self.ask(line)
 
+    def _farewell(self) -> None:
+        """The way back, as the session is left (nothing when no message made one)."""
+        if self.session is not None:
+            self.console.print(f"continue it: ga chat --resume {self.session.id}", highlight=False, soft_wrap=True)
+
     def ask(self, text: str) -> None:
         """One exchange: run the worker on `text` in a thread; Ctrl-C cancels it. A first message that cannot
         start (no model, a bad one) leaves no session; one whose turn failed leaves a session the next message
@@ -65,42 +87,30 @@ class Chat:
         session = self.session.model_copy(update={"model": self.model or self.session.model}) if self.session else None
         try:
             session, worker = open_exchange(self.settings, text, session, model_name=self.model, workdir=Path.cwd(),
-                                            store=self.store, on_turn=self.show_turn, on_text=self.stream)
+                                            store=self.store, on_turn=self.show_turn, on_text=self.stream,
+                                            on_tool_start=self.show_tool, session_id=self.new_id, origin="chat")
         except (conversations.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
         self.session = session
-        outcome: dict[str, Any] = {}
-        done = threading.Event()  # not Thread.join: a Ctrl-C inside join can make the thread look finished
-
-        def work() -> None:
-            try:
-                outcome["result"] = worker.run()
-            finally:
-                done.set()
-
         with conversations.session_log(session):
-            threading.Thread(target=work, daemon=True).start()
-            while not done.is_set():
-                try:
-                    done.wait(0.2)
-                except KeyboardInterrupt:
-                    self.console.print("[yellow]stopping this turn…[/yellow]")
-                    worker.cancel()
-        result = outcome.get("result")
-        if result is None:
-            self.console.print("[red]the turn ended without a result[/red]")
-            return
+            try:
+                result = run_interruptibly(worker, lambda: self.console.print("[yellow]stopping this turn…[/yellow]"),
+                                           patient=True)
+            except RuntimeError:
+                self.console.print("[red]the turn ended without a result[/red]")
+                return
+        with_nested_usage(result, worker)
         self.session = conversations.record(self.settings, session, result)
         streamed = self.stream is not None and self.stream.close()
         if result.status in ("succeeded", "unverified"):
             if not streamed:
                 self.console.print(result.answer, markup=False, highlight=False)
             if result.status == "unverified":  # an answer no successful tool run backs: say so, quietly
-                self.console.print(f"[dim](unverified: {result.reason})[/dim]", highlight=False)
+                self.console.print(Text(f"(unverified: {result.reason})", style="dim"))
         else:
             shown = "stopped" if result.stop == Stop.cancelled else f"{result.status}: {result.reason}"
-            self.console.print(f"[yellow]{shown}[/yellow]", highlight=False)
+            self.console.print(Text(shown, style="yellow"))
             if result.answer:
                 self.console.print(result.answer, markup=False, highlight=False)
 
@@ -109,30 +119,47 @@ class Chat:
         argument = argument.strip()
         if name in ("quit", "exit", "q"):
             return "quit"
-        if name == "cost":
+        if name in ("help", "h", "?"):
+            self._help()
+        elif name == "cost":
             usage = Usage.from_dict(self.session.usage) if self.session and self.session.usage else Usage()
             self.console.print(f"{usage.total:,} tokens ({usage.prompt:,} in, {usage.cached:,} of them cached; "
                                f"{usage.completion:,} out) · ${usage.cost:.4f}", highlight=False)
         elif name == "model":
-            if argument:
-                self.model = argument
-            self.console.print(f"model: {self.model or self.settings.worker.model}", highlight=False)
+            self._switch_model(argument)
         elif name in ("resume", "sessions"):
             self._resume(argument) if name == "resume" and argument else self._list()
         elif name == "runs":
             self._runs()
         else:
-            self.console.print(f"unknown command /{name}; {HELP}", highlight=False)
+            self.console.print(f"unknown command /{name}; /help lists the commands", highlight=False)
         return ""
+
+    def _help(self) -> None:
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column()
+        for command, what in COMMANDS:
+            table.add_row(command, what)
+        self.console.print(table)
+
+    def _switch_model(self, name: str) -> None:
+        problem = self.check_model(name) if name and self.check_model else ""
+        if problem:
+            self.console.print(f"[red]error:[/red] {escape(problem)}; the model stays {self.model}", highlight=False)
+            return
+        if name:
+            self.model = name
+        self.console.print(f"model: {self.model or self.settings.worker.model}", highlight=False)
 
     def _resume(self, key: str) -> None:
         try:
             self.session = conversations.find(self.settings, key, answered=True)
         except conversations.SessionError as exc:
-            self.console.print(f"[red]error:[/red] {exc}", highlight=False)
+            self.console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             return
         self.model = self.session.model
-        self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:80]}", highlight=False)
+        self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:60]}", highlight=False)
 
     def _list(self) -> None:
         self.console.print(sessions_table(conversations.list_sessions(self.settings, everything=False)[:20]))

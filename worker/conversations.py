@@ -25,6 +25,8 @@ from worker.record import TaskRecord
 from worker.runlog import run_log
 from worker.usage import Usage
 
+PERSON = ("run", "chat")  # the origins of a person's sessions: `last` means the latest of these
+
 
 class SessionError(ValueError):
     """No such session, or its history cannot be continued; one line."""
@@ -43,7 +45,8 @@ class Session(BaseModel):
     exchanges: int = 0  # tasks and follow-ups asked
     status: str = ""
     last_answer: str = ""
-    usage: dict[str, Any] = {}
+    usage: dict[str, Any] = {}  # what its exchanges spent, the fan-outs they started included
+    origin: str = "run"  # who asked: `run` or `chat` (a person), or the trigger (`reflect`, `schedule`)
 
     @property
     def history_path(self) -> Path:
@@ -65,12 +68,12 @@ def sessions_dir(settings: Settings) -> Path:
 
 
 def new_session(settings: Settings, session_id: str, task: str, model: Optional[str], workdir: Path,
-                history: Path) -> Session:
+                history: Path, origin: str = "run") -> Session:
     now = time.time()
     if model and model.startswith("scripted:"):  # a script file relative to here must be found from anywhere later
         model = "scripted:" + str(Path(model[len("scripted:"):]).expanduser().resolve())
     return Session(id=session_id, created=now, updated=now, first_task=task, model=model, workdir=str(workdir),
-                   history=str(history))
+                   history=str(history), origin=origin)
 
 
 def save(settings: Settings, session: Session) -> None:
@@ -91,13 +94,14 @@ def list_sessions(settings: Settings, everything: bool = True) -> list[Session]:
 
 
 def find(settings: Settings, key: Optional[str], answered: bool = False) -> Session:
-    """The session named `key` (an id or a unique prefix of one), or the latest when `key` is None or `last`
-    (with `answered`: the latest with a completed turn)."""
+    """The session named `key` (an id or a unique prefix of one), or, when `key` is None or `last`, the person's
+    latest (`ga run` or `ga chat`, never a trigger's; with `answered`: the latest with a completed turn)."""
     sessions = list_sessions(settings)
     if key in (None, "last"):
-        latest = [s for s in sessions if s.answered] if answered else sessions
+        mine = [s for s in sessions if s.origin in PERSON]
+        latest = [s for s in mine if s.answered] if answered else mine
         if not latest:
-            some = " with a completed turn" if answered and sessions else ""
+            some = " with a completed turn" if answered and mine else ""
             raise SessionError(f"no sessions{some} in {sessions_dir(settings)}; start one with `ga run \"TASK\"` "
                                "or `ga chat`")
         return latest[0]
@@ -136,7 +140,8 @@ def continuation(session: Session, follow_up: str) -> Optional[tuple[list[dict[s
 def prepare(settings: Settings, task: str, session: Session, *, model: Optional[Any] = None, resume: bool,
             interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
             on_turn: Optional[Callable[[dict], None]] = None, store: Any = None,
-            on_text: Optional[Callable[[str], None]] = None) -> Worker:
+            on_text: Optional[Callable[[str], None]] = None,
+            on_tool_start: Optional[Callable[[dict], None]] = None) -> Worker:
     """The worker for the session's next exchange (its first task, or a follow-up when `resume`);
     `on_text` streams the model's text to it as it arrives."""
     continued = continuation(session, task) if resume else None
@@ -152,7 +157,7 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
         worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
                         history_path=session.history_path, model=model, model_name=session.model, store=store,
                         interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
-                        env={"GA_SESSION": session.id})
+                        env={"GA_SESSION": session.id}, on_tool_start=on_tool_start)
     except Unsafe as exc:  # its history's place holds what the session's scripts put there
         raise SessionError(f"session {session.id}: {exc}") from None
     if resume:
@@ -162,8 +167,8 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
 
 
 def record(settings: Settings, session: Session, result: TaskRecord) -> Session:
-    """The session after an exchange: counts, usage and the answer, saved."""
-    usage = Usage.from_dict(session.usage) + result.usage if session.usage else result.usage
+    """The session after an exchange: counts, usage (its fan-outs' included) and the answer, saved."""
+    usage = Usage.from_dict(session.usage) + result.spent if session.usage else result.spent
     try:
         replies = sum(1 for line in read_text(session.history_path).splitlines() if line.strip())
     except FileNotFoundError:

@@ -5,12 +5,17 @@ directory only ga can write. In the default `sandbox.network: gateway` the sandb
 process relays 127.0.0.1:PORT to this socket (sandbox.Policy.forwards), and scripts see
 OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 with a placeholder key. Routes:
 
-- POST /v1/chat/completions (streamed or not): forwarded to a configured endpoint only (an entry of
-  models.yaml named by the request's `model`, else the task's own model), with the real key added here;
-  every reply's usage (or an estimate when it has none) is charged to the task, and once the task's
-  limits or the run's budget are spent the request is refused with 402. Under a budget each call holds a
-  bound on its spend while in flight (Account.reserve, worker/usage.py), so concurrent calls overshoot by one
-  call at most.
+- POST /v1/chat/completions (streamed or not): forwarded to a model the user configured only (an entry of the
+  shipped or the user's own models.yaml named by the request's `model`, else the task's own model; never one a
+  project's models.yaml, a task or a script named), with the real key added here. Every reply's usage (or an
+  estimate when it has none) is charged to the task, and once the task's limits or the run's budget are spent
+  the request is refused with 402. Under a budget each call holds a bound on its spend while in flight
+  (Account.reserve_call, worker/usage.py): its prompt, and `n` completions of `max_tokens` each, `max_tokens`
+  cut to what the budget leaves, so concurrent calls never overshoot it by more than the endpoint's own
+  miscount.
+- Replies reach the script with the key masked in every form an endpoint might reflect it in: raw,
+  JSON-escaped, base64 (any alignment, both alphabets), hex and URL-encoded, in a JSON reply's decoded strings
+  too, and across the events of a stream (an event that could begin a key is held until the next one says).
 - GET /v1/models: the models a script may name.
 - POST /ga/fanout: a nested fan-out (orchestrator.fanout from inside the sandbox), run by ga itself through
   the callable the orchestrator registered (`serve_fanouts_with`): worker never imports orchestrator.
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import structlog
 
 from worker import telemetry
+from worker.keymask import KeyMask, Stream
 from worker.usage import Account, Usage, cost_of
 
 if TYPE_CHECKING:
@@ -47,6 +53,8 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")  # a request's bound on its reply, either name
 NESTED_GRACE = 60.0  # seconds a cancelled nested run gets to stop its tasks and write its records
 log = structlog.get_logger("worker.gateway")
+
+
 
 _fanout: Optional[Callable[[dict[str, Any], "Parent"], dict[str, Any]]] = None
 
@@ -79,7 +87,7 @@ class Gateway:
         self._remove_folder = weakref.finalize(self, shutil.rmtree, str(self.folder), True)  # at close, or exit
         self.socket_path = self.folder / "gateway.sock"
         self._configs: dict[str, ModelConfig] = {}
-        self._entries: Optional[set[str]] = None
+        self._entries: Optional[dict[str, tuple[dict, dict[str, str]]]] = None
         self._nested: dict[threading.Event, threading.Thread] = {}  # nested runs in flight: stop event, thread
         self.traceparent: Optional[str] = None  # the running code_run's span: a nested run's trace joins it
         self.server = _Server(str(self.socket_path), _Handler)
@@ -104,12 +112,12 @@ class Gateway:
     # ---- model calls ----
 
     def endpoint(self, name: Any) -> Optional[ModelConfig]:
-        """The configured model a request goes to: the models.yaml entry it names, else the task's model."""
-        from worker.models import resolve_model
+        """The configured model a request goes to: the user's models.yaml entry it names, else the task's model."""
+        from worker.models import resolve_model, user_model_files
 
         if isinstance(name, str) and name in self._entry_names() and name != self._own_name():
             if name not in self._configs:
-                self._configs[name] = resolve_model(name, self.settings)
+                self._configs[name] = resolve_model(name, self.settings, user_model_files())
             return self._configs[name]
         return self.model
 
@@ -117,10 +125,15 @@ class Gateway:
         return self.model.name if self.model is not None else ""
 
     def _entry_names(self) -> set[str]:
-        from worker.models import load_model_entries
+        return set(self._user_entries())
+
+    def _user_entries(self) -> dict[str, tuple[dict, dict[str, str]]]:
+        """The models the user configured: the shipped file and ~/.config/ga/models.yaml, never the project's
+        models.yaml (a task can write it) nor anything a request names (read once a task)."""
+        from worker.models import load_model_entries, user_model_files
 
         if self._entries is None:
-            self._entries = set(load_model_entries())
+            self._entries = load_model_entries(user_model_files())
         return self._entries
 
     def chat(self, handler: "_Handler", body: bytes) -> None:
@@ -137,19 +150,28 @@ class Gateway:
             return handler.reply_error(400, str(exc))
         if config is None:
             return handler.reply_error(503, "this task has no configured model endpoint to forward to")
+        choices = request.get("n", 1)
+        if not _count(choices):
+            return handler.reply_error(400, f"'n' must be a whole number of choices from 1 (got {str(choices)[:40]})")
         request["model"] = config.model
         if request.get("stream"):  # usage comes in the stream's last chunk only when asked for
             options = request.get("stream_options")
             request["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-        if account.limited and not any(_count(request.get(name)) for name in COMPLETION_LIMITS):
-            request["max_tokens"] = config.max_tokens  # a bound to hold (as ga's own calls have)
-        payload = json.dumps(request).encode()
-        tokens, cost = call_bound(request, payload, config) if account.limited else (0, 0.0)
-        refusal = account.reserve(tokens, cost)
-        if refusal:
-            return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
+        tokens, cost = 0, 0.0
+        if account.limited:  # n completions of max_tokens each, max_tokens cut to what the budget leaves
+            asked = max(_count(request.get(name)) for name in COMPLETION_LIMITS) or config.max_tokens
+            prompt = len(json.dumps(request)) // 2 + 16  # 2 bytes a token (the usual is ~4), and the limit's own
+            prompt_cost = cost_of(config, prompt, 0, 0)
+            refusal, each = account.reserve_call(prompt, prompt_cost, asked, choices, cost_of(config, 0, 1, 0))
+            if refusal:
+                return handler.reply_error(402, f"refused: {refusal}; no more model calls from this task")
+            for name in [n for n in COMPLETION_LIMITS if n in request] or ["max_tokens"]:
+                request[name] = each
+            tokens, cost = prompt + each * choices, prompt_cost + cost_of(config, 0, each * choices, 0)
+        else:
+            account.reserve(0, 0.0)
         try:
-            self._forward(handler, config, payload)
+            self._forward(handler, config, json.dumps(request).encode())
         finally:
             account.settle(tokens, cost)
 
@@ -159,7 +181,7 @@ class Gateway:
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "Authorization": f"Bearer {key or 'no-key'}"}
-        relay = _Relay(handler, key)
+        relay = _Relay(handler, KeyMask(key))
         try:
             reply = post(config.base_url.rstrip("/") + "/chat/completions", payload, headers, config.request_timeout,
                          config.max_reply_bytes, on_events=relay.chunk)
@@ -169,9 +191,10 @@ class Gateway:
             return relay.fail(502, f"the model endpoint failed: {type(exc).__name__}: {str(exc)[:200]}")
         if reply.status == 200:
             self.parent.account.add(reply_usage(reply.body, payload, config))
-        if not relay.started:  # an endpoint may echo the key it was sent (a 401 page): the script never sees it
-            handler.reply(reply.status, without_key(reply.body, key),
-                          reply.headers.get("content-type", "application/json"))
+        if relay.started:
+            relay.end()
+        else:  # an endpoint may echo the key it was sent (a 401 page): the script never sees it
+            handler.reply(reply.status, relay.mask.body(reply.body), reply.headers.get("content-type", "application/json"))
 
     def models(self, handler: "_Handler") -> None:
         try:
@@ -235,23 +258,17 @@ def reply_usage(body: bytes, payload: bytes, config: ModelConfig) -> Usage:
     return Usage.priced(prompt, completion, cached, config)
 
 
-def call_bound(request: dict[str, Any], payload: bytes, config: Any) -> tuple[int, float]:
-    """A bound on what one call spends: its completion limit, and its prompt at 2 bytes a token (the usual
-    is about 4, so a prompt of an unusual text still fits)."""
-    completion = max(_count(request.get(name)) for name in COMPLETION_LIMITS)
-    prompt = len(payload) // 2
-    return prompt + completion, cost_of(config, prompt, completion, 0)
-
-
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class _Relay:
-    """Streams an event-stream reply to the script as it arrives (the head goes with the first chunk)."""
+    """Streams an event-stream reply to the script as it arrives, the key masked (the head goes with the first
+    chunk; an event that might begin the key waits for the next one: keymask.Stream)."""
 
-    def __init__(self, handler: "_Handler", key: str):
-        self.handler, self.key, self.started = handler, key, False
+    def __init__(self, handler: "_Handler", mask: KeyMask):
+        self.handler, self.mask, self.started = handler, mask, False
+        self.stream = Stream(mask)
 
     def chunk(self, data: bytes) -> None:
         if not self.started:
@@ -261,19 +278,21 @@ class _Relay:
             self.handler.send_header("Content-Type", "text/event-stream")
             self.handler.send_header("Connection", "close")
             self.handler.end_headers()
-        self.handler.wfile.write(without_key(data, self.key))
-        self.handler.wfile.flush()
+        self._write(self.stream.feed(data))
+
+    def end(self) -> None:
+        self._write(self.stream.end())
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.handler.wfile.write(data)
+            self.handler.wfile.flush()
 
     def fail(self, status: int, message: str) -> None:
-        if not self.started:
-            self.handler.reply_error(status, without_key(message.encode(), self.key).decode(errors="replace"))
-
-
-def without_key(data: bytes, key: str) -> bytes:
-    """`data` with the key masked, raw or JSON-escaped (a key split across two streamed chunks is not caught)."""
-    for form in {key, json.dumps(key)[1:-1]} if key else ():
-        data = data.replace(form.encode(), b"[redacted]")
-    return data
+        if self.started:  # cut off mid-stream: what was held goes out (masked), then the stream ends
+            self.end()
+        else:
+            self.handler.reply_error(status, self.mask.text(message))
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -1,4 +1,6 @@
-"""The worker's view of memory: reads from its pinned snapshot, writes staged for the consolidation gate."""
+"""The worker's view of memory: reads from its pinned snapshot (as memory.admit lets it see what tasks wrote:
+worker/memhints.py), writes staged for the consolidation gate. A write to L0 or to ga's own records is refused
+here, in one line, before anything is staged."""
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
@@ -8,10 +10,14 @@ import structlog
 
 from memory_shared import SnapshotHandle, StoreHandle
 from memory_shared.errors import PathRefused
-from memory_shared.gate import StagedChange
+from memory_shared.gate import L0_REFUSED, StagedChange
+from memory_shared.gate import RESERVED as RESERVED_REFUSED
+from memory_shared.layers import L0_DIR
 from memory_shared.manifest import RESERVED
 from memory_shared.paths import resolve as resolve_in_tree
 from memory_shared.paths import walk_tree
+from memory_shared.provenance import is_record_name, is_reserved
+from worker.memhints import present
 from worker.paths import PathError
 from worker.textpatch import patch_exact
 
@@ -24,11 +30,13 @@ class MemoryView:
     """Staged text wins over the snapshot; every successful read is counted in the access statistics."""
 
     def __init__(self, store: Optional[StoreHandle], snapshot: Optional[SnapshotHandle], task_id: str,
-                 access_log: Any = None) -> None:
+                 access_log: Any = None, admit: str = "verified") -> None:
         self.store = store  # None: no memory tier in this task
         self.snapshot = snapshot
         self.task_id = task_id
         self.access_log = access_log
+        self.admit = admit  # memory.admit: what of the tasks' writes this worker sees
+        self.reads: list[str] = []  # memory paths read from the snapshot, in order (a commit's provenance)
         self._staged: dict[str, Optional[str]] = {}  # rel -> current text (None: deleted)
         self._changes: list[StagedChange] = []
         self._staging = False
@@ -53,8 +61,11 @@ class MemoryView:
         self._staging = True
 
     def read(self, rel: str) -> Optional[str]:
+        """The text a worker sees: its own staged text, or the snapshot's as memory.admit shows it."""
         rel = _clean(rel)
-        text = self._staged[rel] if rel in self._staged else self._snapshot_text(rel)
+        text = self._staged[rel] if rel in self._staged else self._shown(rel)
+        if text is not None and rel not in self._staged and rel not in self.reads:
+            self.reads.append(rel)
         if text is not None and self.access_log is not None:
             try:
                 self.access_log.record(rel, self.task_id)
@@ -62,11 +73,15 @@ class MemoryView:
                 log.warning("memory_access_not_recorded", path=rel, error=str(exc))
         return text
 
+    def current(self, rel: str) -> Optional[str]:
+        """The text as the task left it (staged over the snapshot), unframed: what the gate verifies."""
+        return self._current(_clean(rel))
+
     def exists(self, rel: str) -> bool:
         rel = _clean(rel)
         if rel in self._staged:
             return self._staged[rel] is not None
-        return self._snapshot_file(rel) is not None
+        return self._snapshot_file(rel) is not None and self._shown(rel) is not None
 
     def list(self, prefix: str = "") -> list[str]:
         """Files (relative paths) under prefix, staged ones included, deleted ones left out."""
@@ -79,6 +94,9 @@ class MemoryView:
                 names.update((base / rel).relative_to(root).as_posix() for rel, entry in walk_tree(base)
                              if entry.is_file())  # (a DirEntry: no stat of its own for a plain file)
                 names -= RESERVED  # the generation's MANIFEST files are not memory
+                recorded = _recorded(names)  # only a file with a record can be one this worker may not see
+                names = {n for n in names if not is_reserved(n)}
+                names -= {n for n in names & recorded if self._shown(n) is None}
         for rel, text in self._staged.items():
             if _under(rel, prefix):
                 (names.add if text is not None else names.discard)(rel)
@@ -115,6 +133,10 @@ class MemoryView:
         rel = _clean(rel)
         if not rel:
             raise PathError("memory: name a file, e.g. memory/L2/facts.md")
+        if rel.split("/", 1)[0] == L0_DIR:
+            raise PermissionError(f"{L0_REFUSED}; nothing was staged")
+        if is_reserved(rel):
+            raise PermissionError(f"{RESERVED_REFUSED}; nothing was staged")
         return rel
 
     def _current(self, rel: str) -> Optional[str]:
@@ -130,12 +152,29 @@ class MemoryView:
             return None
         return path if path.is_file() else None
 
+    def _shown(self, rel: str) -> Optional[str]:
+        text = self._snapshot_text(rel)
+        root = self.root
+        if text is None or root is None:
+            return text
+        return present(root, rel, text, self.admit)
+
     def _snapshot_text(self, rel: str) -> Optional[str]:
         path = self._snapshot_file(rel)
         if path is None:
             return None
         with open(path, encoding="utf-8", errors="replace", newline="") as handle:
             return handle.read()
+
+
+def _recorded(names: set[str]) -> set[str]:
+    """The paths among `names` that have a provenance record beside them (<folder>/.<name>.<id>.prov)."""
+    found: set[str] = set()
+    for name in names:
+        folder, _, base = name.rpartition("/")
+        if is_record_name(base):
+            found.add(f"{folder}/{base[1:].rsplit('.', 2)[0]}" if folder else base[1:].rsplit(".", 2)[0])
+    return found
 
 
 def _clean(rel: str) -> str:

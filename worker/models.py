@@ -5,7 +5,9 @@ session) names, settings.worker.model (config files), else the `openai` entry wh
 (it honours `OPENAI_BASE_URL` and `OPENAI_MODEL`); model_override() is the first two. Name syntax:
 
 - `NAME`                       an entry of configs/models.yaml, merged with ~/.config/ga/models.yaml
-                               and ./models.yaml (later files override earlier ones field by field).
+                               and ./models.yaml (later files override earlier ones field by field;
+                               ./models.yaml may only tune a model the others define, see
+                               configs/projecttrust.py).
 - `scripted:FILE`              the offline scripted model: a scripted server for FILE is started in
                                this process (once per file, 127.0.0.1, random port); a relative FILE
                                not found here is looked up in the ga checkout (shipped examples). The script's
@@ -27,14 +29,13 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from configs.projecttrust import model_field_refusal
 from configs.usererrors import field_errors
 from configs.yamlsource import YamlError, line_of, load_yaml
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
 PROJECT_FILE = Path("models.yaml")
-# What a project models.yaml may not change in a model the shipped or user file defines (it may tune the rest)
-CHOSEN_BY_USER = ("model", "api_key_env", "price_input", "price_output", "price_cached", "fallbacks")
 ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # One agent turn is a tool call (a script of ~100 lines is ~1,200 tokens) or a final answer; longer
 # output belongs in several file_write/file_patch calls. 1,536 keeps a looping model on a CPU server
@@ -59,6 +60,7 @@ class ModelConfig(BaseModel):
     temperature: float = 0.0
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)  # per request: one agent turn, see DEFAULT_MAX_TOKENS
     stop_sequences: bool = True  # text tool mode: send stop=["<tool_result"] (turned off by itself if refused)
+    stream: bool = False  # stream replies: a reply that loops is cut as soon as it repeats itself, not at max_tokens
     price_input: float = 0.0  # USD per million tokens
     price_output: float = 0.0
     price_cached: Optional[float] = None  # None: cached input costs price_input
@@ -106,8 +108,15 @@ class ModelConfig(BaseModel):
         return f"model '{self.name}': base_url {self.base_url}: {problem}; {fix}"
 
 
-def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
-    """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none."""
+def user_model_files() -> list[Path]:
+    """The model files only the user writes (the shipped one, ~/.config/ga/models.yaml), not a project's: what a
+    task's gateway and its nested runs may choose from."""
+    return [SHIPPED_FILE, USER_FILE.expanduser()]
+
+
+def resolve_model(name: Optional[str], settings: Any = None, files: Optional[list[Path]] = None) -> ModelConfig:
+    """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none. `files`: the
+    model files to look in (default: shipped, user, project; see load_model_entries)."""
     if settings is None:
         from configs import load_settings
 
@@ -130,7 +139,7 @@ def resolve_model(name: Optional[str], settings: Any = None) -> ModelConfig:
         if not url.startswith(("http://", "https://")):
             raise ModelConfigError(f"model '{name}': expected scripted@http://127.0.0.1:PORT/v1")
         return ModelConfig(name=name, base_url=url, model="scripted", schema_resend_every=resend)
-    entries = load_model_entries()
+    entries = load_model_entries(files)
     if name not in entries:
         close = difflib.get_close_matches(name, list(entries), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
@@ -166,7 +175,7 @@ def load_model_entries(files: Optional[list[Path]] = None) -> dict[str, tuple[di
             merged, places = entries.get(str(name), ({}, {}))
             merged = {**merged, **fields}
             if path == PROJECT_FILE:
-                _check_project_entry(str(name), fields, merged, trusted, where)
+                _check_project_entry(str(name), fields, trusted, path, lines)
             places = {**places, "": where, **{k: f"{path}:{line_of(lines, ('models', name, k))}" for k in fields}}
             entries[str(name)] = (merged, places)
     return entries
@@ -188,29 +197,29 @@ def key_env_names(files: Optional[list[Path]] = None) -> frozenset[str]:
     return frozenset(names)
 
 
-def _check_project_entry(name: str, fields: dict, merged: dict, trusted: dict[str, dict], where: str) -> None:
-    """A project models.yaml (a task's code could have written it) may add models and tune them, but not move
-    a model the shipped or user files define, nor change its model, key, prices or fallbacks, nor send a key
-    anywhere those files do not already send it."""
-    def endpoint(entry: dict) -> str:
-        return _expand_env(str(entry.get("base_url", ""))).rstrip("/")
+def _check_project_entry(name: str, fields: dict, trusted: dict[str, dict], path: Path, lines: dict) -> None:
+    """A project models.yaml (a task's code could have written it) may tune a model the shipped or user files
+    define, with the fields configs/projecttrust.py allows and only to tighten; it may not add a model."""
+    fix = f"put it in {USER_FILE} instead (a task could have written the project file)"
+    if name not in trusted:
+        raise ModelConfigError(f"{path}:{line_of(lines, ('models', name)) or 1}: models.{name} is refused in a "
+                               "project file: a project file may not add a model (its base_url would decide where "
+                               f"prompts go); {fix}")
+    for key, value in fields.items():
+        before = trusted[name].get(key, _default(key))
+        why = model_field_refusal(str(key), _expanded(value), _expanded(before))
+        if why:
+            raise ModelConfigError(f"{path}:{line_of(lines, ('models', name, key)) or 1}: models.{name}.{key} is "
+                                   f"refused in a project file ({why}); {fix}")
 
-    def value(entry: dict, key: str) -> Any:
-        return _expand_env(entry[key]) if isinstance(entry.get(key), str) else entry.get(key)
-    fix = f"put it in {USER_FILE} instead (a project file cannot move an endpoint: a task could have written it)"
-    if "base_url" in fields and name in trusted and endpoint(merged) != endpoint(trusted[name]):
-        raise ModelConfigError(f"{where}: models.{name}.base_url is refused in a project file: it moves the model "
-                               f"'{name}'; {fix}")
-    changed = [key for key in CHOSEN_BY_USER
-               if key in fields and name in trusted and value(fields, key) != value(trusted[name], key)]
-    if changed:
-        raise ModelConfigError(f"{where}: models.{name}.{changed[0]} is refused in a project file: it changes which "
-                               f"model, key or price '{name}' means; put it in {USER_FILE} instead (a task could "
-                               "have written the project file)")
-    keyed = {(e.get("api_key_env"), endpoint(e)) for e in trusted.values() if e.get("api_key_env")}
-    if merged.get("api_key_env") and (merged["api_key_env"], endpoint(merged)) not in keyed:
-        raise ModelConfigError(f"{where}: models.{name} sends the key ${merged['api_key_env']} to an endpoint no "
-                               f"user or shipped model uses it for; {fix}")
+
+def _default(key: str) -> Any:
+    field = ModelConfig.model_fields.get(key)
+    return None if field is None else field.get_default(call_default_factory=True)
+
+
+def _expanded(value: Any) -> Any:
+    return _expand_env(value).rstrip("/") if isinstance(value, str) else value
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:

@@ -67,6 +67,7 @@ class TaskRecord(Record):
     seconds: Optional[float] = None
     question: Optional[str] = None
     memory_generation: Optional[int] = None
+    memory: Optional[dict[str, Any]] = None  # what its memory commit kept: committed, proposed, refused (memory_shared.gate)
     check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
     error: Optional[Failure] = None  # why the driver may retry it
     stop: Optional[Stop] = None  # it did not finish: how it was stopped (the driver requeues or leaves it)

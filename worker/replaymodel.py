@@ -12,12 +12,12 @@ requests go to the live model and only their usage is counted as spent.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from worker.model import Model, ModelError, Reply, ToolCall
-from worker.model.replies import interpret
+from worker.model.replies import interpret, tool_parameters
 from worker.usage import Usage
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class ReplayModel:
         found = self.compare(recorded.request, messages, turn)
         if found is not None:
             self._diverged(found)
-        reply = rebuild_reply(recorded, self.tool_mode, [_tool_name(t) for t in tools])
+        reply = rebuild_reply(recorded, self.tool_mode, tool_parameters(tools))
         self.replayed_usage += reply.usage
         return reply
 
@@ -149,7 +149,7 @@ class ReplayModel:
             raise ReplayStopped(f"replay stopped: {found.line()}")
 
 
-def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> Reply:
+def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: dict[str, list[str]]) -> Reply:
     """The recorded reply as this ga reads it: the text as the model wrote it and its native calls go
     through the same interpretation as a live reply (worker/model/replies.py), with the recorded call ids."""
     received = recorded.received
@@ -162,7 +162,7 @@ def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: list[str]) -> R
     recorded_ids = [r["id"] for r in recorded.tool_results if r.get("id")]
     if len(recorded_ids) == len(calls) and not native:  # ids made up for calls read from text: the recorded ones
         ids = dict(zip((c.id for c in calls), recorded_ids, strict=True))
-        calls = [ToolCall(ids[c.id], c.name, c.arguments, c.problem) for c in calls]
+        calls = [replace(c, id=ids[c.id]) for c in calls]  # the script hint of an unreadable call kept
         if message.get("tool_calls"):
             message = {**message, "tool_calls": [{**m, "id": ids.get(m["id"], m["id"])} for m in message["tool_calls"]]}
     cut = any(LENGTH_PROBLEM in str(r.get("error", "")) for r in recorded.tool_results)
@@ -234,6 +234,3 @@ def _short(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 
-
-def _tool_name(schema: dict[str, Any]) -> str:
-    return str(schema.get("function", schema).get("name", ""))

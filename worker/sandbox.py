@@ -5,6 +5,22 @@ read-only paths read-only again even inside a writable root (the most specific p
 files of the home directory hidden. A new PID namespace whose processes all die with the sandbox, the
 sandbox dying with the process that started it; the network shared unless the policy turns it off.
 
+No Unix socket of the host: a read-only mount does not stop connect(), so /run and /var/run (the system
+and user buses, docker.sock, gpg and ssh agents, databases) get an empty read-only tmpfs (what /etc links
+to there, resolv.conf, bound back), and every other socket the host has bound (/proc/net/unix) gets
+/dev/null over it; /tmp's are the host's and out of sight already. Only the sockets ga serves the sandbox
+stay (forwards, `Policy.sockets`). In `open` mode the host's abstract sockets are part of its network.
+
+The environment is an allow-list (`allowed_env`): PATH, LANG, LC_*, TERM, HOME, TZ and what the user
+lists in `sandbox.env`, never a key variable; ga adds its own (GA_*, the gateway's placeholders).
+
+Mount points: bubblewrap before 0.12.0 creates a missing mount point by following links, a parent one
+included, and while it sets up it can reach the host's root at /oldroot (CVE-2026-87766, fixed in 0.12.0;
+Debian 12 ships 0.8.0). ga makes every missing mount point inside a writable path itself first
+(`make_mount_points`, no link followed, refused if a link is on the way), so bubblewrap creates nothing on
+the host. What ga cannot close is a race with another process that writes the same folder at that moment
+(another sandbox sharing a `sandbox.writable` path): with bubblewrap older than 0.12.0 ga says so once.
+
 Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
 (the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
 process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace, relays
@@ -18,33 +34,26 @@ import shutil
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from memory_shared import fsutil
+from worker import policy as rules
+from worker.policy import GA_HIDDEN, SECRETS  # noqa: F401  (the rule's names, re-exported for callers)
+
 OPT_OUT = ("opt out with `sandbox: {mode: off}` in ~/.config/ga/config.yaml, GA_SANDBOX__MODE=off or the tasks file "
            "(scripts then run unsandboxed)")
-# Under the home directory: credentials, browser profiles (cookies, saved logins) and our own config; a directory
-# gets an empty tmpfs, a file /dev/null. The one list of what a sandbox never sees there (GA_HOME's: GA_HIDDEN).
-SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
-           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
-           ".config/gh", ".config/hub", ".cache/huggingface", ".huggingface",
-           ".config/chromium", ".cache/chromium", ".config/google-chrome", ".cache/google-chrome",
-           ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
-           "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
-GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
-# Environment variables a sandbox never sees (besides every api_key_env of models.yaml).
-SECRET_ENV_SUFFIXES = ("_KEY", "_PASSWORD", "_PASSWD", "_CREDENTIALS", "_HEADERS")
-SECRET_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION_", "GH_", "GITHUB_")
-SECRET_ENV_WORDS = ("SECRET", "TOKEN")
-SECRET_ENV_NAMES = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC")
-PROTECTED_NAMES = (".git",)  # kept read-only inside every writable root
-# Project-local configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py,
-# the scripts' .ga/): read-only in every writable root, and a missing file cannot be created there either.
-PROJECT_CONFIG = ("ga.yaml", "models.yaml")
-PROJECT_DIRS = (".ga",)
+# The host's environment variables a sandbox sees (besides `sandbox.env`'s and ga's own), and their prefix.
+ENV_ALLOWED = ("PATH", "LANG", "TERM", "HOME", "TZ")
+ENV_ALLOWED_PREFIX = "LC_"
+SOCKET_FOLDERS = ("/run", "/var/run")  # where hosts keep their sockets: an empty read-only tmpfs inside
+NO_SOCKETS_UNDER = ("/tmp", "/proc", "/dev", *SOCKET_FOLDERS)  # private, or covered already
+FIXED_BWRAP = (0, 12, 0)  # creates mount points without following links (CVE-2026-87766)
 ENV_MARK = "GA_SANDBOX"  # set by code_run in its scripts' environment: bwrap or off
-LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"
+LAUNCHER = Path(__file__).resolve().parent / "sandbox_launch.py"  # run from its text (`python -c`): see wrap()
+GA_ROOT = Path(__file__).resolve().parents[1]  # the folder holding ga's packages (a checkout, site-packages)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class Policy:
     tmp_size: Optional[int] = None  # bytes of the private /tmp; None: no limit of its own
     config_dirs: tuple[Path, ...] = ()  # where ga reads project config besides the writable roots (its cwd)
     forwards: tuple[tuple[int, Path], ...] = ()  # loopback port inside -> Unix socket outside (see the module doc)
+    sockets: tuple[Path, ...] = ()  # Unix sockets ga serves the sandbox directly (the gateway's, network open)
 
 
 def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
@@ -68,6 +78,10 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     # --cap-drop ALL: run by root, bubblewrap would keep every capability (and remount / read-write).
     argv += ["--size", str(policy.tmp_size)] if policy.tmp_size else []
     argv += ["--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # /dev is a tmpfs of its own that a script could fill (memory, outside tmp_size): read-only at the end, but
+    # for a /dev/shm of the same size as /tmp (POSIX semaphores and shared memory live there)
+    argv += [*(["--size", str(policy.tmp_size)] if policy.tmp_size else []), "--tmpfs", "/dev/shm"]
+    argv += _socket_folders()
     if not policy.network:
         argv.append("--unshare-net")
     for path, kind in _mounts(policy):
@@ -79,52 +93,98 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--tmpfs", str(path)]
         else:  # a hidden file, or a project config file that does not exist yet (made as an empty mount point)
             argv += ["--ro-bind", "/dev/null", str(path)]
+    argv += _hide_host_sockets(policy)
     for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
         argv += ["--ro-bind", str(socket_path), str(socket_path)]
+    argv += [arg for folder in ("/dev", *_tmpfs_folders()) for arg in ("--remount-ro", folder)]
     if policy.forwards:
+        # its text, not its path: wherever ga is installed (an editable checkout under /tmp, hidden by the
+        # private /tmp), the first process needs no file of ga's inside
         relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
-        command = [sys.executable, "-I", "-S", str(LAUNCHER), *relays, "--", *command]
+        command = [sys.executable, "-I", "-S", "-c", launcher_source(), *relays, "--", *command]
     return argv + ["--chdir", str(cwd), "--", *command]
 
 
-def _mounts(policy: Policy) -> list[tuple[Path, str]]:
-    """(path, rw | ro | hide) in mount order: parents before children, so the most specific path wins."""
-    home = policy.home or Path.home()
-    writable = _existing(policy.writable)
-    protected = [root / name for root in writable for name in PROTECTED_NAMES]
-    entries = {p: "rw" for p in writable}
-    entries.update({p: "ro" for p in _existing([*policy.readonly, *protected])})
-    entries.update(_project_config(writable, policy.config_dirs))
-    entries.update({p: "hide" for p in _existing([*(home / name for name in SECRETS), *policy.hidden])})
-    for path in _existing(_runtime_under_tmp()):
-        entries.setdefault(path, "ro")
-    rank = {"rw": 0, "ro": 1, "absent": 1, "hide": 2}
-    return sorted(entries.items(), key=lambda item: (len(item[0].parts), rank[item[1]], str(item[0])))
+@functools.lru_cache(maxsize=1)
+def launcher_source() -> str:
+    return LAUNCHER.read_text(encoding="utf-8")
 
 
-def _project_config(writable: list[Path], config_dirs: Iterable[Path]) -> dict[Path, str]:
-    """The project config names in every writable directory: existing ones read-only, missing files as
-    "absent" (an empty read-only mount point, so the sandbox cannot create them; see placeholders())."""
-    folders = [*writable, *(d for d in _existing(config_dirs) if any(d.is_relative_to(w) for w in writable))]
-    entries: dict[Path, str] = {}
-    for folder in folders:
-        if not folder.is_dir():
+@functools.lru_cache(maxsize=1)
+def _tmpfs_folders() -> tuple[str, ...]:
+    """The socket folders that are folders of their own here (/var/run is usually a link to /run)."""
+    return tuple(f for f in SOCKET_FOLDERS if os.path.isdir(f) and not os.path.islink(f))
+
+
+@functools.lru_cache(maxsize=1)
+def _socket_folders() -> tuple[str, ...]:
+    """An empty tmpfs over each socket folder, with what /etc links into it (resolv.conf under systemd-resolved)
+    bound back; made read-only at the end of the argv, after the mounts that may land inside."""
+    argv: list[str] = []
+    for folder in _tmpfs_folders():
+        argv += ["--tmpfs", folder]
+    for name in ("/etc/resolv.conf", "/etc/hosts", "/etc/localtime"):
+        target = os.path.realpath(name)
+        if target != name and os.path.isfile(target) and any(target.startswith(f + "/") for f in _tmpfs_folders()):
+            argv += ["--ro-bind", target, target]
+    return tuple(argv)
+
+
+def _hide_host_sockets(policy: Policy) -> list[str]:
+    """/dev/null over every Unix socket the host has bound outside the folders covered already, except those ga
+    serves this sandbox; listed when the sandbox starts (a socket bound later is not covered: see the doc)."""
+    keep = {str(p) for p in (*policy.sockets, *(path for _, path in policy.forwards))}
+    argv: list[str] = []
+    for path in _host_socket_paths():
+        if path not in keep:
+            argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
+def _host_socket_paths() -> list[str]:
+    """The real paths of the Unix sockets bound in this network namespace (/proc/net/unix; abstract ones have
+    none) outside NO_SOCKETS_UNDER (most are there: those are skipped before any system call)."""
+    try:
+        with open("/proc/net/unix", "rb") as table:
+            lines = table.read().decode(errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    covered = tuple(f + "/" for f in NO_SOCKETS_UNDER)
+    found: list[str] = []
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/") or fields[7].startswith(covered):
             continue
-        for name in (*PROJECT_CONFIG, *PROJECT_DIRS):
-            path = folder / name
-            if path.exists() or path.is_symlink():
-                entries.update({p: "ro" for p in _existing([path])})
-            elif name in PROJECT_CONFIG:
-                entries[path] = "absent"
-    return entries
+        path = os.path.realpath(fields[7])
+        if path not in found and not path.startswith(covered) and _is_socket(path):
+            found.append(path)
+    return found
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _mounts(policy: Policy) -> list[tuple[Path, str]]:
+    """(path, rw | ro | absent | hide) in mount order: parents before children, so the most specific path wins.
+    What is protected is worker/policy.py's rule; this only adds what the interpreter needs under /tmp."""
+    table = rules.entries(policy.writable, [(p, "read-only") for p in policy.readonly], policy.hidden,
+                          policy.config_dirs, policy.home)
+    known = {e.path for e in table}
+    table += [rules.Entry(p, "ro", "the interpreter") for p in rules.existing(_runtime_under_tmp()) if p not in known]
+    table.sort(key=lambda e: (len(e.path.parts), rules.RANK[e.access], str(e.path)))
+    return [(e.path, e.access) for e in table]
 
 
 def placeholders(argv: list[str]) -> list[Path]:
-    """The project config files `argv` will create as empty mount points (missing before it runs): code_run
-    removes them afterwards, when they are still the empty regular files bubblewrap made."""
+    """The files `argv` will create as empty mount points (missing before it runs: the project config files a
+    sandbox may not create): code_run removes them afterwards, when they are still the empty regular files
+    bubblewrap made. A hidden file exists, so it is never one."""
     return [Path(argv[i + 2]) for i in range(len(argv) - 2)
-            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and Path(argv[i + 2]).name in PROJECT_CONFIG
-            and not os.path.lexists(argv[i + 2])]
+            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and not os.path.lexists(argv[i + 2])]
 
 
 def remove_placeholders(paths: Iterable[Path]) -> None:
@@ -138,35 +198,85 @@ def remove_placeholders(paths: Iterable[Path]) -> None:
 
 
 def _runtime_under_tmp() -> list[Path]:
-    """The interpreter, its prefixes and the import path where they live under /tmp (a virtualenv or a checkout
-    there): the private /tmp would hide them, and scripts could not even start."""
+    """The interpreter, its prefixes, the import path and ga's own packages where they live under /tmp (a
+    virtualenv or a checkout there, an editable install's): the private /tmp would hide them, and scripts could
+    not even start, nor import ga for a nested fan-out."""
     places = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+              *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep), str(GA_ROOT)]
     return [Path(p) for p in places if p and Path(p).resolve().is_relative_to("/tmp")]
 
 
-def _existing(paths: Iterable[Path]) -> list[Path]:
-    """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
-    found = []
-    for path in paths:
-        path = Path(os.path.expanduser(str(path)))
-        if path.exists() or path.is_symlink():
-            real = path.resolve()
-            if real.exists() and real not in found:
-                found.append(real)
+def allowed_env(env: dict[str, str], names: Iterable[str] = (), key_names: Iterable[str] = ()) -> dict[str, str]:
+    """What of the host's `env` a sandbox gets: ENV_ALLOWED, LC_*, and `names` (`sandbox.env`); never a key
+    variable (`key_names`: the gateway adds the key outside), even one the user listed."""
+    allowed, keys = {*ENV_ALLOWED, *names}, set(key_names)
+    return {k: v for k, v in env.items() if (k in allowed or k.startswith(ENV_ALLOWED_PREFIX)) and k not in keys}
+
+
+def make_mount_points(argv: list[str], writable: Iterable[Path]) -> None:
+    """Create the missing mount points of `argv` that lie inside a writable path, as bubblewrap would (an empty
+    file for a file's bind, else a folder), without following any link: Unsafe (an OSError, one line) when a
+    link or a non-folder is on the way. See the module doc (CVE-2026-87766)."""
+    roots = [Path(os.path.realpath(p)) for p in writable]
+    for source, dest in _mount_destinations(argv):
+        path = Path(dest)
+        if os.path.lexists(path) or not any(path.is_relative_to(r) and path != r for r in roots):
+            continue
+        root = max((r for r in roots if path.is_relative_to(r)), key=lambda r: len(r.parts))
+        *folders, name = path.relative_to(root).parts
+        as_file = source is not None and not os.path.isdir(source)
+        with closing(fsutil.Folder(root)) as top:
+            folder = top.sub(Path(*folders), create=True) if folders else top
+            try:
+                if as_file:
+                    os.close(folder.create(name, mode=0o600))
+                else:
+                    os.mkdir(name, 0o755, dir_fd=folder.fd)
+            except FileExistsError:
+                pass  # made meanwhile: bubblewrap finds it (it follows no link to a file it need not create)
+            finally:
+                if folder is not top:
+                    folder.close()
+
+
+def _mount_destinations(argv: list[str]) -> list[tuple[Optional[str], str]]:
+    """(source or None, destination) of every mount in a bubblewrap argv, up to its `--`."""
+    found: list[tuple[Optional[str], str]] = []
+    i = 1
+    while i < len(argv) and argv[i] != "--":
+        arg = argv[i]
+        if arg in ("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try"):
+            found.append((argv[i + 1], argv[i + 2]))
+            i += 3
+        elif arg in ("--tmpfs", "--dev", "--proc", "--mqueue", "--dir"):
+            found.append((None, argv[i + 1]))
+            i += 2
+        elif arg in ("--size", "--perms", "--chdir", "--remount-ro", "--uid", "--gid", "--hostname", "--cap-drop",
+                     "--cap-add", "--exec-label", "--file-label", "--argv0", "--seccomp", "--userns", "--pidns"):
+            i += 2
+        elif arg in ("--setenv", "--symlink", "--file", "--bind-data", "--ro-bind-data"):
+            i += 3
+        else:
+            i += 1
     return found
 
 
-def without_secrets(env: dict[str, str], key_names: Iterable[str] = ()) -> dict[str, str]:
-    """`env` less what may hold a secret: the named key variables, and by name API keys, tokens, passwords,
-    secrets, cloud credentials and agent sockets."""
-    names = set(key_names)
-    return {k: v for k, v in env.items() if k not in names and not _secret_name(k.upper())}
+def bwrap_version(bwrap: str) -> Optional[tuple[int, ...]]:
+    """bubblewrap's version (from `--version`), None when it does not say."""
+    return _version(shutil.which(bwrap) or bwrap)
 
 
-def _secret_name(name: str) -> bool:
-    return (name.endswith(SECRET_ENV_SUFFIXES) or name.startswith(SECRET_ENV_PREFIXES)
-            or any(word in name for word in SECRET_ENV_WORDS) or name in SECRET_ENV_NAMES)
+@functools.lru_cache(maxsize=8)
+def _version(binary: str) -> Optional[tuple[int, ...]]:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.split()
+    try:
+        return tuple(int(n) for n in words[-1].split(".")) if words else None
+    except ValueError:
+        return None
 
 
 def hidden(path: Path, home: Optional[Path] = None, more: Iterable[Path] = ()) -> bool:

@@ -3,7 +3,9 @@
 `check: {script: "...", type: bash, timeout: 60, pattern: "..."}` (either or both):
 - `pattern`: a regular expression searched in the answer (multi-line mode);
 - `script`: run in the task's working directory through code_run (so sandboxed like the model's own
-  scripts), with the answer in the environment variable GA_ANSWER; it passes when it exits 0.
+  scripts), with the answer in the environment variable GA_ANSWER; it passes when it exits 0. It runs
+  isolated from what the task left there: python with -I, a clean environment (the sandbox's allow-list,
+  GA_ANSWER, PYTHONSAFEPATH), nothing of the task's directory on an import path.
 """
 from __future__ import annotations
 
@@ -14,9 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 if TYPE_CHECKING:
     from worker.tools import ToolContext
-
-ANSWER_ENV = "GA_ANSWER"
-
 
 class TaskCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -54,7 +53,7 @@ class TaskCheck(BaseModel):
 def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, str]:
     """(passed, one line saying what was checked or why it failed)."""
     # imported here, not at the top: validating a tasks file needs TaskCheck only
-    from worker.tools import REGISTRY
+    from worker.tools.code import CodeRunArgs, run_script
 
     done: list[str] = []
     if check.pattern is not None:
@@ -62,14 +61,8 @@ def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, 
             return False, f"the answer does not match /{check.pattern}/"
         done.append(f"the answer matches /{check.pattern}/")
     if check.script is not None:
-        tool = REGISTRY["code_run"]
-        env = ctx.env
-        env[ANSWER_ENV] = answer or ""
-        try:
-            result = tool.run(ctx, tool.args.model_validate({"script": check.script, "type": check.type,
-                                                             "timeout": check.timeout}))
-        finally:
-            env.pop(ANSWER_ENV, None)
+        result = run_script(ctx, CodeRunArgs(script=check.script, type=check.type, timeout=check.timeout, cwd=None),
+                            check_answer=answer or "")
         if not result.ok:
             return False, f"the check script failed: {_last_line(result.output)}"
         done.append("the check script exited 0")

@@ -22,6 +22,8 @@ class Record(BaseModel):
 class ToolResult:
     output: str
     ok: bool = True
-    evidence: bool = True  # a successful execution that verifies something (gate input)
+    # a successful execution that verifies something (gate input): only code_run says so, when its script exited 0
+    # (worker.evidence then leaves out echo and true); a file write, a read or a page scan never is
+    evidence: bool = False
     stop: Optional[Status] = None  # end the task with this status after this call
     data: dict[str, Any] = field(default_factory=dict)

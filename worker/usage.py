@@ -99,6 +99,36 @@ class Account:
                 self._hold(tokens, cost)
             return refusal
 
+    def reserve_call(self, prompt: int, prompt_cost: float, completion: int, choices: int, token_cost: float,
+                     cancelled: Optional[threading.Event] = None) -> tuple[str, int]:
+        """`reserve` for one model call whose reply may hold `choices` completions: its prompt bound, and each
+        completion cut to what the budget leaves once the prompt is held; ("", tokens per completion) once held
+        (hold `prompt + tokens * choices`), else (why not, 0). While calls in flight hold what this one needs,
+        wait for them to settle."""
+        with self.lock:
+            while True:
+                refusal = self._refusal(self.held_tokens, self.held_cost)
+                allowed = 0 if refusal else self._completion_room(prompt, prompt_cost, completion, choices, token_cost)
+                if allowed >= 1:
+                    self._hold(prompt + allowed * choices, prompt_cost + allowed * choices * token_cost)
+                    return "", allowed
+                if not self.in_flight:
+                    return refusal or (f"the task's budget cannot hold this call (its prompt alone is about {prompt:,} "
+                                       f"tokens, {choices} completion(s) asked for); send less"), 0
+                if cancelled is not None and cancelled.is_set():
+                    return "the task is ending", 0
+                self.lock.wait(0.5)
+
+    def _completion_room(self, prompt: int, prompt_cost: float, completion: int, choices: int, token_cost: float) -> int:
+        spent = self.usage + self.nested
+        allowed = completion
+        if self.max_tokens is not None:
+            allowed = min(allowed, (self.max_tokens - spent.total - self.held_tokens - prompt) // choices)
+        if self.max_cost is not None and token_cost > 0:
+            room = self.max_cost - spent.cost - self.held_cost - prompt_cost
+            allowed = min(allowed, int(room / (token_cost * choices)))
+        return allowed
+
     def reserve_rest(self, cancelled: Optional[threading.Event] = None) -> tuple[str, Optional[int], Optional[float]]:
         """`reserve` for a nested run: it holds all that is left, its budget (None: no limit)."""
         with self.lock:

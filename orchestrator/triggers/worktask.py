@@ -30,7 +30,7 @@ def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[s
         log.warning("sandbox_off", kind=kind, note="code_run runs unsandboxed (sandbox.mode: off)")
     try:
         with user_job(settings.home_dir, kind, now=clock):
-            result = run_one(task, settings, model_name=model_name, workdir=workdir)
+            result = run_one(task, settings, model_name=model_name, workdir=workdir, origin=kind)
     except (ModelConfigError, ModelError, MemoryStoreError, OSError) as exc:
         return {"status": "failed", "reason": redact_text(str(exc)), "started": started.isoformat(),
                 "seconds": round((clock() - started).total_seconds(), 3)}

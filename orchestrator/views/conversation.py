@@ -1,4 +1,4 @@
-"""`ga runs show RUN TASK`: one task's conversation in the terminal, turn by turn."""
+"""`ga runs show RUN TASK` and `ga sessions show ID`: one conversation in the terminal, turn by turn."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,9 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from orchestrator.views.runview import RunView, first_user_message
+from orchestrator.ledger import read_jsonl
+from orchestrator.views.columns import Paragraph
+from orchestrator.views.runview import RunView, conversation, first_user_message
 from worker.context import cut_head_tail
 
 SHOWN_CHARS = 1200  # of each tool result and argument; the full size is printed beside it
@@ -45,6 +47,52 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
         border = {"succeeded": "green", "unverified": "yellow"}.get(task.status, "red")
         console.print(Panel(Text(task.answer or task.reason), title="answer" if task.answer else "reason",
                             title_align="left", border_style=border))
+
+
+def print_session(console: Console, session: Any) -> None:
+    """A `ga run`/`ga chat` session (worker.conversations.Session): each exchange, what the person asked and the
+    turns that answered it; then the way to go on."""
+    usage = session.usage or {}
+    console.print(Paragraph(Text.assemble(
+        (session.id, "bold"), f" · {session.status or 'no reply yet'}",
+        f" · {session.exchanges} exchange{'s' if session.exchanges != 1 else ''}",
+        f" · {session.turns} turns · {usage.get('total', 0):,} tokens",
+        f" · ${usage.get('cost', 0) or 0:.4f} · {session.model or 'default model'}")))
+    console.print(Text(f"directory: {session.workdir}", style="dim"))
+    asked = _asked(session.history_path, session.first_task)
+    exchanges = conversation(session.history_path) if session.history_path.is_file() else []
+    if not exchanges:
+        console.print(Panel(Text(cut_head_tail(session.first_task, SHOWN_CHARS)), title="you", title_align="left",
+                            border_style="blue"))
+        console.print(Text("no reply recorded yet", style="yellow"))
+    for number, turns in enumerate(exchanges):
+        question = asked[number] if number < len(asked) else ""
+        console.print(Panel(Text(cut_head_tail(question, SHOWN_CHARS)), title="you", title_align="left",
+                            border_style="blue"))
+        for turn in turns:
+            console.print(_turn_panel(turn))
+    console.print(Text(f"go on: ga chat --resume {session.id}\n   or: ga run --continue {session.id} \"…\""))
+
+
+def _asked(history: Any, first_task: str) -> list[str]:
+    """What the person wrote at the start of each exchange: the first task, then each follow-up (the user message
+    that ends the first request of an exchange; an exchange starts at turn 1)."""
+    asked = []
+    for record in read_jsonl(history):
+        if record.get("turn") != 1 or "received" not in record:
+            continue
+        if not asked:
+            asked.append(first_task)
+            continue
+        users = [m for m in record.get("sent") or [] if m.get("role") == "user"]
+        asked.append(_text(users[-1].get("content")) if users else "")
+    return asked
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
 
 
 def _live_from(summary: dict[str, Any], task_id: str) -> int:

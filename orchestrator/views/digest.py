@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.views.columns import Paragraph
 from orchestrator.views.runview import TaskView
 from orchestrator.views.tables import tasks_table
 
@@ -20,8 +21,8 @@ GOOD = ("succeeded", "unverified")
 def print_run_digest(console: Console, result: Any) -> None:
     """At most ~60 lines, whatever the number of tasks (`result` is an orchestrator.Run)."""
     failed = [r for r in result.results if r.status not in GOOD]
-    console.print(f"run {result.run_id}: {result.status} · {result.summary.tasks.total:,} tasks; every task: "
-                  f"`ga runs show {result.run_id}`", highlight=False, soft_wrap=True)
+    console.print(Paragraph(f"run {result.run_id}: {result.status} · {result.summary.tasks.total:,} tasks · every "
+                            f"task: `ga runs show {result.run_id}`"))
     if failed:
         console.print(tasks_table([_view(r) for r in failed[:FAILED_ROWS]], title=f"failed: {len(failed):,}"
                                   + (f" (the first {FAILED_ROWS})" if len(failed) > FAILED_ROWS else "")))
@@ -31,7 +32,7 @@ def print_run_digest(console: Console, result: Any) -> None:
     if result.unfinished:
         shown = ", ".join(result.unfinished[:UNFINISHED_IDS])
         more = f" and {len(result.unfinished) - UNFINISHED_IDS:,} more" if len(result.unfinished) > UNFINISHED_IDS else ""
-        console.print(f"unfinished: {shown}{more}", highlight=False, soft_wrap=True)
+        console.print(Paragraph(f"unfinished: {shown}{more}"))
 
 
 def _view(record: Any) -> TaskView:

@@ -85,6 +85,11 @@ def render_markdown(view: RunView) -> str:
         text = " ".join((t.answer if t.status == "succeeded" else t.reason or t.answer).split())[:120].replace("|", "\\|")
         lines.append(f"| {t.task_id} | {t.status} | {len(t.attempts)} | {t.turns} | {t.usage.get('total', 0):,} "
                      f"| ${t.usage.get('cost', 0):.4f} | {t.seconds:.1f} | {text} |")
+    kept = view.summary.get("memory_kept") or {}
+    if kept:  # what each task's memory commit committed, left for review, or could not keep
+        lines += ["", "## Memory", "", "| task | committed | proposed | not kept | proposal |", "|---|---|---|---|---|"]
+        lines += [f"| {task} | {k.get('committed', 0)} | {k.get('proposed', 0)} | {k.get('refused', 0)} "
+                  f"| {k.get('proposal') or ''} |" for task, k in sorted(kept.items())]
     lines += ["", f"Conversations: `ga runs show {view.run_id} TASK`, or report.html beside this file.", ""]
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.records import TaskRecord
+from orchestrator.views.columns import INDENT, Column, Paragraph, fit, join
 from orchestrator.views.progress import status_counts, status_style
 from orchestrator.views.runview import REDUCE, TaskView, driver_holds, every_attempt, read_attempts, task_view
 
@@ -137,30 +138,46 @@ def write_json(run: RunDir, out: IO[str]) -> None:
 
 class RowPrinter:
     """The tasks table, a row a line, its columns fixed before the first row (the id column as wide as the longest
-    planned id) and the answer cut to the console's width."""
+    planned id), drawn as orchestrator/views/columns.py draws a table: the answer gives way, cut to the width; when
+    the ids and numbers alone do not fit, each id has a line of its own."""
 
-    COLUMNS = (("status", 11, "<"), ("attempts", 8, ">"), ("turns", 5, ">"), ("tokens", 10, ">"), ("cost", 9, ">"))
+    COLUMNS = (Column("status", whole=True), Column("attempts", right=True, whole=True),
+               Column("turns", right=True, whole=True), Column("tokens", right=True, whole=True),
+               Column("cost", right=True, whole=True), Column("answer / reason", least=ANSWER_MIN))
+    NATURAL = (11, 8, 5, 10, 9)  # widths of the columns before the answer
 
     def __init__(self, console: Console, id_width: int) -> None:
-        self.console, self.id_width = console, max(id_width, len("task"))
-        used = self.id_width + sum(width + 1 for _, width, _ in self.COLUMNS) + 1
-        self.answer_width = max(ANSWER_MIN, console.width - used)
+        self.console = console
+        width = console.width
+        self.columns = [Column("task", whole=True), *self.COLUMNS]
+        natural = [max(id_width, len("task")), *self.NATURAL, width]
+        self.gap, fitted = fit(self.columns, natural, width)
+        self.own_line = fitted is None  # the id on a line of its own, the rest under it
+        if fitted is None:
+            self.gap, fitted = fit(self.COLUMNS, natural[1:], width - INDENT)
+        self.fitted = fitted or [*self.NATURAL, ANSWER_MIN]
         self.pending = Text()
         self.count = 0
-        head = f"{'task':<{self.id_width}} " + " ".join(f"{n:{a}{w}}" for n, w, a in self.COLUMNS) + " answer / reason"
-        console.print(Text(head, style="bold"), soft_wrap=True)
-        console.print(Text("─" * min(console.width, used + self.answer_width)), soft_wrap=True)
+        if self.own_line:
+            console.print(Text("task", style="bold"), soft_wrap=True)
+        shown = self.COLUMNS if self.own_line else self.columns
+        indent = " " * INDENT if self.own_line else ""
+        console.print(Text(indent) + join([Text(c.header, style="bold") for c in shown], shown, self.fitted, self.gap),
+                      soft_wrap=True)
+        console.print(Text(indent + "─" * (sum(self.fitted) + self.gap * (len(self.fitted) - 1)), style="dim"),
+                      soft_wrap=True)
 
     def row(self, task: TaskView, attempts: int) -> None:
         text = " ".join((task.answer if task.status == "succeeded" else task.reason or task.answer).split())
-        if len(text) > self.answer_width:
-            text = text[:self.answer_width - 1] + "…"
-        cells = (str(attempts), str(task.turns), f"{task.usage.get('total', 0) or 0:,}",
-                 f"${task.usage.get('cost', 0) or 0:.4f}")
-        self.pending.append(f"{task.task_id:<{self.id_width}} ")
-        self.pending.append(f"{task.status:<11}", style=status_style(task.status))
-        self.pending.append(" " + " ".join(f"{cell:>{width}}" for cell, (_, width, _) in zip(cells, self.COLUMNS[1:]))
-                            + f" {text}\n")
+        cells = [Text(task.status, style=status_style(task.status)), Text(str(attempts)), Text(str(task.turns)),
+                 Text(f"{task.usage.get('total', 0) or 0:,}"), Text(f"${task.usage.get('cost', 0) or 0:.4f}"),
+                 Text(text[:self.fitted[-1] + 1])]
+        if self.own_line:
+            self.pending.append(task.task_id + "\n")
+            self.pending.append_text(Text(" " * INDENT) + join(cells, self.COLUMNS, self.fitted, self.gap))
+        else:
+            self.pending.append_text(join([Text(task.task_id), *cells], self.columns, self.fitted, self.gap))
+        self.pending.append("\n")
         self.count += 1
         if self.count % ROWS_PER_PRINT == 0:
             self.flush()
@@ -177,13 +194,13 @@ def print_table(console: Console, run: RunDir) -> None:
     recorded = run.summary()
     summary = recorded.model_dump(mode="json") if recorded else {}
     status = run_status(run, summary)
-    console.print(f"run {run.run_id}: {status}\ndirectory: {run.path}", highlight=False, soft_wrap=True)
+    console.print(Paragraph(f"run {run.run_id}: {status}\ndirectory: {run.path}"))
     if summary:
         usage = summary["usage"]
-        console.print(f"{status_counts(summary['tasks'])} · {usage['total']:,} tokens · ${usage['cost']:.4f} · "
-                      f"{summary.get('seconds') or 0:.1f}s", highlight=False, soft_wrap=True)
+        console.print(Paragraph(f"{status_counts(summary['tasks'])} · {usage['total']:,} tokens · "
+                                f"${usage['cost']:.4f} · {summary.get('seconds') or 0:.1f}s"))
         if summary.get("stop_note"):
-            console.print(f"[yellow]{summary['stop_note']}[/yellow]", highlight=False, soft_wrap=True)
+            console.print(Paragraph(summary["stop_note"], "yellow"))
     planned = planned_ids(run)
     rows = RowPrinter(console, max(map(len, planned), default=len(REDUCE)))
     counts = {"total": 0, "succeeded": 0, "unverified": 0, "unfinished": 0}
@@ -209,5 +226,4 @@ def print_table(console: Console, run: RunDir) -> None:
         show(reduce, 1, True)
     rows.flush()
     if not summary:
-        console.print(f"{status_counts(counts)} · {spent['total']:,} tokens · ${spent['cost']:.4f}", highlight=False,
-                      soft_wrap=True)
+        console.print(Paragraph(f"{status_counts(counts)} · {spent['total']:,} tokens · ${spent['cost']:.4f}"))

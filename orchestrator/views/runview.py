@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from memory_shared.fsutil import is_abandoned
 from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.views.runlist import list_runs
 
 REDUCE = "reduce"
 
@@ -116,8 +117,9 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     run = RunDir.existing(runs_dir, run_id)
     now = time.time() if now is None else now
     spec = readable_spec(run)
-    models = {t["id"]: str(t.get("model") or "") for t in spec.get("tasks") or []}
-    models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), ""))
+    default = default_model(run.path)  # a task that names no model ran on the one its run recorded
+    models = {t["id"]: str(t.get("model") or default) for t in spec.get("tasks") or []}
+    models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), default))
     records = [event.model_dump(exclude_none=True) for event in run.ledger_records()]
     results: dict[str, Any] = {task_id: r.model_dump() for task_id, r in run.results().items()}
     reduce_result = _reduce_result(run.path)
@@ -142,6 +144,16 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
             task.seconds = _seconds(task.attempts)
     marks = [r for r in records if "task_id" not in r and r["event"] not in ("run_started", "run_resumed")]
     return RunView(run.run_id, run.path, spec.get("name", ""), status, started, finished, tasks, summary, marks)
+
+
+def default_model(run_path: Path) -> str:
+    """The model a run's tasks ran on when they name none: worker.model as its request_settings.json recorded it
+    (orchestrator/fanout.py writes it as the run starts); "" when it has none."""
+    try:
+        recorded = json.loads((run_path / "request_settings.json").read_text(encoding="utf-8"))
+        return str((recorded.get("worker") or {}).get("model") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def history_path(run_path: Path, task_id: str) -> Path:
@@ -175,8 +187,6 @@ def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
 
 def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
     """The fan-outs a `ga run`/`ga chat` session started (their run_started line names it), newest first."""
-    from orchestrator.ledger import list_runs
-
     rows = []
     for row in list_runs(runs_dir):
         first = next(read_jsonl(Path(row["path"]) / "ledger.jsonl"), {})

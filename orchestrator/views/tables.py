@@ -1,47 +1,43 @@
-"""The tables of runs and tasks the `ga` commands print, made to fit 80 columns: the ids a later command
-needs are shown whole, the other columns give way."""
+"""The tables of runs and tasks the `ga` commands print, made to fit 80 columns (orchestrator/views/columns.py): the
+ids a later command needs are shown whole, the answers give way."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
+from orchestrator.views.columns import Column, Rows
 from orchestrator.views.progress import status_style
 from orchestrator.views.runview import TaskView
 
-
-def whole_id_column(table: Table, header: str, ids: list[str]) -> None:
-    """A column that never cuts or wraps the ids a later command needs: the other columns give way."""
-    table.add_column(header, no_wrap=True, overflow="ignore", min_width=max(map(len, ids), default=len(header)))
+ANSWER_CHARS = 160  # of an answer or reason in a task's row, before the width cuts it further
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`ga runs list`: one row per run (orchestrator.ledger.list_runs), newest first."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    whole_id_column(table, "run", [r["run_id"] for r in rows])  # every `ga runs` command takes it
-    table.add_column("status", overflow="ellipsis", no_wrap=True, min_width=7)
-    for column in ("done", "failed", "unverified", "tokens", "cost"):
-        table.add_column(column, justify="right", overflow="fold")
-    for r in rows:
-        table.add_row(r["run_id"], r["status"], f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}",
-                      str(r["failed"]), str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}")
-    return table
+def runs_table(rows: list[dict[str, Any]]) -> Rows:
+    """`ga runs list`: one row per run (orchestrator.views.runlist.list_runs), newest first."""
+    columns = [Column("run", whole=True), Column("status", whole=True),
+               *(Column(name, right=True, whole=True) for name in ("done", "failed", "unverified", "tokens", "cost"))]
+    def cells(r: dict[str, Any]) -> list[Any]:
+        if r["status"] == "damaged":  # its records cannot be read: one line, nothing else known
+            return [r["run_id"], Text("damaged", style="red"), "-", "-", "-", "-", "-"]
+        return [r["run_id"], Text(r["status"], style=status_style(r["status"])),
+                f"{r['finished']}/{r['tasks'] if r['tasks'] is not None else '?'}", str(r["failed"]),
+                str(r["unverified"]), f"{r['tokens'] or 0:,}", f"${r['cost'] or 0:.4f}"]
+
+    return Rows(columns, [cells(r) for r in rows])
 
 
-def tasks_table(tasks: list[TaskView], attempts: bool = False, title: Optional[str] = None) -> Table:
+def tasks_table(tasks: list[TaskView], attempts: bool = False, title: Optional[str] = None) -> Rows:
     """One row per task, finished or not (an interrupted task shows the turns and tokens it spent)."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    whole_id_column(table, "task", [t.task_id for t in tasks])
-    table.add_column("status", no_wrap=True, min_width=6, overflow="ellipsis")
-    for column in (["attempts"] if attempts else []) + ["turns", "tokens", "cost"]:
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("answer / reason", min_width=12, overflow="fold")  # the one column that gives way
+    columns = [Column("task", whole=True), Column("status", whole=True),
+               *(Column(name, right=True, whole=True) for name in (["attempts"] if attempts else []) + ["turns",
+                                                                                                      "tokens", "cost"]),
+               Column("answer / reason", least=12)]
+    rows = []
     for task in tasks:
         text = " ".join((task.answer if task.status == "succeeded" else task.reason or task.answer).split())
-        table.add_row(Text(task.task_id), Text(task.status, style=status_style(task.status)),
-                      *([str(len(task.attempts))] if attempts else []), str(task.turns),
-                      f"{task.usage.get('total', 0):,}", f"${task.usage.get('cost', 0) or 0:.4f}",
-                      Text(text[:160] + ("…" if len(text) > 160 else "")))
-    return table
+        rows.append([task.task_id, Text(task.status, style=status_style(task.status)),
+                     *([str(len(task.attempts))] if attempts else []), str(task.turns),
+                     f"{task.usage.get('total', 0):,}", f"${task.usage.get('cost', 0) or 0:.4f}",
+                     text[:ANSWER_CHARS] + ("…" if len(text) > ANSWER_CHARS else "")])
+    return Rows(columns, rows, title=title or "")

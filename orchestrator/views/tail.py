@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.views.columns import Paragraph
 from orchestrator.views.runview import driver_holds, readable_spec
 
 TAIL_FIELDS = ("attempt", "worker", "step", "status", "exit_code", "tasks", "todo", "workers", "executor", "from",
@@ -19,14 +20,22 @@ def print_events(console: Console, run: RunDir, lines: int, follow: bool) -> Non
     width = max([len(t.get("id", "")) for t in readable_spec(run).get("tasks") or []] + [len("run")])
     records = list(read_jsonl(ledger))
     for record in records[-lines:] if lines > 0 else []:
-        console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
+        show(console, event_line(record, width))
     seen = len(records)
     while follow and not any(r["event"] == "run_finished" for r in records[-1:]) and driver_holds(run.path):
         time.sleep(0.5)
         records = list(read_jsonl(ledger))
         for record in records[seen:]:
-            console.print(event_line(record, width), highlight=False, markup=False, soft_wrap=True)
+            show(console, event_line(record, width))
         seen = len(records)
+
+
+def show(console: Console, line: str) -> None:
+    """One event: on a terminal broken between its parts and words; elsewhere one line, for grep and scripts."""
+    if console.is_terminal:
+        console.print(Paragraph(line))
+    else:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def event_line(record: dict[str, Any], task_width: int = 12) -> str:

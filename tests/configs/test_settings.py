@@ -13,10 +13,10 @@ def write(path: Path, text: str) -> Path:
 
 def test_layers_override_in_order(tmp_path):
     user = write(tmp_path / "user.yaml", "worker:\n  max_turns: 7\n  code_timeout: 5\n")
-    project = write(tmp_path / "ga.yaml", "worker:\n  max_turns: 9\n")
+    project = write(tmp_path / "ga.yaml", "worker:\n  max_turns: 5\n")  # a project file may lower a limit
     env = {"GA_HOME": str(tmp_path / "h"), "GA_WORKER__CODE_TIMEOUT": "11", "GA_MODEL": "scripted:x.yaml"}
     s = load_settings({"fanout.concurrency": 3}, user_file=user, project_file=project, environ=env)
-    assert s.worker.max_turns == 9
+    assert s.worker.max_turns == 5
     assert s.worker.code_timeout == 11
     assert s.worker.model == "scripted:x.yaml"
     assert s.fanout.concurrency == 3

@@ -6,7 +6,9 @@ import json
 import pytest
 import structlog
 
-from memory_shared.gate import NO_EVIDENCE, TASK_FAILED, Execution, GateReport, StagedChange, consolidate
+from memory_shared.bounds import Bounds
+from memory_shared.gate import NO_EVIDENCE, TASK_FAILED, Execution, GatePolicy, GateReport, StagedChange, consolidate
+from memory_shared.proposals import load_proposals
 
 FACTS = "L2/facts.md"
 ENV = "## Environment\n"
@@ -60,7 +62,10 @@ def test_accepted_changes_commit_once_and_the_message_names_the_evidence(store):
     assert report.generation == 1 and len(report.accepted) == 3 and report.refused == []
     [_, commit] = store.log()
     assert commit.author == "worker:task-42"
-    assert sorted(commit.paths) == ["L2/facts.md", "L3/README.md", "L3/sop.md"]
+    assert sorted(p for p in commit.paths if not p.endswith(".prov")) == [
+        "L2/facts.md", "L3/README.md", "L3/sop.md"]
+    records = sorted(p.rsplit(".", 2)[0] for p in commit.paths if p.endswith(".prov"))
+    assert records == ["L2/.facts.md", "L3/.sop.md"]  # beside what they vouch for; a delete leaves no record
     first = commit.message.splitlines()[0]
     assert "task-42" in first and "call_1, call_4" in first
     assert "call_2" not in first and "call_6" not in first and "call_9" not in first  # no evidence / failed / later
@@ -68,18 +73,22 @@ def test_accepted_changes_commit_once_and_the_message_names_the_evidence(store):
         assert "- python is 3.11" in snap.read(FACTS) and snap.read("L3/README.md") is None
 
 
-def test_conflict_commits_nothing_and_says_why(store):
+def test_a_conflict_is_merged_on_head_and_what_still_conflicts_waits_as_a_proposal(store):
     with store.transaction(message="someone else", author="worker:other") as txn:
         txn.write("L3/shared.md", "theirs\n")
-        txn.write(FACTS, "# rewritten\n")
-    changes = [note(2, "mine"), StagedChange(3, "call_3", "write", "L3/shared.md", text="mine\n")]
+        txn.write(FACTS, txn.read(FACTS).replace("## User preferences\n", "## User preferences\n- theirs\n"))
+    changes = [note(2, "mine"), StagedChange(3, "call_3", "write", "L3/shared.md", text="mine\n"),
+               fact(4, "- mine")]
     report = consolidate(store, changes, [run(1)], task_id="t2", task_succeeded=True, author="worker:t2", base=0)
-    assert report.generation is None and report.accepted == []
-    assert [c.seq for c, _ in report.refused] == [2, 3]
-    assert all(reason.startswith("CommitConflict: ") and "worker:other" in reason for _, reason in report.refused)
-    assert store.head() == 1
+    assert report.generation == 2 and report.refused == []
+    assert sorted(c.path for c in report.accepted) == [FACTS, "L3/mine.md"]
+    assert [(c.path, why) for c, why in report.held] == [
+        ("L3/shared.md", "conflicts with a change another task committed meanwhile (kept for review)")]
     with store.snapshot() as snap:
-        assert snap.read("L3/mine.md") is None and snap.read("L3/shared.md") == "theirs\n"
+        assert snap.read("L3/mine.md") == "note mine\n" and snap.read("L3/shared.md") == "theirs\n"
+        assert "- theirs" in snap.read(FACTS) and "- mine" in snap.read(FACTS)  # both kept
+        [held] = load_proposals(snap.path)
+    assert held.id == report.proposal and held.changes[0]["text"] == "mine\n"
 
 
 def test_a_patch_still_unique_rebases_onto_a_newer_head(store):
@@ -92,13 +101,28 @@ def test_a_patch_still_unique_rebases_onto_a_newer_head(store):
     assert "- python is 3.11" in text and "- ray 2.x" in text
 
 
-def test_l1_too_large_commits_nothing(store):
+def test_a_task_filling_l1_waits_for_review(store):
     huge = "\n".join(f"- line {i}" for i in range(40)) + "\n"
     changes = [note(2), StagedChange(3, "call_3", "write", "L1/index.md", text=huge)]
     report = consolidate(store, changes, [run(1)], task_id="t4", task_succeeded=True, author="worker:t4", base=0)
-    assert report.generation is None and store.head() == 0
-    assert {c.seq for c, _ in report.refused} == {2, 3}
-    assert all("L1TooLarge" in reason and "L2/facts.md" in reason for _, reason in report.refused)
+    assert report.generation == 1 and report.accepted == [] and report.refused == []
+    assert {c.seq for c, _ in report.held} == {2, 3}
+    assert all("a task may add at most 6" in why for _, why in report.held)
+    with store.snapshot() as snap:
+        assert "- line 1" not in snap.read("L1/index.md") and snap.read("L3/a.md") is None
+
+
+def test_a_full_l1_keeps_the_pointer_for_review_and_lands_the_rest(store):
+    huge = "\n".join(f"- line {i}" for i in range(40)) + "\n"
+    changes = [note(2), StagedChange(3, "call_3", "write", "L1/index.md", text=huge)]
+    policy = GatePolicy(bounds=Bounds(rewrite_share=1.0, l1_task_share=1.0, l1_max_lines=100))
+    report = consolidate(store, changes, [run(1)], task_id="t4", task_succeeded=True, author="worker:t4", base=0,
+                         policy=policy)
+    assert report.generation == 1 and [c.seq for c in report.accepted] == [2] and report.refused == []
+    [(held, why)] = report.held
+    assert held.seq == 3 and why.startswith("L1 is full, kept for review") and "L2/facts.md" in why
+    with store.snapshot() as snap:
+        assert snap.read("L3/a.md") == "note a\n" and "- line 1" not in snap.read("L1/index.md")
 
 
 def test_a_change_the_store_cannot_stage_is_refused_alone(store):
@@ -109,7 +133,7 @@ def test_a_change_the_store_cannot_stage_is_refused_alone(store):
     reasons = dict((c.seq, r) for c, r in report.refused)
     assert "0 matches" in reasons[3] and "outside.md" in reasons[4]
     assert store.log()[-1].message.splitlines() == [
-        "consolidate t5: 1 change(s); evidence: task t5, calls call_1", "write L3/a.md (call call_2)"]
+        "consolidate t5: 1 change(s); evidence: task t5, calls call_1", "write L3/a.md (call call_2; proposed)"]
 
 
 def test_every_refusal_is_logged_with_its_reason(store):

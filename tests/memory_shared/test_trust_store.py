@@ -149,10 +149,11 @@ SKILLTREE_TASK = {"tasks": [{"match": ".*", "turns": [
 ]}]}
 
 
-def run_task_writing_skilltree(tmp_path: Path, text: str) -> dict:
+def run_task_writing_skilltree(tmp_path: Path, text: str, admit: str = "verified") -> dict:
     script = tmp_path / "task.yaml"
     script.write_text(yaml.safe_dump(json.loads(json.dumps(SKILLTREE_TASK).replace('"TREE"', json.dumps(text)))))
-    done = run_ga("run", "remember", "--model", f"scripted:{script}", "--json", cwd=tmp_path, env=NO_MODEL)
+    done = run_ga("run", "remember", "--model", f"scripted:{script}", "--json", cwd=tmp_path,
+                  env={**NO_MODEL, "GA_MEMORY__ADMIT": admit})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -172,8 +173,9 @@ def test_a_task_cannot_commit_a_skilltree_that_does_not_parse(root: Path, tmp_pa
 
 
 def test_a_task_can_commit_a_valid_skilltree(root: Path, tmp_path: Path) -> None:
+    """Under memory.admit auto (under verified it waits for review: nothing re-runs a tree)."""
     tree = {"version": 1, "skills": {"x": {"name": "X", "category": "web", "created": "2026-01-01T00:00:00Z"}}}
-    run_task_writing_skilltree(tmp_path, json.dumps(tree))
+    run_task_writing_skilltree(tmp_path, json.dumps(tree), admit="auto")
     assert MemoryStore(root).head() == 6
     shown = run_ga("skills", "show", "--json")
     assert shown.returncode == 0 and "x" in json.loads(shown.stdout)["skills"], shown.stdout + shown.stderr

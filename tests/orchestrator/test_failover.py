@@ -13,11 +13,19 @@ from tests.fanout_support import answer_task, ledger, read_jsonl, start_server
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's models.yaml under a HOME of the test's own (a project models.yaml may not add models)."""
+    folder = tmp_path / "home" / ".config" / "ga"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return folder / "models.yaml"
+
+
 def test_a_failing_endpoint_fails_over_to_the_next_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     down = start_server({"faults": [{"kind": "server_error"}], "tasks": [answer_task("survey")]}, tmp_path / "down.jsonl")
     up = start_server({"tasks": [answer_task("survey", "from the backup")]}, tmp_path / "up.jsonl")
-    monkeypatch.chdir(tmp_path)  # ./models.yaml is the project's model file
-    (tmp_path / "models.yaml").write_text(f"""models:
+    user_models(tmp_path, monkeypatch).write_text(f"""models:
   primary: {{base_url: "{down.base_url}", model: scripted, max_retries: 1, backoff_base: 0.05, fallbacks: [backup]}}
   backup: {{base_url: "{up.base_url}", model: scripted}}
 """)
@@ -40,8 +48,7 @@ def test_a_failing_endpoint_fails_over_to_the_next_model(tmp_path: Path, monkeyp
 
 def test_without_fallbacks_the_task_fails_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     down = start_server({"faults": [{"kind": "server_error"}], "tasks": [answer_task("survey")]}, tmp_path / "down.jsonl")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "models.yaml").write_text(
+    user_models(tmp_path, monkeypatch).write_text(
         f'models:\n  primary: {{base_url: "{down.base_url}", model: scripted, max_retries: 1, backoff_base: 0.05}}\n')
     try:
         run = fanout({"tasks": [{"id": "s1", "prompt": "survey one"}], "defaults": {"model": "primary"}},

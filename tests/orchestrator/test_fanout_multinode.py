@@ -47,7 +47,8 @@ recall = {"match": "recall", "turns": [
     {"content": "reading", "tool_calls": [{"name": "file_read", "arguments": {"path": "memory/L2/facts.md"}}]},
     {"content": "Facts:", "echo_last_tool_result": True}]}
 
-settings = load_settings({"fanout.slots_per_actor": 1})  # one process per slot: SPREAD puts them on both nodes
+# one process per slot: SPREAD puts them on both nodes; memory.admit auto: the facts land (nothing verifies a fact)
+settings = load_settings({"fanout.slots_per_actor": 1, "memory.admit": "auto"})
 with ScriptedServer({"tasks": [learn(i) for i in range(4)] + [recall]}) as server:
     model = {"model": f"scripted@{server.base_url}"}
     first = fanout({"tasks": [{"id": f"learn-{i}", "prompt": f"learn {i}"} for i in range(4)], "concurrency": 2,

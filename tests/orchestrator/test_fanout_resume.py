@@ -134,7 +134,8 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
         assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
-        assert f"resume with `ga fanout --resume {run_dir.name}`" in out.decode()  # a command that works as printed
+        shown = " ".join(out.decode().split())  # the hint may be broken between words at the terminal's width
+        assert f"resume with `ga fanout --resume {run_dir.name} --out {runs}`" in shown  # works as printed
         (run_dir / "calm").write_text("ok")
         run = fanout(tasks_file, resume=run_dir.name, out=runs, display="quiet")
     finally:

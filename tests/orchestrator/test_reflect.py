@@ -53,6 +53,11 @@ def check():
     assert [json.loads(line)["task_id"] for line in logged] == [records[0]["task_id"]]
     assert Path(records[0]["history"]).is_file() and Path(records[0]["history"]).is_relative_to(runs_in_tmp)
 
+    calls.unlink()
+    shown = invoke_ga("reflect", str(trigger), "--model", MODEL, "--workdir", str(work), "--max-cycles", "5")
+    assert shown.exit_code == 0, shown.output
+    assert "Call the bank" in shown.stdout  # the answer, printed after the task's line
+
 
 def test_the_trigger_is_reloaded_when_it_changes_and_a_broken_edit_keeps_the_last_good_one(tmp_path, ga_home):
     calls = tmp_path / "calls.txt"

@@ -4,6 +4,7 @@ the recordings kept in the repository (tests/fixtures/, tests/real_model/)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from memory_shared import MemoryStore
 from orchestrator import fanout
 from orchestrator.replay import replay
 from tests.fanout_support import read_jsonl
-from tests.ga_support import invoke_ga
+from tests.ga_support import invoke_ga, run_ga
 from tests.real_model_support import ALPHA_WORDS, FIXTURES, names
 from worker.scripted import ScriptedServer
 
@@ -76,6 +77,8 @@ def test_a_changed_input_stops_the_replay_at_the_turn_of_its_tool(tmp_path, reco
     result = replay_cli(str(run_dir), "t0", out=tmp_path / "replays")
     assert result.exit_code == 1, result.output
     assert "task t0, turn 1: the output of code_run differs from the recording" in result.output
+    shown = [line.strip() for line in result.output.splitlines()]
+    assert "-['3', '4', '5']" in shown and "+['3', '4', '6']" in shown, result.output  # both sides, as a diff
     assert "turn 2" not in result.output  # stopped there
     kept = replay_cli(str(run_dir), "t0", "--keep-going", "--json", out=tmp_path / "kept")
     assert kept.exit_code == 1
@@ -155,7 +158,8 @@ def test_what_cannot_be_replayed_is_one_line(tmp_path, recorded):
 # The real-model recordings were made by the ga of 2026-11-30; where this ga builds another request from the
 # same replies, the replay names the turn and field. None: replays identically.
 REAL_MODEL = {
-    "qwen0.5b-text-fib": None,
+    # ga now answers a lone code block with a correction (nothing ran): it asks for a turn nobody recorded
+    "qwen0.5b-text-fib": (2, "end"),
     "qwen1.5b-text-fanout-reduce": None,
     # ga now reads the fenced JSON call in the text and runs it: it asks for a turn nobody recorded
     "qwen1.5b-native-fanout-fib": (2, "end"),
@@ -170,6 +174,10 @@ REAL_MODEL = {
     "qwen1.5b-text-fib": (2, "messages[2].content"),
 }
 
+# Python 3.10 prints no ^^^ line under a traceback's source line (3.11's fine-grained error locations): where a
+# recording made on 3.11 has a failed code_run, its re-run on 3.10 differs there first.
+ON_PYTHON_310 = {"qwen1.5b-native-fenced-json-rewritten-by-proxy": (1, "code_run")}
+
 
 def test_every_real_model_recording_has_an_expectation():
     assert sorted(REAL_MODEL) == names()
@@ -182,7 +190,7 @@ def test_real_model_recordings_replay_in_their_tool_mode(tmp_path, settings, nam
     outcome = replay(str(FIXTURES / f"{name}.history.jsonl"), settings=settings, runs_dir=tmp_path / "runs",
                      tool_mode=mode, inputs=[tmp_path / "alpha.txt"])
     [task] = outcome.tasks
-    expected = REAL_MODEL[name]
+    expected = ON_PYTHON_310.get(name, REAL_MODEL[name]) if sys.version_info < (3, 11) else REAL_MODEL[name]
     if expected is None:
         assert outcome.identical and outcome.exit_code == 0, [d.line() for d in task.divergences]
         return
@@ -192,9 +200,9 @@ def test_real_model_recordings_replay_in_their_tool_mode(tmp_path, settings, nam
 
 
 def test_a_history_file_replays_from_the_command_line(tmp_path):
-    result = replay_cli(str(FIXTURES / "qwen0.5b-text-fib.history.jsonl"), "--tool-mode", "text", out=tmp_path / "r")
+    result = replay_cli(str(FIXTURES / "qwen1.5b-text-fanout-reduce.history.jsonl"), "--tool-mode", "text", out=tmp_path / "r")
     assert result.exit_code == 0, result.output
-    assert "qwen0.5b-text-fib: unverified after 1 turn(s) · identical" in result.output
+    assert "qwen1.5b-text-fanout-reduce: unverified after 1 turn(s) · identical" in result.output
 
 
 LATE = {"tasks": [
@@ -229,9 +237,34 @@ def test_from_last_good_forks_a_failed_task_in_its_run_from_after_its_last_good_
     assert json.dumps(asked[0]) == json.dumps(count_turn_2)
     after = json.loads((run_dir / "summary.json").read_text())
     assert after["forks"] == {"count": f"{run_dir.name}/count@2"}
-    live = next(r for r in read_jsonl(run_dir / "results.jsonl") if r["task_id"] == "count")["usage"]["total"]
+    spent = next(r for r in read_jsonl(run_dir / "results.jsonl") if r["task_id"] == "count")["usage"]["total"]
     failed = before["per_task"]["count"]["total"]
-    assert 0 < live < failed and after["usage"]["total"] == before["usage"]["total"] - failed + live
+    live = spent - failed  # the retry keeps what the failed attempt spent and adds its live turns
+    assert 0 < live < failed and after["usage"]["total"] == before["usage"]["total"] + live
+    assert after["per_task"]["count"]["total"] == spent and after["fork_model"] == f"scripted@{server.base_url}"
     assert (run_dir / "tasks" / ".count.attempt-1" / "history.jsonl").is_file()  # the first attempt kept aside
     shown = invoke_ga("runs", "show", str(run_dir), "count")
     assert "the recording ends here: turn 2 on ran live" in shown.output
+
+
+def test_from_last_good_against_a_dead_endpoint_stops_after_the_preflight_in_one_line(tmp_path, monkeypatch):
+    """The fork's live model is the one the run recorded; when its endpoint is gone (a nested run's parent model, a
+    stopped server) the pre-flight says so in one line and nothing is retried or started."""
+    monkeypatch.setenv("GA_WORKER__SECOND_CHANCE", "0")
+    (tmp_path / "data.txt").write_text("3 4 5\n")
+    with ScriptedServer(LATE) as server:
+        tasks = tmp_path / "tasks.yaml"
+        tasks.write_text(json.dumps({"version": 1, "name": "late", "defaults": {"model": f"scripted@{server.base_url}"},
+                                     "tasks": [{"id": "count", "prompt": "Count the numbers in data.txt.",
+                                                "inputs": ["data.txt"]}]}))
+        first = invoke_ga("fanout", str(tasks), "--out", str(tmp_path / "runs"), "--no-preflight")
+    assert first.exit_code == 1, first.output
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    ledger = (run_dir / "ledger.jsonl").read_text()
+    done = run_ga("fanout", str(tasks), "--resume", run_dir.name, "--retry-failed", "--from-last-good", "--out",
+                  str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"endpoint {server.base_url} does not answer" in lines[0], done.stderr
+    assert "--model" in lines[0] and "nothing was started" in lines[0]
+    assert (run_dir / "ledger.jsonl").read_text() == ledger  # no attempt started

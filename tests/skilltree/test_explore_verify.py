@@ -35,10 +35,18 @@ def workdir(tmp: Path, files: dict[str, str], front: Optional[dict[str, Any]] = 
     elif front is not None:
         (folder / "report.md").write_text("---\n" + yaml.safe_dump(front) + "---\n" + body)
     history = tmp / "history.jsonl"
-    history.write_text("".join(json.dumps({"turn": n, "tool_results": [
-        {"id": f"call_{n}_0", "name": "code_run", "ok": ok, "output": f"exit code {0 if ok else 1}"}]}) + "\n"
+    call = {"type": "function", "function": {"name": "code_run", "arguments": json.dumps(
+        {"type": "bash", "script": "python3 add.py"})}}
+    history.write_text("".join(json.dumps({"turn": n, "received": {"tool_calls": [{**call, "id": f"call_{n}_0"}]},
+                                           "tool_results": [{"id": f"call_{n}_0", "name": "code_run", "ok": ok,
+                                                             "output": f"exit code {0 if ok else 1}"}]}) + "\n"
         for n, ok in enumerate(code_runs, 1)))
     return folder, history
+
+
+def memory_paths(commit: Any) -> list[str]:
+    """A commit's paths less its provenance records (tests/skilltree/test_explore_provenance.py checks those)."""
+    return [p for p in commit.paths if not p.endswith(".prov")]
 
 
 def front(**changes: Any) -> dict[str, Any]:
@@ -95,7 +103,7 @@ def test_a_hanging_script_is_killed_at_the_timeout(tmp_path: Path) -> None:
 
 def test_the_rerun_sees_no_secrets_of_the_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    script = "import os, sys\nsys.exit(1 if 'OPENAI_API_KEY' in os.environ else 0)\n"
+    script = "import os, sys\nprint(sorted(os.environ))\nsys.exit(1 if 'OPENAI_API_KEY' in os.environ else 0)\n"
     folder, history = workdir(tmp_path, {"add.py": script}, front())
     assert collect("t1", folder, "succeeded", history).outcome == "verified"
 
@@ -149,7 +157,7 @@ def test_a_verified_task_is_one_commit_and_consolidating_again_changes_nothing(t
     assert done.outcome == "skill" and done.generation == 1 and done.skill_id == "add-numbers"
     commit = store.log()[-1]
     assert commit.author == "ga explore" and "call_1_0" in commit.message
-    assert sorted(commit.paths) == sorted([L1_INDEX, "L3/data/add-numbers.md", "L3/scripts/add-numbers/add.py",
+    assert sorted(memory_paths(commit)) == sorted([L1_INDEX, "L3/data/add-numbers.md", "L3/scripts/add-numbers/add.py",
                                            report_path("run-a", "1-add"), "skilltree.json"])
     with store.snapshot() as snap:
         skill = load(snap.path).skills["add-numbers"]
@@ -181,7 +189,7 @@ def test_deepening_an_existing_skill_files_a_new_node_and_an_unverified_one_only
     found = collect("3-broken", bad, "succeeded", history3)
     done = consolidate_task(store, "run-b", plan_for("3-broken", "broken"), found, tokens=7, now=NOW)
     assert done.outcome == "report" and done.generation == 3
-    assert store.log()[-1].paths == ["reports/run-b/3-broken.md"]
+    assert memory_paths(store.log()[-1]) == ["reports/run-b/3-broken.md"]
     with store.snapshot() as snap:
         assert "broken" not in load(snap.path).skills
         stored = snap.read("reports/run-b/3-broken.md")
@@ -203,7 +211,7 @@ def test_a_skill_explored_again_updates_its_evidence_instead_of_filing_a_copy(tm
     found = collect("1-add", second, "succeeded", history2)
     done = consolidate_task(store, "run-b", plan_for("1-add", again["skill"]), found, tokens=1, now=NOW)
     assert done.outcome == "evidence" and done.skill_id == "add-numbers" and done.generation == 2
-    assert sorted(store.log()[-1].paths) == ["L3/data/add-numbers.md", "reports/run-b/1-add.md", "skilltree.json"]
+    assert sorted(memory_paths(store.log()[-1])) == ["L3/data/add-numbers.md", "reports/run-b/1-add.md", "skilltree.json"]
     with store.snapshot() as snap:
         tree = load(snap.path)
         assert list(tree.skills) == ["add-numbers"]

@@ -1,6 +1,8 @@
-"""Test support for the web tools: the fixture site on 127.0.0.1 and worker contexts on one shared browser.
+"""Test support for the web tools: the fixture site on 127.0.0.1 and worker contexts, each with its own browser.
 
-Test modules import the fixtures they use: `from web_fixtures.server import site, web_settings, browser_keeper, make_ctx`.
+Test modules import the fixtures they use: `from web_fixtures.server import site, web_settings, make_ctx`.
+The site is on the host's loopback, which a task's browser reaches only when `sandbox.network` lists it:
+web_settings list 127.0.0.1 (the browser then goes through the egress proxy, as a task's would).
 """
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ from configs import load_settings
 from worker.tools.base import ToolContext
 from worker.tools.web import WebExecuteJsArgs, WebScanArgs, web_execute_js, web_scan
 from worker.types import ToolResult
-from worker.web import WebSession
 
 ROOT = Path(__file__).parent
+SITE_NETWORK = {"sandbox.network": ["127.0.0.1"]}  # the fixture site's host: what a test's sandbox.network lists
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -60,20 +62,13 @@ def site() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def web_settings(tmp_path_factory):
-    return load_settings({"home": str(tmp_path_factory.mktemp("web-home"))})
-
-
-@pytest.fixture(scope="module")
-def browser_keeper(web_settings) -> Iterator[WebSession]:
-    """Holds a lease for the whole module, so its tests share one browser instead of relaunching it."""
-    keeper = WebSession(web_settings)
-    yield keeper
-    keeper.close()
+    return load_settings({"home": str(tmp_path_factory.mktemp("web-home")), **SITE_NETWORK})
 
 
 @pytest.fixture
-def make_ctx(tmp_path, web_settings, browser_keeper):
-    """A factory of worker contexts on the module's browser; their cleanup runs at the end of the test."""
+def make_ctx(tmp_path, web_settings):
+    """A factory of task contexts (each starts its own browser at its first web call); their cleanup runs at the
+    end of the test."""
     made: list[ToolContext] = []
 
     def make(name: str = "w", settings=None) -> ToolContext:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -170,12 +172,35 @@ def test_errors_that_cannot_succeed_are_not_retried(fault):
     assert ("HTTP 401" if fault == "unauthorized" else "HTTP 400") in str(caught.value)
 
 
-def test_malformed_tool_call_arguments_pass_through_unchanged():
+def test_unreadable_tool_call_arguments_carry_their_problem_and_the_script_they_held():
     script = {"tasks": [{"match": ".*", "turns": [{"tool_calls": [{"name": "code_run", "arguments": '{"script": "print(1)'}]}]}]}
     with ScriptedServer(script) as server:
         native = LLMClient(config(server)).chat(start(), TOOLS)
         text = LLMClient(config(server, tool_mode="text")).chat(start(), TOOLS)
-    assert native.tool_calls[0].arguments == text.tool_calls[0].arguments == '{"script": "print(1)'
+    for reply in (native, text):  # cut off inside the script: never repaired into a half script
+        call = reply.tool_calls[0]
+        assert (call.name, call.arguments) == ("code_run", "{}") and call.script_hint.startswith("print(1)")
+        assert "not valid JSON (Unterminated string starting at char" in call.problem
+    assert native.message["tool_calls"][0]["function"]["arguments"] == "{}"  # servers re-parse past arguments
+
+
+def test_python_literal_and_repairable_arguments_are_read_in_both_modes():
+    triple = '{"script": """\nprint(6 * 7)\n""", "type": "python", "timeout": 30}'  # the way a small model writes it
+    script = {"tasks": [{"match": ".*", "turns": [{"tool_calls": [
+        {"name": "code_run", "arguments": triple},
+        {"name": "code_run", "arguments": "{'script': 'print(1)', 'cwd': None}"},
+        {"name": "code_run", "arguments": '{"script": "print(2)",}'}]}]}]}
+    with ScriptedServer(script) as server:
+        native = LLMClient(config(server)).chat(start(), TOOLS)
+        text = LLMClient(config(server, tool_mode="text")).chat(start(), TOOLS)
+    for reply in (native, text):
+        assert [json.loads(c.arguments) for c in reply.tool_calls] == [
+            {"script": "\nprint(6 * 7)\n", "type": "python", "timeout": 30}, {"script": "print(1)", "cwd": None},
+            {"script": "print(2)"}]
+        assert not any(c.problem for c in reply.tool_calls)
+    # the history shows the calls as ga read them: well-formed JSON the model can copy
+    assert [json.loads(c["function"]["arguments"]) for c in native.message["tool_calls"]][0]["type"] == "python"
+    assert '"""' not in text.message["content"] and text.message["content"].count("<tool_use>") == 3
 
 
 def test_the_api_key_appears_in_no_error_repr_or_log(tmp_path, monkeypatch, capsys):
@@ -251,22 +276,23 @@ def test_ga_model_setting_and_unknown_names(tmp_path):
         assert name in message
 
 
-def test_project_models_yaml_adds_entries_and_tunes_but_does_not_repoint_them(tmp_path, monkeypatch):
+def test_project_models_yaml_tunes_entries_but_does_not_add_or_repoint_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "models.yaml").write_text(
-        "models:\n  mine:\n    base_url: http://127.0.0.1:1234/v1\n    model: local-7b\n    tool_mode: text\n"
-        "  gpt-4o-mini:\n    temperature: 0.5\n")
+    (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    temperature: 0.5\n    max_tokens: 512\n")
     settings = settings_without_model(tmp_path)
-    mine = resolve_model("mine", settings)
-    assert (mine.base_url, mine.model, mine.tool_mode, mine.api_key_env) == ("http://127.0.0.1:1234/v1", "local-7b", "text", None)
     tuned = resolve_model("gpt-4o-mini", settings)
     assert tuned.model == "gpt-4o-mini" and tuned.temperature == 0.5 and tuned.price_input == 0.15
+    assert tuned.max_tokens == 512
     (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    model: gpt-4o\n")
-    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.gpt-4o-mini.model is refused in a project"):
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:3: models.gpt-4o-mini.model is refused in a project"):
         resolve_model("gpt-4o-mini", settings)  # it would choose the model the user's name means (issue 22)
-    (tmp_path / "models.yaml").write_text("models:\n  mine:\n    base_url: http://x/v1\n    model: m\n    tool_mode: smoke\n")
-    with pytest.raises(ModelConfigError, match=r"models.yaml:5: model 'mine' field 'tool_mode'"):
-        resolve_model("mine", settings)
+    (tmp_path / "models.yaml").write_text("models:\n  mine:\n    base_url: http://127.0.0.1:1234/v1\n    model: m\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.mine is refused in a project file: a project "
+                                               r"file may not add a model"):
+        resolve_model("mine", settings)  # its base_url would decide where prompts go (issue 30)
+    (tmp_path / "models.yaml").write_text("models:\n  gpt-4o-mini:\n    tool_mode: smoke\n")
+    with pytest.raises(ModelConfigError, match=r"models.yaml:3: model 'gpt-4o-mini' field 'tool_mode'"):
+        resolve_model("gpt-4o-mini", settings)
 
 
 def test_scripted_file_model_runs_in_process(tmp_path):
@@ -498,3 +524,47 @@ def test_a_deepseek_style_reply_counts_its_cache_hits_and_keeps_finish_reason():
     assert got.usage.cost == pytest.approx((400 * 2.0 + 600 * 0.5 + 10 * 8.0) / 1e6)
     assert got.finish_reason == "length"
     assert [(c.id, c.name, json.loads(c.arguments)) for c in got.tool_calls] == [("call_1", "code_run", {"script": "1"})]
+
+
+class StuckServer:
+    """A server stopped mid-life: the kernel still accepts connections on its port, nobody ever answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.accepted: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_stuck_server_ends_the_request_at_its_first_timeout_not_after_every_retry():
+    stuck = StuckServer()
+    try:
+        cfg = ModelConfig(name="local", base_url=stuck.base_url, model="m", request_timeout=1.0, max_retries=5,
+                          backoff_base=0.01, backoff_max=0.02)
+        with pytest.raises(ModelError) as caught:
+            LLMClient(cfg).chat(start(), TOOLS)
+    finally:
+        stuck.close()
+    text = str(caught.value)
+    assert "no complete reply within 1s (request_timeout), and GET /models does not answer" in text
+    assert "restart it" in text and "\n" not in text
+    assert len(stuck.accepted) == 2  # the one request and the probe: not six requests of request_timeout each

@@ -3,6 +3,7 @@ HTTP, in native and text tool mode: what ga does with them now."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,10 +14,12 @@ from worker.history import replay
 NAME_ERROR = "last code_run failed: NameError: name 'fibonacci' is not defined"
 # recorded case -> (status, reason (prefix), code_run scripts run, text the answer contains)
 EXPECTED = {
-    "qwen0.5b-text-fib": ("unverified", "no tool ran", 0, "fibonacci(10)"),
+    # a lone code block is not an answer: corrected each time (the scripted server repeats the recorded reply)
+    "qwen0.5b-text-fib": ("failed", "3 replies in a row were not answers; last: ```python def fibonacci", 0, ""),
     "qwen1.5b-native-fanout-fib": ("unverified", NAME_ERROR, 1, "55"),
     "qwen1.5b-native-fanout-squares": ("succeeded", "", 1, "2870"),
-    "qwen1.5b-native-fanout-words": ("unverified", "last code_run failed: SyntaxError", 1, "SyntaxError"),
+    # `python -c '...'` with no type: plainly shell, so it runs as bash (it was a SyntaxError as python)
+    "qwen1.5b-native-fanout-words": ("succeeded", "", 1, "7"),
     "qwen1.5b-native-fenced-json-rewritten-by-proxy": ("unverified", NAME_ERROR, 1, "55"),
     "qwen1.5b-native-fib": ("unverified", NAME_ERROR, 1, "55"),
     "qwen1.5b-text-fanout-fib": ("unverified", NAME_ERROR, 1, "55"),
@@ -31,6 +34,14 @@ MODES = {"native": ("native", True), "text": ("text", True), "text-without-stop"
 def settings(tmp_path):
     # the recordings were made without the second chance: a note would ask for a reply nobody recorded
     return load_settings({"worker.max_turns": 6, "worker.second_chance": 0}, user_file=tmp_path / "none", project_file=tmp_path / "none")
+
+
+def tool_results(request: dict, mode: str) -> list[str]:
+    """The tool results a request carries, in order, in either tool mode."""
+    if mode == "native":
+        return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+    texts = [m["content"] for m in request["messages"] if m["role"] == "user" and isinstance(m.get("content"), str)]
+    return [found for text in texts for found in re.findall(r"<tool_result[^>]*>\n(.*?)\n</tool_result>", text, re.S)]
 
 
 def assistant_texts(request: dict) -> list[str]:
@@ -106,7 +117,7 @@ def test_a_failing_check_fails_the_task_and_a_passing_one_makes_it_succeed(tmp_p
     assert result.reason.startswith("check failed: the check script failed: exit code 1")
     assert result.check == {"passed": False, "detail": result.reason[len("check failed: "):]}
 
-    result, _, _ = replay_run(tmp_path / "b", settings, "qwen0.5b-text-fib", "text", check={"pattern": r"\b55\b"})
+    result, _, _ = replay_run(tmp_path / "b", settings, "qwen1.5b-text-fanout-reduce", "text", check={"pattern": r"\b55\b"})
     assert result.status == "failed" and result.reason == r"check failed: the answer does not match /\b55\b/"
 
     # the reduce's "1 2 3" is not backed by a tool run; a check that passes makes it succeed
@@ -118,18 +129,22 @@ def test_a_failing_check_fails_the_task_and_a_passing_one_makes_it_succeed(tmp_p
 def test_tool_call_tags_and_fences_in_any_mode(tmp_path, settings):
     turns = [
         {"content": 'Running it.\n<tool_call>\n{"name": "code_run", "arguments": {"script": "print(6*7)"}}\n</tool_call>'},
-        {"content": '```json\n{"name": "code_run", "arguments": {"script": "print(6*7)"\n```'},  # broken JSON
+        {"content": '```json\n{"name": "code_run", "arguments": {"script": "print(6*8)"\n```'},  # braces missing: repaired
+        {"content": '```json\n{"name": "code_run", "arguments": {"script": "print(6*9)\n```'},  # cut inside the script
         {"content": 'Here is the config:\n```json\n{"name": "my_service", "arguments": {"port": 8080}}\n```'},
     ]
     for mode in ("native", "text"):
         result, requests, _ = replay_run(tmp_path / mode, settings, "", mode, turns=turns)
-        results = json.dumps(requests[1]["messages"])
-        assert "exit code 0\\n42" in results
-        later = json.dumps(requests[2]["messages"])
-        assert "the code_run call in your reply is not valid JSON" in later
+        assert "exit code 0\\n42" in json.dumps(requests[1]["messages"])
+        assert "exit code 0\\n48" in json.dumps(requests[2]["messages"])  # the missing braces were closed
+        error = tool_results(requests[3], mode)[-1]
+        # a script cut off inside its string never runs half; the model is shown its own script in the right shape
+        assert error.startswith("error: the code_run call in your reply is not valid JSON (Unterminated string")
+        assert "Send it exactly like this" in error and '"script": "print(6*9)"' in error
+        assert not any("exit code" in r for r in tool_results(requests[3], mode)[2:])
         # a JSON block naming no known tool is an answer, not a call; the last run backs nothing
         assert result.answer.startswith("Here is the config:") and "my_service" in result.answer
-        assert result.status == "succeeded"  # the last run (print(6*7)) succeeded; the broken call did not run
+        assert result.status == "succeeded"  # the last run (print(6*8)) succeeded; the cut call did not run
 
 
 def test_repeated_output_goes_back_as_an_error_and_three_in_a_row_fail(tmp_path, settings):
@@ -226,3 +241,68 @@ def test_without_tools_offered_a_json_reply_is_just_text(settings):
         client = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
         reply = client.chat([{"role": "user", "content": "plan"}], [])  # the planner asks like this
     assert reply.tool_calls == [] and reply.content == reply_text
+
+
+# The shapes issue 35 read in the held-out run of the real 1.5B model (native mode, no native tool_calls): a
+# Python triple-quoted script inside the JSON call, a fenced script beside a call whose script is empty, and the
+# same unreadable call sent again.
+TRIPLE = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": """\nwith open("alpha.txt") as f:\n'
+          '    print(len(f.read().split()))\n""",\n    "timeout": 60\n  }\n}\n```')
+EMPTY_ARGUMENT = ("```python\nprint(len(open('alpha.txt').read().split()))\n```\n\n"
+                  '```json\n{"name": "code_run", "arguments": {"script": "", "type": "python"}}\n```')
+UNREADABLE = ('```json\n{"name": "code_run", "arguments": {"script": `import csv\nrows = list(csv.reader(open("alpha.txt")))'
+              '\nprint(len(rows))`, "timeout": 60}}\n```')  # a script in backquotes: no reader takes it
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+@pytest.mark.parametrize("reply", [TRIPLE, EMPTY_ARGUMENT], ids=["triple-quoted", "empty-argument"])
+def test_a_call_as_small_models_write_it_runs(tmp_path, settings, mode, reply):
+    result, requests, history = replay_run(tmp_path, settings, "", mode,
+                                           turns=[{"content": reply}, {"echo_last_tool_result": True}])
+    assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # the word count of alpha.txt, really run
+    assert result.status == "succeeded" and "7" in result.answer
+    first = json.loads(history.read_text().splitlines()[0])
+    assert not first["tool_results"][0]["output"].startswith("error")
+    shown = json.dumps(requests[1]["messages"])
+    assert '\\"\\"\\"' not in shown  # the triple-quoted form is not put back for the model to copy
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_the_same_unreadable_call_twice_gets_the_code_block_form_and_then_runs(tmp_path, settings, mode):
+    fixed = "```python\nimport csv\nrows = list(csv.reader(open('alpha.txt')))\nprint(len(rows))\n```\n" \
+            '```json\n{"name": "code_run", "arguments": {"type": "python"}}\n```'
+    turns = [{"content": UNREADABLE}, {"content": UNREADABLE}, {"content": fixed}, {"echo_last_tool_result": True}]
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=turns)
+    first, second = tool_results(requests[1], mode)[-1], tool_results(requests[2], mode)[-1]
+    assert first.startswith("error: the code_run call in your reply is not valid JSON")
+    assert "Send it exactly like this" in first and "rows = list(csv.reader(open(" in first  # its own script, shaped
+    assert second != first and "Write the script in a fenced code block" in second  # simpler, not the same again
+    assert "```python\nimport csv" in second
+    assert tool_results(requests[3], mode)[-1] == "exit code 0\n1\n"
+    assert result.status == "succeeded"
+    # the unreadable text was not put back into the history for the model to copy
+    assert not any('csv.reader(open("alpha.txt"))' in text for r in requests[1:] for text in assistant_texts(r))
+
+
+def test_a_window_too_small_for_the_first_request_is_one_line_and_sends_nothing(tmp_path, settings):
+    result, requests, _ = replay_run(tmp_path, settings, "", "native", turns=[{"content": "never asked"}],
+                                     model={"context_window": 2048})
+    assert result.status == "failed" and "\n" not in result.reason
+    assert result.reason.startswith("context_window 2,048 of model 'scripted@")
+    assert "cannot hold the first request" in result.reason and "max_tokens" in result.reason
+    assert requests == []  # nothing was sent: before, the context trim sent an empty user message
+
+
+# Replies of the live 1.5B fan-out of this session (words task): `python -c` sent with "type": "python", then a
+# tool call written as a function call in the text.
+TYPED_SHELL = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": "python -c \'with open(\\"alpha.txt\\", '
+               '\\"r\\", encoding=\\"utf-8\\") as f: print(len(f.read().split()))\'",\n    "type": "python",\n'
+               '    "timeout": 60,\n    "cwd": ""\n  }\n}\n```')
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_a_shell_line_typed_python_runs_as_bash_and_a_call_in_function_syntax_is_a_call(tmp_path, settings, mode):
+    turns = [{"content": TYPED_SHELL}, {"content": 'ask_user("What should I do next?")'}]
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=turns)
+    assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # it was a SyntaxError as python
+    assert result.status == "needs_input" and result.question == "What should I do next?"

@@ -1,5 +1,6 @@
-"""The second chance: an answer right after a failed code_run (or a checked task's answer with nothing run
-behind it) gets one note back before it is taken. Real scripted server over HTTP, real code_run in bubblewrap."""
+"""The second chance: an answer right after a failed code_run, after a call that could not be read, or refused by
+the task's check gets one note back before it is taken. The note names the fix, never invites the model to say
+the same again, and never quotes the check. Real scripted server over HTTP, real code_run in bubblewrap."""
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def test_a_model_told_its_script_failed_fixes_it_and_succeeds(tmp_path: Path) ->
     assert result.answer == "42" and result.turns == 4
     assert result.reason == "after a second chance"
     note = requests[2]["messages"][-1]
-    assert note["role"] == "user" and "last code_run failed (NameError: name 'totl' is not defined" in note["content"]
+    assert note["role"] == "user" and "last code_run failed: NameError: name 'totl' is not defined" in note["content"]
+    assert "again" not in note["content"].split("Fix the script")[0]  # no "say so again": it names the fix only
+    assert "say so" not in note["content"]
     # the note and the turn it cost are in the history, and the usage counts all four requests
     history = replay(Path(result.history_path))
     assert len(history) == 4 and history[2][-1] == note
@@ -58,11 +61,23 @@ def test_zero_takes_the_first_answer_as_before(tmp_path: Path) -> None:
     assert len(requests) == 2 and result.status == "unverified" and "second chance" not in result.reason
 
 
-def test_a_checked_task_answered_without_running_anything_is_told_what_the_check_demands(tmp_path: Path) -> None:
-    turns = [{"content": "42"}, {"tool_calls": [FIXED]}, {"content": "42"}]
-    result, requests = run(tmp_path, turns, check={"pattern": r"\b42\b"})
+def test_a_checked_answer_is_checked_before_any_note(tmp_path: Path) -> None:
+    # a right answer with nothing run behind it: the check decides at once, no note is sent
+    result, requests = run(tmp_path / "right", [{"content": "42"}], check={"pattern": r"\b42\b"})
+    assert len(requests) == 1 and result.status == "succeeded" and result.check["passed"]
+    # a right answer after a failed run: the check passes it, no note about the failed run
+    result, requests = run(tmp_path / "after", [{"tool_calls": [BROKEN]}, {"content": "42"}], check={"pattern": r"\b42\b"})
+    assert len(requests) == 2 and result.status == "succeeded"
+
+
+def test_a_refused_answer_gets_a_note_that_never_quotes_the_check(tmp_path: Path) -> None:
+    check = {"pattern": r"\b42\b", "script": 'test "$GA_ANSWER" = 42'}
+    turns = [{"content": "41"}, {"tool_calls": [FIXED]}, {"content": "42"}]
+    result, requests = run(tmp_path, turns, check=check)
     note = requests[1]["messages"][-1]["content"]
-    assert "the answer must match /\\b42\\b/" in note
+    assert note.startswith("[ga] This task is checked and the check did not accept that answer.")
+    assert "Nothing you ran backs it" in note
+    assert "42" not in note and "GA_ANSWER" not in note and "\\b" not in note  # nothing of the check is handed over
     assert result.status == "succeeded" and result.turns == 3
 
 

@@ -101,3 +101,17 @@ def test_ga_run_streams_its_turns_on_a_terminal_and_prints_only_the_answer_piped
     assert [b.get("stream") for b in bodies[:2]] == [True, True]
     assert piped.returncode == 0, piped.stderr[-2000:]
     assert piped.stdout.strip() == LONG.strip()  # piped: the answer alone, nothing drawn
+
+
+def test_a_streamed_reply_that_loops_is_cut_where_it_repeats(tmp_path: Path) -> None:
+    loop = "I will now print the number.\n" * 400  # 11,600 chars: the loop a small model ran to max_tokens
+    script = {"tasks": [{"match": ".*", "turns": [{"content": loop}]}]}
+    settings = load_settings(user_file=tmp_path / "n", project_file=tmp_path / "n")
+    with ScriptedServer(script) as server:
+        config = resolve_model(f"scripted@{server.base_url}", settings).model_copy(update={"stream": True})
+        reply = LLMClient(config).chat([{"role": "user", "content": "count"}], [])
+        body = server.requests[0]
+    assert body["stream"] is True  # a worker's client streams when its model says so (no on_text needed)
+    assert reply.finish_reason == "repetition"
+    assert 200 <= len(reply.content) <= 1200  # cut a few hundred chars in, not read to the end
+    assert reply.problem().startswith("your reply was discarded: the line 'I will now print the number.' repeated")

@@ -31,7 +31,7 @@ def lines_of(output: str) -> list[int]:
 def test_read_numbers_lines_with_header(ctx):
     (ctx.workdir / "f.txt").write_text("alpha\nbeta\ngamma\n")
     result = call(ctx, "file_read", path="f.txt")
-    assert result.ok and result.evidence
+    assert result.ok and not result.evidence  # a read or write of a file is never evidence for memory (issue 31)
     assert result.output == "[f.txt: 3 lines]\n1|alpha\n2|beta\n3|gamma"
 
 
@@ -191,7 +191,7 @@ def test_write_modes(ctx, mode, before, content, after):
     if before is not None:
         path.write_text(before)
     result = call(ctx, "file_write", path="w.txt", content=content, mode=mode)
-    assert result.ok and result.evidence
+    assert result.ok and not result.evidence  # a read or write of a file is never evidence for memory (issue 31)
     assert path.read_text() == after
     assert f"({mode})" in result.output
 

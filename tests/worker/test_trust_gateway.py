@@ -7,7 +7,10 @@ and no nested summary that lifts a budget.
 """
 from __future__ import annotations
 
+import http.server
 import json
+import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -157,15 +160,21 @@ def test_the_gateway_refuses_once_the_tasks_budget_is_spent(tmp_path: Path) -> N
 
 
 def test_a_script_spending_through_the_gateway_spends_the_runs_budget(tmp_path: Path) -> None:
+    """s0's script spends ~20,000 tokens through its gateway; what the run's 50,000 then leaves s1 and s2 cannot
+    hold another such call (held as its prompt at 2 bytes a token: ~40,000), so theirs are refused."""
+    call = GATEWAY_CALL.replace(f'"x" * {BIG_PROMPT_CHARS}', '"x" * 80_000')
     script = {"tasks": [{"match": "inner", "turns": [{"content": "inner answer"}]},
-                        code_run_then_echo(GATEWAY_CALL, "python", match="spend")]}
+                        code_run_then_echo(call, "python", match="spend")]}
     with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
         run = ga_fanout(tmp_path, {"tasks": [{"id": f"s{i}", "prompt": f"spend {i}"} for i in range(3)],
                                    "concurrency": 1, "budget": {"tokens": 50_000},
                                    "defaults": {"model": f"scripted@{server.base_url}"}})
-    assert run["status"] == "budget_spent", run
-    assert [r["id"] for r in run["results"]] == ["s0"]
-    assert run["usage"]["total"] > 50_000
+    answers = {r["id"]: r["answer"] for r in run["results"]}
+    assert sorted(answers) == ["s0", "s1", "s2"], run
+    assert "CONTENT inner answer" in answers["s0"], answers["s0"]
+    for later in ("s1", "s2"):
+        assert "REFUSED 402" in answers[later] and "budget" in answers[later], answers[later]
+    assert 20_000 < run["usage"]["total"] < 50_000, run["usage"]
 
 
 def test_a_forged_nested_summary_cannot_lift_the_budget(tmp_path: Path) -> None:
@@ -325,3 +334,176 @@ def test_the_network_setting_reads_old_booleans_and_names_a_bad_host_in_one_line
         "error: ga.yaml:2: 'sandbox.network': 'https://api.github.com' is not a host name; list host names like "
         "api.github.com (no scheme, port or path), or use gateway, open or off; see configs/default.yaml for the "
         "allowed values")
+
+
+# ---- issue 30, item 5: a gateway that is not a proxy ----
+
+TASK_LIMIT = 20_000
+MANY_CHOICES = """
+import json, os, urllib.error, urllib.request
+request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps({"model": "any", "n": 128, "messages": [{"role": "user", "content": "inner many"}]}).encode(),
+    headers={"Content-Type": "application/json"})
+try:
+    reply = json.load(urllib.request.urlopen(request, timeout=60))
+    print("CHOICES", len(reply["choices"]), "USAGE", reply["usage"]["total_tokens"])
+except urllib.error.HTTPError as exc:
+    print("REFUSED", exc.code, exc.read().decode())
+"""
+
+
+def asked(body: Any) -> Any:
+    """The last message's content of a request the scripted server recorded (a script's own call: just its prompt)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return messages[-1].get("content") if isinstance(messages, list) and messages else None
+
+
+def test_one_call_with_n_128_is_held_to_what_the_task_has_left(tmp_path: Path) -> None:
+    """The attack charged 199,922 tokens against a 20,000 task limit in one call: `n` completions of the default
+    max_tokens each. The gateway now holds n completions and cuts max_tokens to what the limit leaves."""
+    script = {"completion_limits": True, "tasks": [
+        {"match": "inner many", "turns": [{"content": "y" * 6_000}]},  # 1,500 tokens a choice unless cut
+        code_run_then_echo(MANY_CHOICES, "python")]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        result = ga_run(tmp_path, server, {"GA_WORKER__MAX_TOKENS": str(TASK_LIMIT)})
+        (forwarded,) = [r["body"] for r in server.records if asked(r["body"]) == "inner many"]
+    output = next((tmp_path / "proj" / "runs").glob("*/tasks/*/history.jsonl")).read_text()
+    assert "CHOICES 128" in output, output[-2000:]
+    usage = re.search(r"USAGE (\d+)", output)
+    inner = int(usage.group(1)) if usage else -1
+    assert forwarded["n"] == 128 and forwarded["max_tokens"] * 128 < TASK_LIMIT, forwarded.get("max_tokens")
+    assert inner <= TASK_LIMIT and result["usage"]["total"] <= TASK_LIMIT + 2_000, (inner, result["usage"])
+
+
+def test_a_bad_n_is_refused_in_one_line(tmp_path: Path) -> None:
+    bad = MANY_CHOICES.replace('"n": 128', '"n": "128"')
+    script = {"tasks": [{"match": "inner many", "turns": [{"content": "never"}]}, code_run_then_echo(bad, "python")]}
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+        result = ga_run(tmp_path, server)
+        forwarded = [r for r in server.records if asked(r["body"]) == "inner many"]
+    assert "REFUSED 400" in result["answer"] and "'n' must be a whole number" in result["answer"], result["answer"]
+    assert not forwarded
+
+
+class Reflector(http.server.BaseHTTPRequestHandler):
+    """An endpoint that sends the request's key back in every form: as a chat completion's content (plain, and
+    streamed with the key split across events), and as a 401 page."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802  (the http.server name)
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        bearer = self.headers.get("Authorization", "")
+        key = bearer.removeprefix("Bearer ")
+        forms = reflections(bearer, key)
+        text = " ".join(f"{name}={value}" for name, value in forms.items())
+        ask = request["messages"][-1]["content"]
+        if "401" in ask:
+            return self._send(401, "application/json", json.dumps({"error": {"message": text}}, ensure_ascii=False))
+        if "unicode" in ask:  # every character of the key escaped in the JSON text: a client reads the key itself
+            escaped = "".join(f"\\u{ord(c):04x}" for c in key)
+            return self._send(200, "application/json", completion("KEY-HERE").replace("KEY-HERE", escaped))
+        if request.get("stream"):
+            pieces = [key[i:i + 3] for i in range(0, len(key), 3)] + [" B64=" + forms["B64"]]
+            events = "".join("data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": p}}]}) + "\n\n"
+                             for p in pieces) + "data: [DONE]\n\n"
+            return self._send(200, "text/event-stream", events)
+        return self._send(200, "application/json", completion(text))
+
+    def _send(self, status: int, kind: str, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def reflections(bearer: str, key: str) -> dict[str, str]:
+    import base64
+    import urllib.parse
+
+    return {"RAW": key, "B64": base64.b64encode(bearer.encode()).decode(),
+            "B64URL": base64.urlsafe_b64encode(("x" + key).encode()).decode(), "HEX": key.encode().hex(),
+            "URL": urllib.parse.quote(key + "/", safe="")}
+
+
+def completion(content: str) -> str:
+    return json.dumps({"id": "r", "object": "chat.completion", "model": "m", "usage": {"prompt_tokens": 1,
+                       "completion_tokens": 1}, "choices": [{"index": 0, "finish_reason": "stop",
+                                                               "message": {"role": "assistant", "content": content}}]})
+
+
+REFLECTED = """
+import json, os, urllib.error, urllib.request
+for ask, stream in (("plain", False), ("streamed", True), ("401", False), ("unicode", False)):
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", headers={"Content-Type":
+        "application/json"}, data=json.dumps({"model": "reflector", "stream": stream,
+                                              "messages": [{"role": "user", "content": ask}]}).encode())
+    try:
+        body = urllib.request.urlopen(request, timeout=60).read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode()
+    if stream:
+        events = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
+    else:
+        reply = json.loads(body)
+        text = reply["error"]["message"] if "error" in reply else reply["choices"][0]["message"]["content"]
+    print("REPLY", ask, json.dumps(text))
+"""
+
+
+def test_a_key_the_endpoint_reflects_encoded_never_reaches_the_script(tmp_path: Path) -> None:
+    """The attack: the key reflected base64-encoded passed the gateway's mask. Every form, in a plain reply, a
+    stream (the key split across events), a 401 page and a JSON text escaping every character."""
+    key = "gk-live-Reflect/Me+9xQ2Lp4Rt8Wz3Ny6Bc1"  # not sk-: only the gateway's own mask can catch it
+    reflector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Reflector)
+    threading.Thread(target=reflector.serve_forever, daemon=True).start()
+    user_models = tmp_path / "home" / ".config" / "ga" / "models.yaml"
+    user_models.parent.mkdir(parents=True)
+    user_models.write_text(f"models:\n  reflector:\n    base_url: http://127.0.0.1:{reflector.server_address[1]}/v1\n"
+                           "    model: m\n    api_key_env: GA_REFLECTED_KEY\n")
+    try:
+        with ScriptedServer({"tasks": [code_run_then_echo(REFLECTED, "python")]}, log_path=tmp_path / "r.jsonl") as server:
+            result = ga_run(tmp_path, server, {"HOME": str(tmp_path / "home"), "GA_REFLECTED_KEY": key})
+    finally:
+        reflector.shutdown()
+        reflector.server_close()
+    replies = {line.split()[1]: json.loads(line.split(" ", 2)[2]) for line in result["answer"].splitlines()
+               if line.startswith("REPLY ")}
+    assert sorted(replies) == ["401", "plain", "streamed", "unicode"], result["answer"]
+    assert "[redacted]" in replies["plain"] and "[redacted]" in replies["streamed"], replies
+    for ask, text in replies.items():
+        for name, form in reflections(f"Bearer {key}", key).items():
+            assert form[6:-6] not in text, (ask, name, text)  # not even most of it
+    history = next((tmp_path / "proj" / "runs").glob("*/tasks/*/history.jsonl")).read_text()
+    assert key not in history and key[6:-6] not in history
+
+
+def test_the_gateway_never_forwards_to_a_model_a_project_file_names(tmp_path: Path) -> None:
+    """A project models.yaml (a task can write one) adds a keyless model at any host; a script naming it gets the
+    task's own model, and nothing reaches that host."""
+    planted = ScriptedServer({"tasks": [{"match": ".*", "turns": [{"content": "PLANTED ENDPOINT"}]}]})
+    planted.start()
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "models.yaml").write_text(f"models:\n  elsewhere:\n    base_url: {planted.base_url}\n    model: m\n")
+    call = GATEWAY_CALL.replace('"model": "any"', '"model": "elsewhere"').replace(f'"x" * {BIG_PROMPT_CHARS}', '"x"')
+    try:
+        script = {"tasks": [{"match": "inner", "turns": [{"content": "the task's own model"}]},
+                            code_run_then_echo(call, "python")]}
+        with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
+            done = run_ga("run", "probe the sandbox", "--model", f"scripted@{server.base_url}", "--json", cwd=project,
+                          env={"OPENAI_API_KEY": OPENAI_SECRET}, timeout=240)
+    finally:
+        planted.stop()
+    assert not planted.records, list(planted.records)[:1]
+    if done.returncode == 2:  # refused before anything ran: one line naming the file
+        assert done.stderr.strip().count("\n") == 0 and "models.yaml" in done.stderr, done.stderr
+    else:
+        answer = json.loads(done.stdout)["answer"]
+        assert "CONTENT the task's own model" in answer and "PLANTED" not in answer, answer

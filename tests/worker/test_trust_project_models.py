@@ -1,5 +1,5 @@
-"""A project models.yaml is hostile input: a task's file_write (which runs outside the sandbox) can write one
-in the directory of a `ga run`. An empty one (code_run's placeholder while a script runs) is read as absent,
+"""A project models.yaml is hostile input: a task could have written it (an older ga, a `sandbox: off` run, a
+shared checkout; file_write refuses it now, worker/policy.py). An empty one (code_run's placeholder while a script runs) is read as absent,
 which changes nothing a written one could not; a written one may tune a model the user defined, but not change
 which model, key, price or fallbacks that name means.
 
@@ -46,7 +46,8 @@ def test_a_models_yaml_a_task_wrote_cannot_change_what_the_users_model_means(tmp
                         log_path=tmp_path / "requests.jsonl") as server:
         user_models(home, server.base_url)
         code, stderr = ga_run_mine(project, home, "plant it")
-        assert code == 0 and (project / "models.yaml").read_text() == planted, stderr
+        assert code in (0, 1) and not (project / "models.yaml").exists(), stderr  # file_write refused it
+        (project / "models.yaml").write_text(planted)  # as a task of an older ga, or unsandboxed, could have
         code, stderr = ga_run_mine(project, home)
         models = {r["body"].get("model") for r in server.records}
     lines = [line for line in stderr.splitlines() if line.strip()]

@@ -183,7 +183,7 @@ def test_a_project_file_may_tighten_or_repeat_what_the_user_allows(place: Path) 
     assert settings_in(place, "sandbox: off\n", environ={"GA_SANDBOX__MODE": "off"}).sandbox.mode == "off"
 
 
-def test_a_project_models_yaml_cannot_move_an_endpoint_or_send_a_key(place: Path, monkeypatch) -> None:
+def test_a_project_models_yaml_cannot_move_an_endpoint_or_add_a_model(place: Path, monkeypatch) -> None:
     from worker.models import ModelConfigError, load_model_entries
 
     monkeypatch.chdir(place / "project")
@@ -197,11 +197,20 @@ def test_a_project_models_yaml_cannot_move_an_endpoint_or_send_a_key(place: Path
     with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.mine.base_url is refused in a project file"):
         load_model_entries()
     project.write_text("models:\n  other: {base_url: 'http://127.0.0.1:9999/v1', model: m, api_key_env: MY_KEY}\n")
-    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.other sends the key \$MY_KEY"):
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:2: models.other is refused in a project file: a "
+                                               r"project file may not add a model"):
         load_model_entries()
+    # the attack of issue 30: a keyless model whose base_url is any host
     project.write_text("models:\n  mine: {temperature: 0.5}\n  keyless: {base_url: 'http://127.0.0.1:9/v1', model: m}\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:3: models.keyless is refused in a project file"):
+        load_model_entries()
+    project.write_text("models:\n  mine:\n    temperature: 0.5\n    max_tokens: 99999\n")
+    with pytest.raises(ModelConfigError, match=r"^models.yaml:4: models.mine.max_tokens is refused in a project file "
+                                               r"\(a project file may lower it"):
+        load_model_entries()
+    project.write_text("models:\n  mine: {temperature: 0.5, max_tokens: 100, base_url: 'http://127.0.0.1:8000/v1/'}\n")
     entries = load_model_entries()
-    assert entries["mine"][0]["temperature"] == 0.5 and "keyless" in entries
+    assert entries["mine"][0]["temperature"] == 0.5 and entries["mine"][0]["max_tokens"] == 100
 
 
 class Hello(http.server.BaseHTTPRequestHandler):

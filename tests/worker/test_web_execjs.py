@@ -131,8 +131,12 @@ def test_change_report_for_errors_pages_unreachable_servers_and_closed_tabs(make
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    refused = js(ctx, f"location.href = 'http://127.0.0.1:{port}/'")
-    assert f"navigation failed: net::ERR_CONNECTION_REFUSED loading http://127.0.0.1:{port}/" in refused.output
+    refused = js(ctx, f"location.href = 'http://127.0.0.1:{port}/'")  # through the egress proxy: its 502 page
+    assert f"navigated to http://127.0.0.1:{port}/ (title '', HTTP 502)" in refused.output, refused.output
+    assert f"cannot reach 127.0.0.1:{port}" in js(ctx, "document.body.innerText", no_monitor=True).output
+    unlisted = js(ctx, "location.href = 'https://unlisted.example/'")  # the proxy refuses the tunnel
+    assert ("navigation failed: net::ERR_TUNNEL_CONNECTION_FAILED loading https://unlisted.example/ (the browser"
+            " reaches only the hosts in sandbox.network: 127.0.0.1)") in unlisted.output, unlisted.output
     goto(ctx, f"{site}/index.html")
     popup = js(ctx, f"window.open('{site}/details.html')")
     assert popup.output.startswith("value: [another window]") and "new tab t2" in popup.output

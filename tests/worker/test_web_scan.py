@@ -5,7 +5,7 @@ import json
 import re
 
 from configs import load_settings
-from web_fixtures.server import goto, js, scan
+from web_fixtures.server import SITE_NETWORK, goto, js, scan
 
 HIDDEN_MARKERS = ["zqdisplay", "zqvisibility", "zqopacity", "zqoffscreen", "zqzerosize", "zqsronly", "zqpixel", "zqcsrf",
                   "zqclipped"]
@@ -105,7 +105,7 @@ def test_text_mode_is_plain_text(make_ctx, site):
 
 def test_a_page_over_the_cap_comes_in_pages_that_hold_all_of_it(make_ctx, site):
     small = load_settings({"home": str(make_ctx().settings.home_dir), "context.caps.web_scan_text": 700,
-                           "context.caps.web_scan_html": 1000})
+                           "context.caps.web_scan_html": 1000, **SITE_NETWORK})
     tight = make_ctx("tight", settings=small)
     goto(tight, f"{site}/index.html")
     for options, cap in (({"text_only": True}, 700), ({}, 1000)):

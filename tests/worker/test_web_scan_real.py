@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from configs import load_settings
-from web_fixtures.server import goto, js, scan
+from web_fixtures.server import SITE_NETWORK, goto, js, scan
 
 
 def all_pages(ctx, **options) -> list[str]:
@@ -84,7 +84,7 @@ def test_a_same_origin_iframe_is_scanned_and_its_selectors_reach_into_it(make_ct
 
 
 def test_the_first_line_of_a_paged_scan_counts_pages_within_a_small_cap(make_ctx, site, tmp_path):
-    small = load_settings({"home": str(tmp_path / "home"), "context.caps.web_scan_html": 4000})
+    small = load_settings({"home": str(tmp_path / "home"), "context.caps.web_scan_html": 4000, **SITE_NETWORK})
     ctx = make_ctx("small", settings=small)
     goto(ctx, f"{site}/longtable.html")
     pages = all_pages(ctx)

@@ -15,7 +15,9 @@ TURNS = 300
 def script() -> dict:
     turns = []
     for turn in range(TURNS - 1):
-        if turn == 2:
+        if turn == TURNS - 2:  # what backs the answer: a run that counts the files written (a write backs none)
+            call = {"name": "code_run", "arguments": {"type": "bash", "script": "ls out | wc -l"}}
+        elif turn == 2:
             call = {"name": "update_working_checkpoint", "arguments": {"key_info": "KEY-42: the ledger is in big.txt"}}
         elif turn % 2:
             call = {"name": "file_read", "arguments": {"path": "big.txt", "start": 1 + turn % 50, "count": 40}}

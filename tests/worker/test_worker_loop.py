@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
+from memory_shared.proposals import load_proposals
 from worker import Worker
 from worker.history import replay
 from worker.model import LLMClient
@@ -63,10 +64,11 @@ def test_multi_turn_task_uses_each_tool(tmp_path, settings, store):
     assert "ALPHA\nGAMMA" in tool_messages(requests[4])[-1]
     assert "notes.txt holds ALPHA GAMMA" in requests[5]["messages"][-1]["content"]  # key_info in the anchor
     assert result.usage.prompt > 0 and result.usage.completion > 0
-    # the memory write passed the gate: evidence was the earlier successful executions
-    assert result.memory_generation is not None
+    # the memory write passed the gate (evidence: the earlier code_run); a fact nothing verified waits for review
+    assert result.memory_generation is not None and result.memory["proposed"] == ["L2/facts.md"]
     with store.snapshot() as snap:
-        assert "code_run python prints uppercase fine" in (snap.path / "L2" / "facts.md").read_text()
+        [proposal] = load_proposals(snap.path)
+    assert "code_run python prints uppercase fine" in proposal.changes[0]["text"]
     assert "t1" in store.log()[-1].message
     # history: one line per turn, and replaying it gives exactly the requests the server received
     assert [r["messages"] for r in requests] == replay(Path(result.history_path))
@@ -95,17 +97,17 @@ def test_memory_write_refused_without_evidence(tmp_path, settings, store):
     ]
     head = store.head()
     result, _ = run_script(tmp_path, settings, turns, store=store)
-    assert result.status == "succeeded"
+    # a file_write proves nothing about an answer: nothing that ran backs "finished"
+    assert result.status == "unverified" and result.reason == "no run backs the answer (file_write computed nothing)"
     assert result.memory_generation is None and store.head() == head
 
 
 @pytest.mark.parametrize(
     "bad_call, expected",
     [
-        (raw_call("file_read", '{"path": "x.txt"'), "not valid JSON"),
+        (raw_call("file_read", '{"path": "x.txt'), "not valid JSON"),  # cut inside a string: never repaired
         (raw_call("file_reed", '{"path": "x.txt"}'), "unknown tool 'file_reed'"),
         (raw_call("file_read", '{"path": "x.txt", "start": "first"}'), "bad arguments for file_read: start"),
-        (raw_call("code_run", '{}'), "bad arguments for code_run: script"),
     ],
 )
 def test_malformed_call_goes_back_to_model_and_loop_continues(tmp_path, settings, bad_call, expected):
@@ -114,6 +116,20 @@ def test_malformed_call_goes_back_to_model_and_loop_continues(tmp_path, settings
     assert result.status == "unverified" and result.answer == "recovered"
     assert result.reason == "no tool ran"
     assert expected in tool_messages(requests[1])[-1]
+    if bad_call["name"] == "file_read":  # the error shows the shape to send
+        assert '<tool_call>{"name": "file_read", "arguments": {"path": "..."}}</tool_call>' in tool_messages(requests[1])[-1]
+
+
+def test_a_code_run_without_a_script_is_shown_the_code_block_form_and_told_again_before_an_answer(tmp_path, settings):
+    result, requests = run_script(tmp_path, settings, [{"tool_calls": [raw_call("code_run", "{}")]},
+                                                       {"content": "recovered"}])
+    error = tool_messages(requests[1])[-1]
+    assert error.startswith("error: bad arguments for code_run: script")
+    assert "```python\n...\n```" in error and '{"name": "code_run", "arguments": {"type": "python"}}' in error
+    # it answered without running anything after a call that could not be read: the second chance names the fix
+    note = requests[2]["messages"][-1]["content"]
+    assert note.startswith("[ga] Your code_run call could not be read, so nothing ran.") and "```python" in note
+    assert result.status == "unverified" and result.reason == "no tool ran; after a second chance"
 
 
 def test_three_malformed_calls_in_a_row_fail_the_task(tmp_path, settings):

@@ -4,7 +4,9 @@ Sending (worker/model/transport.py) is bounded: `request_timeout` covers the who
 headers and body together, so an endpoint trickling bytes ends on time) and a reply over
 `max_reply_bytes` is refused without being held. Retries go through tenacity: 408/409/429/5xx,
 connection failures, timeouts and a 200 whose body is not a chat completion (HTML, invalid JSON,
-empty, the wrong shape) are retried with exponential backoff and full jitter; a Retry-After header
+empty, the wrong shape) are retried with exponential backoff and full jitter. A timeout is retried only
+when the endpoint still answers `GET /models` within PROBE_TIMEOUT: a stopped or stuck server (one that
+accepts connections and never replies) ends the request at the first timeout, not after every attempt; a Retry-After header
 wins (capped by retry_after_cap). A fan-out governor can set `before_request()` (called before every
 attempt, may block to throttle) and `on_rate_limit(retry_after)` (called on every 429 with the wait
 this client then takes). Anything else (400, 401, 403, 404, a reply over the cap...) or exhausted
@@ -16,6 +18,10 @@ the `<tool_use>` protocol (worker/model/textproto.py) and anchors the tool proto
 message at the first request and on the newest user message every `schema_resend_every` requests
 (or when no anchored message is left). An anchored message keeps its block in every later request,
 so successive requests share their prefix and provider prompt caches hit.
+
+With `stream: true` in models.yaml every request streams, and a reply that starts repeating itself is cut
+where it does (worker/model/streaming.py's watch, worker/model/replies.py's `repetition`): the loop then
+discards it as it would a whole one, minutes earlier on a slow local server.
 """
 from __future__ import annotations
 
@@ -41,14 +47,18 @@ from worker.model.replies import (
     is_context_overflow,
     new_call_id,
     parse_completion,
+    repetition,
+    tool_parameters,
 )
+from worker.model.streaming import StreamAssembler, StreamCut
 from worker.model.textproto import protocol_block, to_text_messages
-from worker.model.transport import BadURL, ReplyTooLarge, post
+from worker.model.transport import BadURL, ReplyTooLarge, answers, post
 from worker.models import ModelConfig
 from worker.usage import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))
 MAX_ANCHORS = 8
+PROBE_TIMEOUT = 15.0  # seconds the endpoint gets to answer GET /models after a request timed out
 TEXT_MODE_STOP = ("<tool_result",)  # a text-mode model writing this is inventing a result
 log = structlog.get_logger("ga.llm")
 
@@ -89,7 +99,7 @@ class LLMClient:
         started = time.monotonic()
         response = self._send_interpreting_refusals(request)
         latency = time.monotonic() - started
-        reply = self._reply(response, request, latency, [_tool_name(t) for t in tools])
+        reply = self._reply(response, request, latency, tool_parameters(tools))
         log.debug("llm.reply", model=self.config.name, latency=round(latency, 3), tool_calls=len(reply.tool_calls),
                   prompt=reply.usage.prompt, completion=reply.usage.completion, cached=reply.usage.cached)
         return reply
@@ -102,7 +112,7 @@ class LLMClient:
             self.requests += 1
             count = self.requests
         request: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
-        if self.on_text is not None:
+        if self.on_text is not None or cfg.stream:
             request.update(stream=True, stream_options={"include_usage": True})
         request.update(self._stop_params(tools))
         if cfg.tool_mode == "native":
@@ -200,13 +210,15 @@ class LLMClient:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
         stream = None
-        if self.on_text is not None:
-            from worker.model.streaming import StreamAssembler  # loaded only when text streams (`ga chat`)
-
-            stream = StreamAssembler(self.on_text)
+        if self.on_text is not None or cfg.stream:
+            stream = StreamAssembler(self.on_text, watch=lambda text: repetition(text) is not None)
         try:
             reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes,
                          stream.feed if stream else None)
+        except StreamCut:
+            assert stream is not None  # only a stream's watch raises it
+            log.warning("llm.runaway_cut", model=cfg.name, chars=stream.chars)
+            return parse_completion(stream.completion(finish="repetition"), "application/json")
         except BadURL as exc:
             raise ModelError(self._clean(cfg.url_problem(exc))) from None
         except ReplyTooLarge as exc:
@@ -215,7 +227,13 @@ class LLMClient:
                 f"model '{cfg.name}' at {cfg.base_url}: the reply is over max_reply_bytes ({exc.limit:,}; {size}); "
                 "refused unread. Raise max_reply_bytes in models.yaml if this endpoint really sends that much")) from None
         except httpcore2.TimeoutException:
-            raise _Retry(f"no complete reply within {cfg.request_timeout:g}s (request_timeout)") from None
+            problem = f"no complete reply within {cfg.request_timeout:g}s (request_timeout)"
+            probe = min(PROBE_TIMEOUT, cfg.request_timeout)
+            if not answers(cfg.base_url.rstrip("/") + "/models", self._headers, probe):
+                raise ModelError(self._clean(  # another attempt would wait as long again for nothing
+                    f"model '{cfg.name}' at {cfg.base_url}: {problem}, and GET /models does not answer within "
+                    f"{probe:g}s either: the server is stopped or stuck; restart it")) from None
+            raise _Retry(problem) from None
         except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError, OSError) as exc:
             raise _Retry(f"connection failed ({self._clean(str(exc)) or type(exc).__name__})") from None
         if reply.status in RETRY_STATUS:
@@ -270,7 +288,7 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: list[str]) -> Reply:
+    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: dict[str, list[str]]) -> Reply:
         """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
@@ -304,9 +322,6 @@ def _dumps(value: Any) -> bytes:
     """Compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
-
-def _tool_name(schema: dict[str, Any]) -> str:
-    return str(schema.get("function", schema).get("name", ""))
 
 
 def _retry_after(headers: dict[str, str]) -> Optional[float]:

@@ -27,6 +27,7 @@ and a server saying the request does not fit its context window (`is_context_ove
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import uuid
@@ -37,7 +38,10 @@ from typing import Any, Iterable, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from configs.usererrors import validation_line
-from worker.model.textproto import parse_block
+from worker.model.callshape import is_script_tool
+from worker.model.codeblocks import needs_script, recovered_script, with_script
+from worker.model.lenient import MAX_LENIENT_CHARS, read_value
+from worker.model.textproto import format_tool_use
 from worker.usage import Usage
 
 
@@ -45,8 +49,10 @@ from worker.usage import Usage
 class ToolCall:
     id: str
     name: str
-    arguments: str  # the JSON text exactly as the model sent it
-    problem: str = ""  # the call was written in the reply's text and could not be read: the error to send back
+    arguments: str  # the JSON text of the arguments: as the model sent it, or as ga read it (worker/model/lenient.py)
+    problem: str = ""  # the call could not be read: why, for the error the loop sends back
+    script_hint: str = ""  # an unreadable call to a script tool: its script as far as it could be read
+    kind: str = ""  # that script's type (python, bash, javascript) when known
 
 
 @dataclass
@@ -70,6 +76,18 @@ class Reply:
             return ("your reply was cut at the max_tokens limit; answer shorter, or write long output to a file "
                     "with file_write in several calls")
         return ""
+
+
+def tool_parameters(tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each offered tool's parameter names, required ones first (the order a model writes them in a call)."""
+    found = {}
+    for schema in tools:
+        func = schema.get("function", schema)
+        params = func.get("parameters") or {}
+        names = list(params.get("properties") or {})
+        required = [n for n in params.get("required") or [] if n in names]
+        found[str(func.get("name", ""))] = required + [n for n in names if n not in required]
+    return found
 
 
 def new_call_id() -> str:
@@ -159,35 +177,45 @@ class Interpreted:
 
 
 def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known: Iterable[str]) -> Interpreted:
-    """`native_calls` win when present (native mode); otherwise calls are read from the text.
+    """`native_calls` win when present (native mode); otherwise calls are read from the text. Either way a
+    call's arguments are read leniently and a script tool's missing script comes from the reply's code block.
     Anything from the first tool-result tag the model wrote itself on is dropped."""
     notes: list[str] = []
     kept, cut = cut_invented_results(content or "")
     if cut:
         notes.append(f"cut {len(content) - len(kept)} chars from the first <tool_result> the model wrote itself")
     if tool_mode == "native" and native_calls:
+        mended = [_mend_native(call, kept, notes) for call in native_calls]
         message: dict[str, Any] = {"role": "assistant", "content": kept or None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in native_calls]}
-        return Interpreted(kept, native_calls, message, content if cut else None, notes)
-    known = list(known)
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": shown}} for c, shown in mended]}
+        return Interpreted(kept, [c for c, _ in mended], message, content if cut else None, notes)
     found = extract_calls(kept, known) if known else Extracted(kept)  # no tools offered: nothing to call
-    with_ids = [(new_call_id(), call) for call in found.calls]
-    calls = [ToolCall(call_id, call.name, call.arguments, call.problem) for call_id, call in with_ids]
-    if tool_mode == "native" and calls:
+    for span in found.spans:
+        span.calls = [_filled(call, found.text, notes) for call in span.calls]
+    found.calls = [call for span in found.spans for call in span.calls]
+    if not found.calls:
+        return Interpreted(kept, [], {"role": "assistant", "content": kept}, content if cut else None, notes)
+    calls: list[ToolCall] = []
+    shown_calls: list[tuple[str, ContentCall]] = []
+    for call in found.calls:
+        call_id = new_call_id()
+        calls.append(ToolCall(call_id, call.name, call.arguments, call.problem, call.script_hint, call.kind))
+        shown_calls.append((call_id, call))
+        if call.how in ("python", "repaired"):
+            notes.append(f"read the {call.name} call leniently ({'a Python literal' if call.how == 'python' else 'json-repair'})")
+    if tool_mode == "native":
         notes.append(f"read {len(calls)} tool call(s) from the reply's text")
-        unreadable = any(c.problem or c.arguments != m["function"]["arguments"]
-                         for c, m in zip(calls, native_message(found.text, with_ids)["tool_calls"], strict=True))
-        shown = kept if unreadable else found.text  # the model sees what it wrote wrong
-        return Interpreted(found.text, calls, native_message(shown, with_ids), content, notes)
-    message = {"role": "assistant", "content": kept}
-    return Interpreted(found.text if calls else kept, calls, message, content if cut else None, notes)
+        return Interpreted(found.text, calls, native_message(found.history_text("native"), shown_calls), content, notes)
+    text = found.history_text("text")
+    message = {"role": "assistant", "content": text}
+    return Interpreted(found.text, calls, message, content if cut or text != kept else None, notes)
 
 
 INVENTED_RESULT = re.compile(r"<\s*tool_(?:result|response)\b", re.I)
 TAG_BLOCK = re.compile(r"<(tool_use|tool_call)>(.*?)(?:</\1>|\Z)", re.S)
 FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
-NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"]*)"')
-ARGS_FIELD = re.compile(r'"(?:arguments|parameters)"\s*:')
+NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"']*)["']""")
+ARGS_FIELD = re.compile(r"""["'](?:arguments|parameters|script)["']\s*:""")
 FENCE_LANGS = {"", "json", "tool_call", "tool_use", "javascript", "js"}
 INVALID_NAME = "invalid_tool_call"  # the name recorded for a call whose name could not be read
 
@@ -195,14 +223,53 @@ INVALID_NAME = "invalid_tool_call"  # the name recorded for a call whose name co
 @dataclass
 class ContentCall:
     name: str
-    arguments: str  # JSON text of the arguments object
+    arguments: str  # JSON text of the arguments object that runs
     problem: str = ""  # set when the block looked like a call but could not be read
+    how: str = "json"  # how it was read: json, python, repaired, block (script from a code block)
+    script_hint: str = ""  # an unreadable call: its script as far as it could be dug out (for the error's shape)
+    kind: str = ""  # the script's type when known
+    written: Optional[str] = None  # the arguments the history shows, when they differ from `arguments`
+    as_written: bool = True  # read as the model wrote it (strict JSON); False: read leniently, or not at all
+
+    @property
+    def shown(self) -> str:
+        return self.written if self.written is not None else self.arguments
+
+
+@dataclass
+class Span:
+    start: int
+    end: int
+    calls: list[ContentCall]
 
 
 @dataclass
 class Extracted:
     text: str  # the content without the call blocks
     calls: list[ContentCall] = field(default_factory=list)
+    content: str = ""
+    spans: list[Span] = field(default_factory=list)
+
+    def history_text(self, mode: str) -> str:
+        """The reply as it goes into the history. A call block read as written stays as written in text mode (in
+        native mode its call is a tool_calls entry); one read leniently is written out as ga read it, so the
+        model sees the right form; an unreadable one is replaced by a marker, so it is not copied."""
+        parts, position = [], 0
+        for span in self.spans:
+            parts.append(self.content[position:span.start])
+            position = span.end
+            if mode == "text" and all(c.as_written for c in span.calls):
+                parts.append(self.content[span.start:span.end])
+                continue
+            lines = []
+            for call in span.calls:
+                if call.problem:
+                    lines.append(f"[an unreadable {call.name or 'tool'} call was here: see the error in its result]")
+                elif mode == "text":
+                    lines.append(format_tool_use(call.name, call.shown))
+            parts.append("\n".join(lines))
+        parts.append(self.content[position:])
+        return re.sub(r"\n{3,}", "\n\n", "".join(parts)).strip()
 
 
 def cut_invented_results(content: str) -> tuple[str, bool]:
@@ -214,106 +281,171 @@ def cut_invented_results(content: str) -> tuple[str, bool]:
 
 
 def extract_calls(content: str, known: Iterable[str]) -> Extracted:
-    """Tool calls written in `content`, in order, and the text that remains around them."""
+    """Tool calls written in `content`, in order, and the text that remains around them. `known`: the tool names,
+    or a mapping of each name to its parameter names in order (to read `ask_user("...")`, written as a call)."""
+    params: dict[str, list[str]] = {k: list(v) for k, v in known.items()} if isinstance(known, dict) else {}
     known = set(known)
-    spans: list[tuple[int, int, list[ContentCall]]] = []
+    spans: list[Span] = []
     for match in TAG_BLOCK.finditer(content):
-        spans.append((match.start(), match.end(), [_from_tag(match.group(2).strip())]))
+        spans.append(Span(match.start(), match.end(), [_from_tag(match.group(2).strip(), known)]))
     for match in FENCE.finditer(content):
-        if any(s <= match.start() < e for s, e, _ in spans):
+        if any(s.start <= match.start() < s.end for s in spans):
             continue
         if match.group(1).lower() not in FENCE_LANGS:
             continue
         calls = _from_json_text(match.group(2).strip(), known)
         if calls:
-            spans.append((match.start(), match.end(), calls))
+            spans.append(Span(match.start(), match.end(), calls))
     if not spans:
         stripped = content.strip()
-        if stripped.startswith(("{", "[")):
-            calls = _from_json_text(stripped, known)
-            if calls:
-                return Extracted("", calls)
-        return Extracted(content)
-    spans.sort(key=lambda span: span[0])
+        calls = _from_json_text(stripped, known) if stripped.startswith(("{", "[")) else _from_call_syntax(stripped, params)
+        if calls:
+            return Extracted("", calls, content, [Span(0, len(content), calls)])
+        return Extracted(content, content=content)
+    spans.sort(key=lambda span: span.start)
     text, calls, position = [], [], 0
-    for start, end, found in spans:
-        text.append(content[position:start])
-        calls.extend(found)
-        position = end
+    for span in spans:
+        text.append(content[position:span.start])
+        calls.extend(span.calls)
+        position = span.end
     text.append(content[position:])
-    return Extracted(re.sub(r"\n{3,}", "\n\n", "".join(text)).strip(), calls)
+    return Extracted(re.sub(r"\n{3,}", "\n\n", "".join(text)).strip(), calls, content, spans)
 
 
 def native_message(text: str, calls: list[tuple[str, ContentCall]]) -> dict[str, Any]:
-    """The assistant message a content call is recorded as in native mode: a real `tool_calls`
-    entry, so the next request is an ordinary call/result exchange (an unreadable call gets empty
-    arguments: servers parse the arguments of past calls to render their chat template)."""
+    """The assistant message a content call is recorded as in native mode: a real `tool_calls` entry, so the
+    next request is an ordinary call/result exchange. Its arguments are the model's own when they were read as
+    written or completed from a code block (the block stays in the text), else as ga read them; an unreadable
+    call gets empty arguments (servers parse the arguments of past calls to render their chat template)."""
     return {"role": "assistant", "content": text or None, "tool_calls": [
         {"id": call_id, "type": "function",
-         "function": {"name": call.name or INVALID_NAME, "arguments": call.arguments if _is_object(call) else "{}"}}
+         "function": {"name": call.name or INVALID_NAME, "arguments": "{}" if call.problem else call.shown}}
         for call_id, call in calls]}
-
-
-def _is_object(call: ContentCall) -> bool:
-    return not call.problem and isinstance(_loads(call.arguments)[0], dict)
 
 
 # ---- one block ------------------------------------------------------------------------------
 
 
-def _from_tag(inner: str) -> ContentCall:
-    data, error = _loads(inner)
-    if isinstance(data, dict):
-        call = _from_object(data)
+def _from_tag(inner: str, known: set[str]) -> ContentCall:
+    read = read_value(inner)
+    if isinstance(read.value, dict):
+        call = _from_object(read.value, read.how)
         if call is not None:
             return call
-        return ContentCall(_name_in(inner), "{}", 'a tool call needs {"name": TOOL, "arguments": {...}}')
-    name, raw = parse_block(inner)
-    if name:  # the arguments pass through as written: the loop reports their JSON error
-        return ContentCall(name, raw)
-    return ContentCall("", "{}", f"the tool call is not valid JSON ({error}); "
-                       'write {"name": TOOL, "arguments": {...}} with the arguments as a JSON object')
+        return ContentCall(_name_in(inner), "{}", 'a tool call needs {"name": TOOL, "arguments": {...}}', as_written=False)
+    name = _name_in(inner)
+    what = f"the {name} call" if name else "the tool call"
+    return ContentCall(name, "{}", f"{what} is not valid JSON ({read.error})", script_hint=recovered_script(inner),
+                       as_written=False)
 
 
 def _from_json_text(text: str, known: set[str]) -> list[ContentCall]:
     """Calls in a fenced block or a bare reply; [] when it is not a call to a known tool."""
-    data, error = _loads(text)
-    if data is None:
-        name = _name_in(text)
-        if name in known and ARGS_FIELD.search(text):
-            return [ContentCall(name, "{}", f"the {name} call in your reply is not valid JSON ({error}); "
-                                "write it again as one JSON object, or call the tool natively")]
+    name = _name_in(text)
+    looks_like_call = name in known and bool(ARGS_FIELD.search(text))
+    read = read_value(text, repair=looks_like_call)
+    if read.value is None:
+        if looks_like_call:
+            return [ContentCall(name, "{}", f"the {name} call in your reply is not valid JSON ({read.error})",
+                                script_hint=recovered_script(text), as_written=False)]
         return []
-    items = data if isinstance(data, list) else [data]
-    calls = [_from_object(item) if isinstance(item, dict) else None for item in items]
+    items = read.value if isinstance(read.value, list) else [read.value]
+    calls = [_from_object(item, read.how) if isinstance(item, dict) else None for item in items]
     if not calls or any(c is None or c.name not in known for c in calls):
         return []
     return [c for c in calls if c is not None]
 
 
-def _from_object(data: dict[str, Any]) -> ContentCall | None:
+CALL_SYNTAX = re.compile(r"([A-Za-z_]\w*)\s*\(.*\)", re.S)
+
+
+def _from_call_syntax(text: str, params: dict[str, list[str]]) -> list[ContentCall]:
+    """A whole reply written as a function call to a known tool, `ask_user("Which file?")` or
+    `code_run(script="print(1)")`: its literal arguments, positional ones named in the tool's order; [] otherwise."""
+    found = CALL_SYNTAX.fullmatch(text)
+    if not found or found.group(1) not in params or len(text) > MAX_LENIENT_CHARS:
+        return []
+    try:
+        call = ast.parse(text, mode="eval").body
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return []
+        names = params[found.group(1)]
+        if len(call.args) > len(names) or any(k.arg is None for k in call.keywords):
+            return []
+        args = {names[i]: ast.literal_eval(node) for i, node in enumerate(call.args)}
+        args.update({str(k.arg): ast.literal_eval(k.value) for k in call.keywords})
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return []
+    return [ContentCall(found.group(1), json.dumps(args, ensure_ascii=False), how="python", as_written=False)]
+
+
+def _from_object(data: dict[str, Any], how: str = "json") -> ContentCall | None:
     if isinstance(data.get("function"), dict):  # {"type": "function", "function": {...}}
         data = data["function"]
     name = data.get("name")
-    if not isinstance(name, str) or not ("arguments" in data or "parameters" in data or len(data) == 1):
+    if not isinstance(name, str):
         return None
-    args = data.get("arguments", data.get("parameters", {}))
+    if "arguments" in data or "parameters" in data:
+        args = data.get("arguments", data.get("parameters", {}))
+    else:  # {"name": "code_run", "script": "..."}: the arguments written beside the name
+        args = {k: v for k, v in data.items() if k not in ("name", "type", "id")}
     if isinstance(args, str):
-        parsed, error = _loads(args or "{}")
-        if not isinstance(parsed, dict):
-            return ContentCall(name, "{}", f"arguments of {name} are not a JSON object ({error or 'not an object'})")
-        return ContentCall(name, args)
+        read = read_value(args or "{}")
+        if not isinstance(read.value, dict):
+            return ContentCall(name, "{}", f"arguments of {name} are not a JSON object ({read.error or 'not an object'})",
+                               script_hint=recovered_script(args), as_written=False)
+        if not read.lenient and how == "json":
+            return ContentCall(name, args)
+        return ContentCall(name, json.dumps(read.value, ensure_ascii=False), how=read.how if read.lenient else how,
+                           as_written=False)
+    if args is None:
+        args = {}
     if not isinstance(args, dict):
-        return ContentCall(name, "{}", f"arguments of {name} must be a JSON object")
-    return ContentCall(name, json.dumps(args, ensure_ascii=False))
+        return ContentCall(name, "{}", f"arguments of {name} must be a JSON object", as_written=False)
+    return ContentCall(name, json.dumps(args, ensure_ascii=False), how=how, as_written=how == "json")
 
 
-def _loads(text: str) -> tuple[Any, str]:
-    """JSON allowing raw newlines inside strings (small models write multi-line scripts that way)."""
+def _filled(call: ContentCall, text: str, notes: list[str]) -> ContentCall:
+    """A script tool's call completed from the reply's fenced code block when its script is missing, empty or
+    unreadable; otherwise the call as it is."""
+    if not is_script_tool(call.name):
+        return call
+    args = None if call.problem else _loads_object(call.arguments)
+    if not call.problem and not needs_script(call.name, args):
+        return call
+    filled = with_script(call.name, args, text)
+    if filled is None:
+        return call
+    notes.append(f"took the {call.name} script from the reply's {filled.get('type', 'javascript')} code block")
+    written = call.arguments if not call.problem else json.dumps(
+        {"type": filled["type"]} if "type" in filled else {}, ensure_ascii=False)
+    return ContentCall(call.name, json.dumps(filled, ensure_ascii=False), how="block", kind=filled.get("type", ""),
+                       written=written, as_written=call.as_written)
+
+
+def _mend_native(call: ToolCall, text: str, notes: list[str]) -> tuple[ToolCall, str]:
+    """A native call with its arguments read leniently and its script completed from a code block in the text;
+    and the arguments its history entry shows."""
+    read = read_value(call.arguments or "{}")
+    if not isinstance(read.value, dict):
+        mended = ContentCall(call.name, "{}", f"arguments of {call.name} are not valid JSON "
+                             f"({read.error or 'not an object'})", script_hint=recovered_script(call.arguments))
+    elif read.lenient:
+        notes.append(f"read the {call.name} arguments leniently ({read.how})")
+        mended = ContentCall(call.name, json.dumps(read.value, ensure_ascii=False), how=read.how)
+    else:
+        mended = ContentCall(call.name, call.arguments)
+    mended = _filled(mended, text, notes)
+    shown = "{}" if mended.problem else mended.shown
+    return ToolCall(call.id, call.name, mended.arguments, mended.problem, mended.script_hint, mended.kind), shown
+
+
+def _loads_object(text: str) -> Optional[dict[str, Any]]:
     try:
-        return json.loads(text, strict=False), ""
-    except json.JSONDecodeError as exc:
-        return None, f"{exc.msg} at char {exc.pos}"
+        value = json.loads(text or "{}", strict=False)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _name_in(text: str) -> str:

@@ -4,17 +4,30 @@
 calls `on_text` with each piece of content and puts the completion back together: content, tool calls
 assembled from their deltas (by index: the first delta brings id and name, later ones add to the
 arguments), the finish reason and the usage that `stream_options.include_usage` adds in a last chunk.
-`completion()` is then the same JSON a non-streamed request would have returned.
+`completion()` is then the same JSON a non-streamed request would have returned. A `watch` looks at the
+content as it grows and may stop the stream (StreamCut): a model stuck repeating itself is cut there, and
+the connection closed under it ends the generation on the server.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Callable, Optional
 
+WATCH_EVERY = 400  # characters of content between two looks of the runaway watch
+
+
+class StreamCut(Exception):
+    """The watch saw the content run away: the rest of the stream is not read (closing it ends the generation)."""
+
 
 class StreamAssembler:
-    def __init__(self, on_text: Optional[Callable[[str], None]] = None):
+    def __init__(self, on_text: Optional[Callable[[str], None]] = None,
+                 watch: Optional[Callable[[str], bool]] = None):
+        """watch(content so far) -> True: stop reading (StreamCut out of feed); looked at every WATCH_EVERY chars."""
         self.on_text = on_text
+        self.watch = watch
+        self._size = 0
+        self._watched = 0
         self._buffer = b""
         self._content: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
@@ -23,16 +36,23 @@ class StreamAssembler:
         self._meta: dict[str, Any] = {}
         self.events = 0
 
+    @property
+    def chars(self) -> int:
+        """Characters of content received so far."""
+        return self._size
+
     def feed(self, data: bytes) -> None:
         self._buffer += data
         while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             self._line(line.strip())
 
-    def completion(self) -> bytes:
-        """The assembled reply as a chat.completion JSON body."""
-        self._line(self._buffer.strip())  # a last event without its newline
+    def completion(self, finish: Optional[str] = None) -> bytes:
+        """The assembled reply as a chat.completion JSON body (`finish`: the finish reason to give a cut reply)."""
+        if finish is None:
+            self._line(self._buffer.strip())  # a last event without its newline
         self._buffer = b""
+        self._finish = finish or self._finish
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
         if self._calls:
             message["tool_calls"] = [self._calls[index] for index in sorted(self._calls)]
@@ -68,8 +88,13 @@ class StreamAssembler:
         text = delta.get("content")
         if isinstance(text, str) and text:
             self._content.append(text)
+            self._size += len(text)
             if self.on_text:
                 self.on_text(text)
+            if self.watch is not None and self._size - self._watched >= WATCH_EVERY:
+                self._watched = self._size
+                if self.watch("".join(self._content)):
+                    raise StreamCut()
         for part in delta.get("tool_calls") or []:
             call = self._calls.setdefault(int(part.get("index", len(self._calls))),
                                           {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})

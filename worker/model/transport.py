@@ -20,6 +20,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -101,6 +102,20 @@ def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_
         return connection.exchange(head, payload, deadline, max_bytes, on_events)
     except _StaleConnection:
         raise httpcore2.RemoteProtocolError("the server closed the connection without replying") from None
+
+
+def answers(url: str, headers: dict[str, str], timeout: float) -> bool:
+    """Whether a GET of `url` gets any HTTP reply within about `timeout` seconds (each socket wait is bounded):
+    the probe that tells a slow server from a stopped or stuck one after a request timed out."""
+    try:
+        check_url(url)
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as reply:
+            reply.read(65536)
+        return True
+    except urllib.error.HTTPError:
+        return True  # it answered, with an error status
+    except (OSError, ValueError, BadURL):
+        return False
 
 
 def _request_head(parts: urllib.parse.SplitResult, host: str, port: int, headers: dict[str, str], length: int) -> bytes:

@@ -75,14 +75,20 @@ class Engine:
         message = self._message(script_turn, messages, native, turn, malformed=bool(fault and fault.kind == "malformed_tool_call"))
         message = _apply_stop(message, body.get("stop"))
         finish = script_turn.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
+        count = 1
+        if self.script.completion_limits:  # as a real endpoint: n choices, each cut at max_tokens
+            count = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
+            limit = body.get("max_tokens") or body.get("max_completion_tokens")
+            if isinstance(limit, int) and isinstance(message.get("content"), str) and len(message["content"]) > limit * 4:
+                message, finish = {**message, "content": message["content"][:limit * 4]}, "length"
         choices = [] if fault and fault.kind == "empty_choices" else [
-            {"index": 0, "message": message, "finish_reason": finish}]
+            {"index": i, "message": message, "finish_reason": finish} for i in range(count)]
         with self._lock:
             self._ids += 1
             reply_id = f"chatcmpl-scripted-{self._ids}"
         body_out = {"id": reply_id, "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "scripted"), "choices": choices,
-                    "usage": self._usage(body, messages, message)}
+                    "usage": self._usage(body, messages, message, count)}
         hostile = fault if fault and fault.kind in HOSTILE_KINDS else None
         return Answer(status_of(hostile) if hostile else 200, body_out, delay=delay, task=task, turn=turn,
                       fault=fault.kind if fault else None, hostile=hostile)
@@ -160,7 +166,7 @@ class Engine:
             message["content"] = content
         return message
 
-    def _usage(self, body: dict[str, Any], messages: list[dict], reply: dict[str, Any]) -> dict[str, Any]:
+    def _usage(self, body: dict[str, Any], messages: list[dict], reply: dict[str, Any], choices: int = 1) -> dict[str, Any]:
         text = json.dumps(body.get("tools") or [], sort_keys=True) + "".join(json.dumps(m, sort_keys=True) for m in messages)
         key = json.dumps([m for m in messages if m.get("role") in ("system", "user")][:2], sort_keys=True)
         with self._lock:
@@ -170,7 +176,7 @@ class Engine:
                 self._previous.pop(next(iter(self._previous)))
         calls = reply.get("tool_calls") or []
         reply_chars = len(reply.get("content") or "") + sum(len(c["function"]["name"]) + len(c["function"]["arguments"]) for c in calls)
-        prompt, completion, cached = len(text) // 4, max(1, reply_chars // 4), _common_prefix(text, previous) // 4
+        prompt, completion, cached = len(text) // 4, max(1, reply_chars // 4) * choices, _common_prefix(text, previous) // 4
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 

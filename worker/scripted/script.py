@@ -6,6 +6,8 @@ latency: 0.0                 # seconds per request, or [min, max] drawn per requ
 context_window: 4096         # optional: a request whose prompt tokens exceed it gets a 400 "exceeds the
                              # available context size" (prompt tokens counted as in the usage, below)
 stop_supported: true         # false: a request with `stop` gets a 400 "Unsupported parameter: 'stop'"
+completion_limits: false     # true: as a real endpoint, a request's max_tokens cuts the reply (4 chars a
+                             # token, finish_reason length) and its `n` gives n choices, all counted
 model: {tool_mode: native}   # optional ModelConfig overrides used by the `scripted:FILE` model name
 faults: []                   # optional faults applying to every task (e.g. a 429 storm)
 tasks:
@@ -106,6 +108,7 @@ class Script(_Strict):
     latency: Union[float, tuple[float, float]] = 0.0
     context_window: Optional[int] = Field(None, ge=1)  # prompt tokens over this: 400, as llama.cpp answers
     stop_supported: bool = True  # false: a request with `stop` gets a 400 (as some hosted models answer)
+    completion_limits: bool = False  # true: `max_tokens` cuts a reply (4 chars a token), `n` gives n choices
     model: dict[str, Any] = {}
     faults: list[Fault] = []
     tasks: list[Task] = Field(min_length=1)

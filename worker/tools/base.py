@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from configs import Settings
 from memory_shared import fsutil
+from worker.policy import Environment
 from worker.types import ToolResult
 
 if TYPE_CHECKING:
@@ -47,6 +48,20 @@ class ToolContext:
     warned_unsandboxed: bool = False
     gateway: Any = None  # worker.gateway.Gateway, started by the first code_run
     workdir_folder: Optional[fsutil.Folder] = None  # the workdir held open (workdir_fd)
+    environment: Optional[Environment] = None  # the task's policy, built at its first use (`policy`)
+
+    @property
+    def policy(self) -> Environment:
+        """The task's one policy (worker/policy.py): what every actor working for it may read, write and reach.
+        Built once per task, at the first tool call that asks."""
+        if self.environment is None:
+            store = getattr(getattr(self.memory, "store", None), "root", None)
+            run_dir = self.env.get("GA_RUN_DIR")
+            self.environment = Environment.for_task(
+                self.settings, self.workdir, run_dir=Path(run_dir) if run_dir else None,
+                memory_roots=(store, getattr(self.memory, "root", None)), model=self.model_config,
+                account=self.account)
+        return self.environment
 
     def workdir_fd(self) -> int:
         """The worker's directory, opened once per task: the file tools walk below it from this fd."""

@@ -9,8 +9,10 @@ those, through ga's egress proxy (worker/egress.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,29 +22,57 @@ from pathlib import Path
 from typing import BinaryIO, Literal, Optional
 
 import structlog
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memory_shared import fsutil
 from worker import egress, gateway, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.paths import PathError, resolve_read
-from worker.sandbox_limits import Limits, PidsCgroup, confine, verdict
+from worker.sandbox_disk import DiskWatch
+from worker.sandbox_limits import Limits, SandboxCgroup, confine, verdict
 from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 from worker.usage import Account
 
+ANSWER_ENV = "GA_ANSWER"  # a task check's script reads the answer here (worker/taskcheck.py)
 SCRIPT_DIR = ".ga"  # scripts and their output files, kept so tracebacks and logs stay inspectable
 TYPE_ALIASES = {"py": "python", "python3": "python", "sh": "bash", "shell": "bash"}
 PARENT_ONLY = ("GA_RAY_ADDRESS", "RAY_ADDRESS")  # the gateway runs nested fan-outs: scripts never join the cluster
 log = structlog.get_logger("worker.code")
 
 
+SHELL_COMMANDS = {"ls", "cat", "echo", "printf", "grep", "egrep", "wc", "head", "tail", "find", "sed", "awk", "cd", "pwd",
+                  "mkdir", "rm", "cp", "mv", "touch", "chmod", "python", "python3", "pip", "pip3", "curl", "wget", "sort",
+                  "uniq", "cut", "tr", "xargs", "export", "sqlite3", "jq", "date", "env", "which", "du", "df", "tar",
+                  "unzip", "git", "bash", "sh", "seq", "diff", "stat", "file", "sudo", "apt", "apt-get", "npm", "node"}
+
+
+SHELL_WORD = re.compile(r"([\w./-]+)(?:$|[ \t]+(?![=(.\[:,]|[-+*/%]=))")  # a word not followed by = ( . [ : ,
+
+
 class CodeRunArgs(BaseModel):
-    script: str
-    type: Literal["python", "bash"] = "python"
+    script: str = Field(description="the whole script: python source, or shell commands with type bash; or leave "
+                        "it out and put the script in a ```python or ```bash block of your reply")
+    type: Literal["python", "bash"] = Field("python", description="python or bash; a script that is plainly shell "
+                                            "(ls, cat, grep, python -c ...) and not Python runs as bash")
     timeout: int = Field(60, description="seconds, max 600")
     cwd: Optional[str] = Field(None, json_schema_extra=optional_str)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer(cls, data: object) -> object:
+        """`code` is read as `script` (GenericAgent's name for it); a missing type follows the script."""
+        if not isinstance(data, dict):
+            return data
+        if "script" not in data and "code" in data:
+            data = {**{k: v for k, v in data.items() if k != "code"}, "script": data["code"]}
+        script = data.get("script")
+        if isinstance(script, str) and (not data.get("type") or (data.get("type") in ("python", "py", "python3")
+                                                                  and plainly_shell(script) and not _compiles(script))):
+            # no type, or "python" on a shell command line that is no Python (the 1.5B model's `python -c '...'`)
+            data = {**data, "type": "bash" if plainly_shell(script) else "python"}
+        return data
 
     @field_validator("type", mode="before")
     @classmethod
@@ -50,9 +80,37 @@ class CodeRunArgs(BaseModel):
         return TYPE_ALIASES.get(value, value) if isinstance(value, str) else value
 
 
+def _compiles(script: str) -> bool:
+    try:
+        compile(script, "<script>", "exec")
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def plainly_shell(script: str) -> bool:
+    """Whether a script given without a type is shell: a shell shebang, or a first line that starts with a shell
+    command used as one (`ls -la`, `python -c '...'`, `cat data.csv | wc -l`; not `file = open(...)`)."""
+    lines = [line.strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("# ")]
+    if not lines:
+        return False
+    if lines[0].startswith("#!"):
+        return "python" not in lines[0] and any(word in lines[0] for word in ("sh", "bash", "zsh"))
+    found = SHELL_WORD.match(lines[0])
+    return bool(found) and (found.group(1) in SHELL_COMMANDS or found.group(1).startswith(("./", "/bin/", "/usr/bin/")))
+
+
 @tool("code_run", "Run a python or bash script in the working directory; returns the exit code and"
       " output.", CodeRunArgs)
 def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
+    return run_script(ctx, args)
+
+
+def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] = None) -> ToolResult:
+    """code_run's work. With `check_answer` it runs a task's check (worker/taskcheck.py), isolated: python with -I,
+    and a clean environment (the allow-list, the answer in GA_ANSWER, the gateway's placeholders), so nothing the
+    task left in its directory (a sitecustomize.py, a module named like one the check imports) is imported."""
+    isolated = check_answer is not None
     workdir = ctx.workdir.resolve()
     try:
         cwd = _resolve_cwd(ctx, args.cwd) if args.cwd else workdir
@@ -71,8 +129,9 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         script_path, output = _script_files(workdir, args.type, args.script, ctx)
     except OSError as exc:  # the task made its .ga unusable (a symlink there): say so, run nothing
         return ToolResult(f"error: {SCRIPT_DIR}/{exc}", ok=False, evidence=False)
-    command = [sys.executable, "-u", str(script_path)] if args.type == "python" else ["bash", str(script_path)]
-    env = _child_env(ctx, cwd)
+    python = [sys.executable, "-I", "-u"] if isolated else [sys.executable, "-u"]
+    command = [*python, str(script_path)] if args.type == "python" else ["bash", str(script_path)]
+    env = _check_env(ctx, check_answer) if check_answer is not None else _child_env(ctx, cwd, sandboxed=wrap)
     limits = Limits.of(ctx.settings.sandbox.limits)
     try:  # rlimits always (bubblewrap and all it starts inherit them); a pids cgroup where ga may make one
         confinement, cgroup = confine(limits, sandboxed=wrap)
@@ -84,8 +143,9 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         gate.traceparent = env.get("TRACEPARENT")
     placeholders: list[Path] = []
     if wrap:
-        env = sandbox.without_secrets(env, _key_names(ctx))
         confined = task_policy(ctx, env, gate, limits)
+        if gate is not None and shared:  # the host's network: the gateway's socket itself stays reachable
+            confined = dataclasses.replace(confined, sockets=(gate.socket_path,))
         if gate is not None and any(gate.folder.is_relative_to(root) for root in confined.writable):
             problem = (f"code_run refused: the model gateway's socket {gate.folder} would be writable from the sandbox; "
                        "point TMPDIR outside the task's writable paths")
@@ -97,6 +157,16 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
             env.update(OPENAI_BASE_URL=f"http://127.0.0.1:{gateway.PORT}/v1", OPENAI_API_KEY=gateway.PLACEHOLDER_KEY)
         command = sandbox.wrap(command, confined, policy.bwrap, cwd, proc=sandbox.mounts_proc(policy.bwrap, shared))
         placeholders = sandbox.placeholders(command)
+        try:
+            sandbox.make_mount_points(command, confined.writable)
+        except OSError as exc:  # a link where a mount point goes: it was put there to be followed
+            problem = f"code_run refused: a mount point of the sandbox cannot be made safely ({exc})"
+            output.close()
+            sandbox.remove_placeholders(placeholders)
+            if cgroup is not None:
+                cgroup.remove()
+            return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
+        _warn_shared_mount_race(policy.bwrap, confined.writable[1:])
         if shared:
             _warn_open_network(ctx)
     elif policy.mode == "off":
@@ -111,6 +181,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     ctx.kill.append(killer)
     if ctx.cancelled.is_set():  # cancelled while it started: cancel() may have run before the killer was listed
         killer()
+    disk = DiskWatch(workdir, limits.disk, killer)
     try:
         code = proc.wait(timeout=timeout)
         status = f"exit code {code}"
@@ -120,6 +191,7 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
     finally:
         ctx.kill.remove(killer)
+        hit = disk.stop()  # killed for the disk limit: named first
         if gate is not None:  # a nested run lives only as long as the code_run that asked for it
             gate.cancel_nested(wait=gateway.NESTED_GRACE)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
@@ -131,7 +203,8 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     cap = output_cap(ctx.settings.context, "code_run", ctx.calls_in_turn)
     with output:
         text, size = _read_ends(output.fileno(), cap)
-    if not status.startswith("timeout") and (hit := verdict(code, text, limits, _forks_refused(ctx, cgroup))):
+    hits = _limits_hit(ctx, cgroup)
+    if hit or (not status.startswith("timeout") and (hit := verdict(code, text, limits, *hits))):
         status += f"; {hit}"
     if size > cap:
         status += f"; full output in {script_path.with_suffix('.out').relative_to(workdir).as_posix()}"
@@ -139,27 +212,25 @@ def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 
 
-def _forks_refused(ctx: ToolContext, cgroup: Optional[PidsCgroup]) -> int:
-    """Forks the script's pids cgroup refused; the cgroup is removed now, or at the task's end if still busy."""
+def _limits_hit(ctx: ToolContext, cgroup: Optional[SandboxCgroup]) -> tuple[int, int]:
+    """(forks refused, processes killed for memory) in the script's cgroup; the cgroup is removed now, or at the
+    task's end if still busy."""
     if cgroup is None:
-        return 0
-    refused = cgroup.refused_forks()
+        return 0, 0
+    hits = cgroup.refused_forks(), cgroup.oom_kills()
     if not cgroup.remove():
         ctx.cleanup.callback(cgroup.remove, tries=10)
-    return refused
+    return hits
 
 
 def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Gateway] = None,
                 limits: Optional[Limits] = None) -> sandbox.Policy:
-    """The task's sandbox: its workdir (and configured paths) writable; the memory store (all of it), GA_HOME and
-    the run directories read-only, GA_HOME's sessions hidden, project config files read-only; the network as
-    `sandbox.network` says, the gateway reachable unless it is off."""
-    settings = ctx.settings
-    writable = [ctx.workdir, *settings.sandbox.writable, *settings.worker.allow_write]
-    store = getattr(getattr(ctx.memory, "store", None), "root", None)
-    readonly = [settings.home_dir, settings.memory_root, store, getattr(ctx.memory, "root", None),
-                Path(settings.fanout.runs_dir).resolve(), env.get("GA_RUN_DIR")]
-    network = settings.sandbox.network
+    """The task's sandbox, derived from its one policy (ctx.policy, worker/policy.py): what it may write, what
+    stays read-only or hidden inside that; the network as `sandbox.network` says, the gateway reachable unless it
+    is off (through a relay port, or with the host's network the socket itself, read-only)."""
+    rules = ctx.policy
+    readonly = [path for path, _ in rules.state]
+    network = rules.network
     forwards: tuple[tuple[int, Path], ...] = ()
     if gate is not None and network == "open":  # the host's network: the socket itself, no relay port
         readonly.append(gate.folder)
@@ -168,10 +239,9 @@ def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Ga
     if isinstance(network, list):  # an allow-list: besides the gateway, only ga's filtering proxy
         forwards += ((egress.PORT, egress.proxy_for(network)),)
         env.update(egress.sandbox_env())
-    return sandbox.Policy(network=network == "open", writable=tuple(writable), forwards=forwards,
-                          readonly=tuple(Path(p) for p in readonly if p),
-                          hidden=tuple(settings.home_dir / name for name in sandbox.GA_HIDDEN),
-                          tmp_size=limits.tmp_size if limits else None, config_dirs=(Path.cwd(),))
+    return sandbox.Policy(network=network == "open", writable=rules.writable, forwards=forwards,
+                          readonly=tuple(readonly), hidden=rules.hidden, home=rules.home,
+                          tmp_size=limits.tmp_size if limits else None, config_dirs=rules.config_dirs)
 
 
 def _gateway(ctx: ToolContext) -> gateway.Gateway:
@@ -184,6 +254,20 @@ def _gateway(ctx: ToolContext) -> gateway.Gateway:
         ctx.cleanup.callback(ctx.gateway.close)
         ctx.kill.append(ctx.gateway.cancel_nested)  # the task's cancel (timeout, stop) stops its nested runs
     return ctx.gateway
+
+
+def _warn_shared_mount_race(bwrap: str, shared: tuple[Path, ...]) -> None:
+    """Once a process: a writable path besides the workdir, which another sandbox may share, can race bubblewrap's
+    mount points before 0.12.0 (worker/sandbox.py's doc)."""
+    version = sandbox.bwrap_version(bwrap) if shared and not _WARNED_RACE else None
+    if version is not None and version < sandbox.FIXED_BWRAP:
+        _WARNED_RACE.append(bwrap)
+        log.warning("bubblewrap_mount_race", version=".".join(map(str, version)),
+                    note="bubblewrap before 0.12.0 can be raced into creating a file outside the sandbox by another "
+                         "sandbox writing the same sandbox.writable path (CVE-2026-87766); upgrade bubblewrap")
+
+
+_WARNED_RACE: list[str] = []
 
 
 def _key_names(ctx: ToolContext) -> set[str]:
@@ -262,17 +346,35 @@ def _script_files(workdir: Path, kind: str, script: str, ctx: ToolContext) -> tu
     return workdir / SCRIPT_DIR / name, os.fdopen(out, "rb")
 
 
-def _child_env(ctx: ToolContext, cwd: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _child_env(ctx: ToolContext, cwd: Path, sandboxed: bool) -> dict[str, str]:
+    """A script's environment: sandboxed, the host's allow-list (sandbox.allowed_env) and ga's own variables;
+    with `sandbox: off` (the user's explicit choice), the host's whole environment."""
+    env = sandbox.allowed_env(dict(os.environ), ctx.settings.sandbox.env, _key_names(ctx)) if sandboxed else \
+        dict(os.environ)
+    env["GA_HOME"] = str(ctx.settings.home_dir)
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave in the order they were written
-    # The script file lives in .ga/, so put the cwd on the import path as `python script.py` would.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), env.get("PYTHONPATH", "")) if p)
+    # The script file lives in .ga/, so put the cwd on the import path as `python script.py` would; then the
+    # path ga itself was started with (the user's, no secret), then ga's own packages where they are not
+    # installed (a checkout, an editable install): a folder in the cwd named like one of them (a project's
+    # configs/) is then a namespace portion that ga's package, found later, wins over.
+    own = [] if sandbox.GA_ROOT.name in ("site-packages", "dist-packages") else [str(sandbox.GA_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", ""), *own) if p)
     root = getattr(ctx.memory, "root", None)
     if root is not None:
         env["GA_MEMORY"] = str(root)  # the pinned snapshot, read-only: run L3 scripts from it
     env[sandbox.ENV_MARK] = ctx.settings.sandbox.mode
     env.update({k: str(v) for k, v in ctx.env.items() if k not in PARENT_ONLY})
     env.update(telemetry.child_env())  # a nested fan-out joins this tool call's trace
+    return env
+
+
+def _check_env(ctx: ToolContext, answer: str) -> dict[str, str]:
+    """A check's environment: the allow-list and the answer; no import path of the task's, and a Python started
+    from a bash check puts neither its cwd nor its script's folder on it either (PYTHONSAFEPATH)."""
+    env = sandbox.allowed_env(dict(os.environ), ctx.settings.sandbox.env, _key_names(ctx))
+    env.update(PYTHONSAFEPATH="1", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    env[sandbox.ENV_MARK] = ctx.settings.sandbox.mode
+    env[ANSWER_ENV] = answer
     return env
 
 

@@ -2,24 +2,27 @@
 from __future__ import annotations
 
 import difflib
-import io
 import os
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO, Iterable, Literal, Optional
+from typing import BinaryIO, Callable, Iterable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
 from memory_shared import fsutil
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, memory_rel, open_checked, open_plain, plain_rel, resolve_read, resolve_write
+from worker.paths import PathError, memory_rel, open_checked, open_plain, plain_rel
 from worker.textpatch import patch_exact
+from worker.textscan import CappedText, Line, LineScan
 from worker.tools.base import ToolContext, optional_str, tool
 from worker.types import ToolResult
 
 MAX_SUGGESTIONS = 5
 SCAN_LIMIT = 3000  # files looked at when suggesting close names
 LISTING_LIMIT = 200
+MATCHES_LISTED = 20  # keyword matches named in file_read's header line
+READ_SCAN_BYTES = 64 << 20  # file_read reads at most this much of a file (its header says when it stopped)
+PATCH_MAX_BYTES = 16 << 20  # file_patch (and file_write's prepend) edit files up to this size
 
 
 class FileReadArgs(BaseModel):
@@ -63,27 +66,34 @@ def _display(path: Path, ctx: ToolContext) -> str:
 # ---- file_read
 
 @tool("file_read", "Read a file as numbered lines 'N|text'. keyword: show the lines around its first"
-      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs)
+      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs, answer_evidence=False)
 def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
         if rel is not None:
             return _read_memory(ctx, rel, args)
-        w = ctx.settings.worker
-        path = resolve_read(args.path, ctx.workdir, w.allow_read, w.allow_write)
+        rules = ctx.policy
+        path = rules.check_read(args.path)
         if path.is_dir():
             names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
             return ToolResult(_listing(args.path, names))
         if not path.is_file():
             return _error(_missing(args.path, _nearby_files(ctx.workdir.resolve(), path)))
-        with os.fdopen(open_checked(path, ctx.workdir, [*w.allow_read, *w.allow_write]), "rb") as raw:
+        with os.fdopen(open_checked(path, rules.workdir, [*rules.writable[1:], *rules.readable]), "rb") as raw:
             if b"\0" in raw.read(8192):
                 return _error(f"{args.path}: binary file ({os.fstat(raw.fileno()).st_size} bytes); inspect it with code_run")
             raw.seek(0)
-            with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n") as handle:
-                return ToolResult(_render(args, handle, ctx))
+            text = CappedText(raw, READ_SCAN_BYTES)
+            return ToolResult(_render(args, text, ctx, lambda: _cut_note(text, os.fstat(raw.fileno()).st_size)))
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
+
+
+def _cut_note(text: CappedText, size: int) -> str:
+    if not text.cut:
+        return ""
+    return (f"; read the first {READ_SCAN_BYTES >> 20} MiB of {size} bytes (file_read's limit): use start/keyword "
+            "within them, or code_run (grep, sed -n) for the rest")
 
 
 def _read_memory(ctx: ToolContext, rel: str, args: FileReadArgs) -> ToolResult:
@@ -101,53 +111,62 @@ def _read_memory(ctx: ToolContext, rel: str, args: FileReadArgs) -> ToolResult:
             return ToolResult(_listing(args.path, names), evidence=False)
         return _error(_missing(args.path, ["memory/" + p for p in view.list("")]))
     # Reading memory verifies nothing about the world, so it is no evidence for the gate.
-    return ToolResult(_render(args, io.StringIO(text), ctx), evidence=False)
+    return ToolResult(_render(args, [text], ctx), evidence=False)
 
 
-def _render(args: FileReadArgs, lines: Iterable[str], ctx: ToolContext) -> str:
-    """One pass: the page from start, or the window around the keyword's first match; total line count."""
+def _render(args: FileReadArgs, chunks: Iterable[str], ctx: ToolContext,
+            cut_note: Callable[[], str] = lambda: "") -> str:
+    """One pass: the page from start, or the window around the keyword's first match; the total line count
+    (counted without building lines once nothing more can be shown)."""
     caps = ctx.settings.context.caps
     start, count = max(1, args.start), max(1, args.count)
-    needle = args.keyword.lower() if args.keyword else None
+    scan = LineScan(chunks, caps.file_read_line, args.keyword)
     page: list[tuple[int, str]] = []
     before: deque[tuple[int, str]] = deque(maxlen=count // 3)
     window: list[tuple[int, str]] = []
     matches: list[int] = []
     total = 0
-    for total, raw in enumerate(lines, 1):
+    for line in scan.lines():
+        total = line.number
         if total < start:
             continue
-        line = raw.rstrip("\r\n")
+        shown = _cut_line(line, caps.file_read_line)
         if len(page) < count:
-            page.append((total, _cut_line(line, caps.file_read_line)))
-        if needle is None:
+            page.append((total, shown))
+        if scan.needle is None:
+            if len(page) >= count:
+                total += scan.count_rest()
+                break
             continue
-        if needle in line.lower():
+        if line.hit:
             matches.append(total)
         if not matches:
-            before.append((total, _cut_line(line, caps.file_read_line)))
+            before.append((total, shown))
         elif len(before) + len(window) < count:
-            window.append((total, _cut_line(line, caps.file_read_line)))
-    shown, note = page, ""
-    if needle is not None and matches:
-        shown = [*before, *window]
-        listed = ", ".join(map(str, matches[:20])) + (", ..." if len(matches) > 20 else "")
+            window.append((total, shown))
+        elif len(matches) > MATCHES_LISTED:
+            total += scan.count_rest()
+            break
+    shown_lines, note = page, ""
+    if scan.needle is not None and matches:
+        shown_lines = [*before, *window]
+        listed = ", ".join(map(str, matches[:MATCHES_LISTED])) + (", ..." if len(matches) > MATCHES_LISTED else "")
         note = f"; '{args.keyword}' on line{'s' if len(matches) > 1 else ''} {listed}"
-    elif needle is not None:
+    elif scan.needle is not None:
         note = f"; '{args.keyword}' not found from line {start}"
-    if not shown:
+    if not shown_lines:
         span = f"; nothing from line {start}"
-    elif shown[0][0] > 1 or shown[-1][0] < total:
-        span = f"; showing {shown[0][0]}-{shown[-1][0]}"
+    elif shown_lines[0][0] > 1 or shown_lines[-1][0] < total:
+        span = f"; showing {shown_lines[0][0]}-{shown_lines[-1][0]}"
     else:
         span = ""
-    body = "\n".join(f"{i}|{line}" for i, line in shown)
+    body = "\n".join(f"{i}|{line}" for i, line in shown_lines)
     limit = output_cap(ctx.settings.context, "file_read", ctx.calls_in_turn)
-    return cut_head_tail(f"[{args.path}: {total} lines{span}{note}]\n{body}", limit)
+    return cut_head_tail(f"[{args.path}: {total} lines{span}{note}{cut_note()}]\n{body}", limit)
 
 
-def _cut_line(line: str, cap: int) -> str:
-    return line if len(line) <= cap else f"{line[:cap]} ...[+{len(line) - cap} chars]"
+def _cut_line(line: Line, cap: int) -> str:
+    return line.head if line.length <= cap else f"{line.head} ...[+{line.length - cap} chars]"
 
 
 def _listing(shown_as: str, names: list[str]) -> str:
@@ -196,7 +215,7 @@ def _missing(asked: str, candidates: list[str]) -> str:
 # ---- file_patch
 
 @tool("file_patch", "Replace old_content (exact text from file_read, no line numbers; must occur once)"
-      " with new_content.", FilePatchArgs)
+      " with new_content.", FilePatchArgs, answer_evidence=False)
 def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -205,14 +224,15 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
                 return _no_memory(args.path)
             ctx.memory.stage_patch(rel, args.old_content, args.new_content, **_staging(ctx))
             return ToolResult(f"staged patch of {args.path} (committed if the task succeeds)", evidence=False)
-        path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
+        rules = ctx.policy
+        path = rules.check_write(args.path)
         if not path.is_file():
             return _error(f"{args.path}: no such file; create it with file_write")
-        allowed = ctx.settings.worker.allow_write
-        with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as handle:
+        allowed = rules.writable[1:]
+        with os.fdopen(open_checked(path, rules.workdir, allowed), "rb") as handle:
             text = _read_text_strict(handle)
         updated, old_s, new_s = patch_exact(text, args.old_content, args.new_content)
-        with os.fdopen(open_checked(path, ctx.workdir, allowed, os.O_WRONLY | os.O_TRUNC), "wb") as handle:
+        with os.fdopen(open_checked(path, rules.workdir, allowed, os.O_WRONLY | os.O_TRUNC), "wb") as handle:
             handle.write(updated.encode("utf-8"))
     except (ValueError, OSError) as exc:  # PathError and PatchError are ValueErrors
         return _failure(args.path, exc)
@@ -230,16 +250,28 @@ def _staging(ctx: ToolContext) -> dict:
     return {"seq": ctx.seq, "call_id": ctx.call_id}
 
 
+def _read_capped(handle: BinaryIO) -> bytes:
+    """The whole file, refused past PATCH_MAX_BYTES (an edit holds the whole file in memory, twice)."""
+    size = os.fstat(handle.fileno()).st_size
+    data = handle.read(PATCH_MAX_BYTES + 1) if size <= PATCH_MAX_BYTES else b""
+    if size > PATCH_MAX_BYTES or len(data) > PATCH_MAX_BYTES:
+        raise ValueError(f"{max(size, len(data))} bytes, over the {PATCH_MAX_BYTES >> 20} MiB file_patch and "
+                         "file_write's prepend edit; edit it with code_run (sed, python)")
+    return data
+
+
 def _read_text_strict(handle: BinaryIO) -> str:
+    data = _read_capped(handle)
     try:
-        return handle.read().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text; edit it with code_run") from None
 
 
 # ---- file_write
 
-@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs)
+@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs,
+      answer_evidence=False)
 def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -252,18 +284,21 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.mode == "append" else os.O_TRUNC)
         data = args.content.encode("utf-8")
         rel = plain_rel(args.path) if args.mode != "prepend" else None
+        rules = ctx.policy
+        if rel is not None and (refusal := rules.write_refusal(rules.workdir / rel)):
+            return _error(f"{args.path}: {refusal}")
         fd = open_plain(ctx.workdir_fd(), rel, flags) if rel is not None else None
         if fd is not None:
             shown = rel
         else:
-            path = resolve_write(args.path, ctx.workdir, ctx.settings.worker.allow_write)
+            path = rules.check_write(args.path)
             if path.is_dir():
                 return _error(f"{args.path}: is a directory; give a file name")
-            allowed = ctx.settings.worker.allow_write
+            allowed = rules.writable[1:]
             if args.mode == "prepend" and path.is_file():
-                with os.fdopen(open_checked(path, ctx.workdir, allowed), "rb") as old:
-                    data += old.read()
-            fd = open_checked(path, ctx.workdir, allowed, flags, make_parents=True)
+                with os.fdopen(open_checked(path, rules.workdir, allowed), "rb") as old:
+                    data += _read_capped(old)
+            fd = open_checked(path, rules.workdir, allowed, flags, make_parents=True)
             shown = _display(path, ctx)
         try:
             fsutil.write_all(fd, data)

@@ -1,4 +1,4 @@
-"""web_scan and web_execute_js: a real Chromium, one isolated context per worker (see worker.web).
+"""web_scan and web_execute_js: a real Chromium of the task's own, inside its sandbox (see worker.web).
 
 worker.web and Playwright are imported at the first web call, not with the tools: most workers never
 browse, and the import costs ~60 ms in every worker process.
@@ -11,9 +11,12 @@ from typing import Any, Callable, Optional
 
 from pydantic import BaseModel, Field
 
+from worker import sandbox
 from worker.context import cut_head_tail, output_cap
-from worker.paths import PathError, open_checked, resolve_read, resolve_write
+from worker.paths import PathError, open_checked, resolve_read
+from worker.sandbox_limits import Limits
 from worker.tools.base import ToolContext, optional_str, tool
+from worker.tools.code import task_policy
 from worker.types import ToolResult
 
 PREVIEW_CHARS = 300
@@ -42,8 +45,14 @@ def _in_browser(ctx: ToolContext, fn: Callable[..., Any], *args: Any, timeout: f
     """Run `await fn(session, *args)` on the worker's browser session: (notice of lost tabs, result)."""
     from worker import web
 
-    session = web.session_for(ctx)
+    session = web.session_for(ctx, browser_policy)
     return session.call(fn, *args, timeout=timeout)
+
+
+def browser_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
+    """The sandbox of the task's browser: the one its code_run scripts get, without the model gateway (a page
+    has no business calling models)."""
+    return task_policy(ctx, env, None, Limits.of(ctx.settings.sandbox.limits))
 
 
 def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
@@ -56,7 +65,7 @@ def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
         return run()
     except ScriptError as exc:
         return _failure(f"error: the script threw {exc}")
-    except (web.ChromiumMissing, web.BrowserStartError, web.TabError) as exc:
+    except (web.ChromiumMissing, web.BrowserRefused, web.BrowserStartError, web.TabError) as exc:
         return _failure(f"error: {exc}")
     except TimeoutError as exc:
         return _failure(f"error: {exc}")
@@ -115,7 +124,7 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
     def run() -> ToolResult:
         try:
             source = _script_source(ctx, args.script)
-            target = resolve_write(args.save_to_file, ctx.workdir, ctx.settings.worker.allow_write) if args.save_to_file else None
+            target = ctx.policy.check_write(args.save_to_file) if args.save_to_file else None  # worker/policy.py
         except (PathError, OSError) as exc:
             return _failure(f"error: {exc}")
         timeout = ctx.settings.worker.code_timeout + 60.0
@@ -124,19 +133,33 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
         if target is not None:
             text = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False, indent=2)
             try:  # checked before the browser ran: opened again without following what a script may have swapped since
-                fd = open_checked(target, ctx.workdir, ctx.settings.worker.allow_write,
+                fd = open_checked(target, ctx.workdir, ctx.policy.writable[1:],
                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
             except OSError as exc:
                 return _failure(f"error: {args.save_to_file}: {exc}")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(text.encode("utf-8"))
             value = f"saved {len(text)} chars to {args.save_to_file}; preview: {text[:PREVIEW_CHARS]}"
-        report = ("changes: " + "; ".join(outcome.changes)) if outcome.changes else ("" if args.no_monitor else "changes: none seen")
+        note = _network_note(ctx)
+        changes = [f"{c} ({note})" if note and c.startswith("navigation failed") else c for c in outcome.changes]
+        report = ("changes: " + "; ".join(changes)) if changes else ("" if args.no_monitor else "changes: none seen")
         cap = output_cap(ctx.settings.context, "web_execute_js", ctx.calls_in_turn)
         head = f"{notice}\n" if notice else ""
         body = cut_head_tail(value, max(200, cap - len(head) - len(report) - 8))
         return ToolResult(f"{head}value: {body}" + (f"\n{report}" if report else ""), data={"changes": outcome.changes})
     return _guarded(run)
+
+
+def _network_note(ctx: ToolContext) -> str:
+    """What the task's network lets its browser reach, when that can be why a page did not load."""
+    settings = ctx.settings
+    network = settings.sandbox.network
+    if settings.web.cdp_url or settings.sandbox.mode == "off" or network == "open":
+        return ""
+    if isinstance(network, list):
+        return f"the browser reaches only the hosts in sandbox.network: {', '.join(network)}"
+    return (f"the browser runs in the task's sandbox, whose network (sandbox.network: {network}) reaches no host;"
+            " the person can list hosts in sandbox.network")
 
 
 def _script_source(ctx: ToolContext, script: str) -> str:

@@ -1,30 +1,70 @@
-"""A real browser for the web tools: one Chromium per node shared over CDP, one isolated context per worker.
+"""A real browser for the web tools: each task its own Chromium, inside the task's sandbox, over a pipe.
 
-    session = session_for(ctx)   # lazily starts/joins the node browser; registers close_for on ctx.cleanup
-    close_for(ctx)               # closes the worker's context; the browser stops with its last worker
+    session = session_for(ctx, policy_of)  # on first use: which browser the task gets (below); registers close_for
+    close_for(ctx)                         # closes the task's context and browser (the loop runs it at task end)
+
+Which browser: with `web.cdp_url` the person's own (an opt-in of their config, warned once); with
+`sandbox.mode: off` Chromium as it is (warned once); otherwise Chromium in the task's sandbox, the policy
+`policy_of(ctx, env)` returns (the one code_run's scripts get), or a one-line refusal where it cannot be.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Union
 
-from worker.web.browser import BrowserStartError
+import structlog
+
+from worker import sandbox
+from worker.web import launch
+from worker.web.browser import BrowserStartError, ExternalBrowser, TaskBrowser
 from worker.web.browser_context import TabError, WebSession
-from worker.web.chromium import ChromiumMissing
+from worker.web.chromium import ChromiumMissing, find_chromium
+from worker.web.launch import BrowserRefused
 
-__all__ = ["BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "close_for", "session_for"]
+__all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "close_for",
+           "session_for"]
+log = structlog.get_logger("worker.web")
+PolicyOf = Callable[[Any, dict[str, str]], sandbox.Policy]
+_warned: set[str] = set()
 
 
-def session_for(ctx: Any) -> WebSession:
-    """The worker's browser session, opened on first use (ChromiumMissing / BrowserStartError if impossible)."""
+def session_for(ctx: Any, policy_of: PolicyOf) -> WebSession:
+    """The task's browser session, opened on first use (ChromiumMissing / BrowserRefused / BrowserStartError)."""
     session = ctx.web
     if session is None or session.closed:
-        session = ctx.web = WebSession(ctx.settings)
+        session = ctx.web = WebSession(browser_for(ctx, policy_of), float(ctx.settings.worker.code_timeout))
+        ctx.kill.append(session.kill)  # a cancelled task's browser goes at once, even mid-call
         ctx.cleanup.callback(close_for, ctx)
     return session
 
 
 def close_for(ctx: Any) -> None:
-    """End the worker's browser use (idempotent); the loop runs this at task end through ctx.cleanup."""
+    """End the task's browser use (idempotent); the loop runs this at task end through ctx.cleanup."""
     session, ctx.web = ctx.web, None
     if session is not None:
+        if session.kill in ctx.kill:
+            ctx.kill.remove(session.kill)
         session.close()
+
+
+def browser_for(ctx: Any, policy_of: PolicyOf) -> Union[TaskBrowser, ExternalBrowser]:
+    settings = ctx.settings
+    if settings.web.cdp_url:
+        _warn_once("web_own_browser", "the web tools drive your own browser (web.cdp_url): outside any sandbox, "
+                   "with every login of its profile")
+        return ExternalBrowser(settings.web.cdp_url)
+    binary = find_chromium(settings.web.chromium)
+    if settings.sandbox.mode == "off":
+        _warn_once("web_unsandboxed", "the browser runs unsandboxed (sandbox.mode: off): pages it opens can reach "
+                   "every host, and file:// every file this user can read")
+        return TaskBrowser(launch.unsandboxed(binary, settings))
+    if settings.sandbox.network == "open":
+        _warn_once("web_network_open", "the browser shares the host's network (sandbox.network: open): pages can "
+                   "reach anything, loopback services included")
+    policy = policy_of(ctx, {**launch.browser_env(), **{k: str(v) for k, v in ctx.env.items()}})  # GA_RUN_DIR...
+    return TaskBrowser(launch.sandboxed(binary, policy, settings, ctx.workdir.resolve()))
+
+
+def _warn_once(event: str, note: str) -> None:
+    if event not in _warned:  # once a process: a fan-out's tasks would repeat it
+        _warned.add(event)
+        log.warning(event, note=note)

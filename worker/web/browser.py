@@ -1,252 +1,146 @@
-"""One Chromium per node, shared by the workers on it over CDP.
+"""The browser behind a task's web session: its own Chromium (TaskBrowser), or the person's (ExternalBrowser).
 
-Workers on a node are separate processes, so the browser is coordinated through files under
-`$GA_HOME/browser/` (every change made while holding an flock on `lock`):
-
-    state.json      pid, DevTools endpoint and launch id of the running browser
-    leases/<pid>-<id>   one per worker using it; leases of dead processes are ignored and removed
-    profile-*/      the browser's fresh user-data-dir, removed when it stops
-    chromium.log    the browser's stderr
-
-The browser starts with the first lease, stops when the last live lease is released, and is
-relaunched by whoever first notices it died (a new launch id tells the others their tabs are gone).
+A TaskBrowser is started by Playwright from a Launch (worker/web/launch.py): inside the task's sandbox, over
+a pipe, started at the task's first web call and stopped at its end; one that died is started again at the
+next call (`launches` counts, so the session knows its tabs are gone). An ExternalBrowser is joined over CDP
+(web.cdp_url), never started, restarted or stopped. Both are used on the web thread only (worker.web.loop),
+except kill(), which any thread may call.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
-import uuid
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import ContextManager, Optional
+import asyncio
+from typing import Awaitable, Optional, Protocol
 
-from memory_shared.fsutil import atomic_write_text, flocked
-from worker.web.chromium import launch_args
+import structlog
+from playwright.async_api import Browser, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
-START_TIMEOUT = 30.0
-LOG_LIMIT = 1 << 20
-_CHILDREN: dict[int, subprocess.Popen] = {}  # browsers this process launched, reaped when they exit
+from worker.web.launch import Launch
+
+log = structlog.get_logger("worker.web")
+START_TIMEOUT = 60.0  # a cold Chromium on a loaded 2-core machine takes a few seconds
+CLOSE_TIMEOUT = 10.0
+STOP_WAIT = 5.0  # seconds a stopped browser's processes get to be gone
 
 
 class BrowserStartError(RuntimeError):
-    """The browser binary did not come up; str() is one line with its last words and the log path."""
+    """The browser did not come up; str() is one line with its last words."""
 
 
-@dataclass(frozen=True)
-class BrowserInfo:
-    pid: int
-    ws: str  # the DevTools websocket endpoint, on 127.0.0.1
-    launch_id: str
-    profile: str
-    binary: str
+_playwright: Optional[Playwright] = None
 
 
-class NodeBrowser:
-    def __init__(self, root: Path, binary: Path, headless: bool = True):
-        self.root, self.binary, self.headless = Path(root), Path(binary), headless
-        self.leases = self.root / "leases"
+async def driver() -> Playwright:
+    """The process's Playwright driver, kept for the life of the process (starting it costs about a second)."""
+    global _playwright
+    if _playwright is None:
+        _playwright = await async_playwright().start()
+    return _playwright
 
-    # ---- public
-    def acquire(self) -> tuple[BrowserInfo, Path]:
-        """Start (or join) the node's browser and hold a lease on it; returns the browser and the lease file."""
-        with self._locked():
-            info = self._running() or self._launch()
-            lease = self.leases / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            lease.write_text(json.dumps({"pid": os.getpid(), "launch_id": info.launch_id}))
-            return info, lease
 
-    def ensure(self) -> BrowserInfo:
-        """The running browser, relaunched if it died (by this or another process)."""
-        with self._locked():
-            return self._running() or self._launch()
+class BrowserSource(Protocol):
+    """What a WebSession needs of the browser behind it."""
 
-    def current(self) -> Optional[BrowserInfo]:
-        """The browser the state file names, if it is alive (no lock: a hint for fast checks)."""
-        info = self._read_state()
-        return info if info and is_alive(info) else None
+    external: bool  # the person's browser: its default context, only our own tabs
+    launches: int  # how many times connect() started or joined it: a newer one means the tabs are gone
 
-    def release(self, lease: Path) -> bool:
-        """Drop a lease; stop the browser when no live lease is left. True if it was stopped."""
-        with self._locked():
-            lease.unlink(missing_ok=True)
-            if self._live_leases():
-                return False
-            info = self._read_state()
-            if info:
-                stop(info)
-            (self.root / "state.json").unlink(missing_ok=True)
-            return info is not None
+    async def connect(self) -> Browser: ...
+    async def close(self) -> None: ...
+    def stop(self) -> None: ...
+    def kill(self) -> None: ...
+    def processes(self) -> list[int]: ...
 
-    # ---- internals
-    def _locked(self) -> ContextManager[None]:
-        self.leases.mkdir(parents=True, exist_ok=True)
-        return flocked(self.root / "lock")
 
-    def _live_leases(self) -> list[Path]:
-        live = []
-        for lease in self.leases.iterdir():
-            try:
-                pid = int(lease.name.split("-", 1)[0])
-            except ValueError:
-                continue
-            if pid_alive(pid):
-                live.append(lease)
-            else:
-                lease.unlink(missing_ok=True)  # its worker died without releasing
-        return live
+class TaskBrowser:
+    """One task's own Chromium, started from `launch` on first use and again if it died."""
 
-    def _read_state(self) -> Optional[BrowserInfo]:
+    external = False
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.browser: Optional[Browser] = None
+        self.launches = 0
+        self.running: dict[int, str] = {}
+
+    async def connect(self) -> Browser:
+        if self.browser is not None and self.browser.is_connected():
+            return self.browser
+        if self.browser is not None:  # it died: whatever is left of it goes before a new one starts
+            self.launch.kill()
+        launch = self.launch
         try:
-            return BrowserInfo(**json.loads((self.root / "state.json").read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+            self.browser = await (await driver()).chromium.launch(
+                executable_path=str(launch.executable), args=launch.args, env=dict(launch.env), headless=launch.headless,
+                timeout=START_TIMEOUT * 1000, handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        except PlaywrightError as exc:
+            self.browser = None
+            launch.kill()
+            raise BrowserStartError(start_failure(str(exc), launch.sandboxed)) from None
+        self.launches += 1
+        return self.browser
 
-    def _running(self) -> Optional[BrowserInfo]:
-        info = self._read_state()
-        if info and is_alive(info):
-            return info
-        if info:  # dead: clear what is left of it (stray child processes, its profile)
-            stop(info)
-        return None
+    async def close(self) -> None:
+        self.running = self.launch.snapshot()  # its processes may still be ending after Playwright's close
+        if self.browser is not None:
+            await quietly(asyncio.wait_for(self.browser.close(), CLOSE_TIMEOUT))
+        self.browser = None
 
-    def _launch(self) -> BrowserInfo:
-        profile = Path(tempfile.mkdtemp(prefix="profile-", dir=self.root))
-        log_path = self.root / "chromium.log"
-        if log_path.exists() and log_path.stat().st_size > LOG_LIMIT:
-            log_path.replace(log_path.with_suffix(".log.1"))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(launch_args(self.binary, profile, self.headless), stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, start_new_session=True, close_fds=True)
-        _CHILDREN[proc.pid] = proc
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _port_file_ready(port_file):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                _kill_group(proc.pid)
-                shutil.rmtree(profile, ignore_errors=True)
-                why = f"exited with code {proc.returncode}" if proc.returncode is not None else f"gave no DevTools port in {START_TIMEOUT:.0f}s"
-                raise BrowserStartError(f"{self.binary} {why}: {_last_line(log_path)} (full log: {log_path})")
-            time.sleep(0.02)
-        port, path = port_file.read_text().split("\n")[:2]
-        info = BrowserInfo(proc.pid, f"ws://127.0.0.1:{int(port)}{path}", uuid.uuid4().hex[:12], str(profile), str(self.binary))
-        atomic_write_text(self.root / "state.json", json.dumps(asdict(info)))
-        return info
+    def stop(self) -> None:
+        """After close(): nothing of the browser is left, nor its launcher's files."""
+        self.launch.kill(self.running, wait=STOP_WAIT)
+        self.launch.remove()
 
+    def kill(self) -> None:
+        self.launch.kill()
 
-def pid_alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:  # reap our own dead child so it is not a zombie
-        _CHILDREN.pop(pid, None)
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    def processes(self) -> list[int]:
+        return self.launch.processes()
 
 
 class ExternalBrowser:
-    """The person's own browser, started with --remote-debugging-port (web.cdp_url): joined, never launched,
-    relaunched or stopped; the same interface as NodeBrowser."""
+    """The person's own browser, started with --remote-debugging-port (web.cdp_url): joined, never launched."""
 
-    def __init__(self, url: str):
-        self.root = Path(url)  # a key for the connection cache, never a directory
-        self.info = BrowserInfo(pid=0, ws=url, launch_id=f"external:{url}", profile="", binary="")
+    external = True
 
-    def acquire(self) -> tuple[BrowserInfo, Path]:
-        return self.info, self.root
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.browser: Optional[Browser] = None
+        self.launches = 0
 
-    def ensure(self) -> BrowserInfo:
-        return self.info
+    async def connect(self) -> Browser:
+        if self.browser is not None and self.browser.is_connected():
+            return self.browser
+        self.browser = await (await driver()).chromium.connect_over_cdp(self.url, timeout=20000)
+        self.launches += 1
+        return self.browser
 
-    def current(self) -> Optional[BrowserInfo]:
-        return self.info
+    async def close(self) -> None:
+        if self.browser is not None:
+            await quietly(self.browser.close())  # only disconnects: the browser is the person's
+        self.browser = None
 
-    def release(self, lease: Path) -> bool:
-        return False
-
-
-def is_alive(info: BrowserInfo) -> bool:
-    """The browser process is running, and it is ours (its command line names our profile)."""
-    if not pid_alive(info.pid):
-        return False
-    try:
-        return info.profile in Path(f"/proc/{info.pid}/cmdline").read_text()
-    except OSError:
-        return True  # no /proc (not Linux): trust the pid
-
-
-def stop(info: BrowserInfo, grace: float = 3.0) -> None:
-    """Stop the browser's whole process group and remove its profile."""
-    if is_alive(info):
-        _kill_group(info.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while pid_alive(info.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    if _group_is_browser(info):
-        _kill_group(info.pid, signal.SIGKILL)  # also renderers left behind by a crashed browser
-    child = _CHILDREN.pop(info.pid, None)
-    if child is not None:
-        child.wait(timeout=5)
-    shutil.rmtree(info.profile, ignore_errors=True)
-
-
-def process_tree_pids(pid: int) -> list[int]:
-    """The browser's processes: its process group (it is a session leader, so children stay in it)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pid and fields[0] not in ("Z", "X"):
-                pids.append(int(entry.name))
-    return pids
-
-
-def _group_is_browser(info: BrowserInfo) -> bool:
-    """Guard against a reused process-group id: some member must be a Chromium process."""
-    for pid in process_tree_pids(info.pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").lower()
-        except OSError:
-            continue
-        if info.profile.lower() in cmdline or "chrom" in cmdline:
-            return True
-    return False
-
-
-def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
+    def stop(self) -> None:
         pass
 
+    def kill(self) -> None:
+        pass
 
-def _port_file_ready(path: Path) -> bool:
+    def processes(self) -> list[int]:
+        return []
+
+
+def start_failure(error: str, sandboxed: bool) -> str:
+    """One line from Playwright's launch error: its first line and the browser's last words."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("[pid=")]
+    last = said[-1].split("] ", 2)[-1] if said else (lines[-1] if lines else "no output")
+    where = " in the task's sandbox" if sandboxed else ""
+    head = lines[0].removeprefix("BrowserType.launch: ") if lines else "no output"
+    return f"the browser did not start{where}: {head[:200]}" + (f" (its last words: {last[:200]})" if said else "")
+
+
+async def quietly(awaitable: Awaitable[object]) -> None:
     try:
-        return path.read_text().count("\n") >= 1
-    except OSError:
-        return False
-
-
-def _last_line(log_path: Path) -> str:
-    try:
-        lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "no output"
-    return lines[-1][:300] if lines else "no output"
+        await awaitable
+    except (PlaywrightError, asyncio.CancelledError, asyncio.TimeoutError, ConnectionError):
+        pass

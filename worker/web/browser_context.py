@@ -1,4 +1,4 @@
-"""A worker's own browser context (cookies, storage, tabs) inside the node's shared Chromium.
+"""A task's own browser context (cookies, storage, tabs), in the task's own browser or the person's.
 
 The public methods are synchronous and may be called from any thread; everything that touches
 Playwright runs on the web thread (worker.web.loop), so the session's tab state is only ever
@@ -11,83 +11,37 @@ import atexit
 import time
 import weakref
 from collections import deque
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 
 import structlog
-from playwright.async_api import Browser, BrowserContext, Dialog, Page, Playwright, ViewportSize, async_playwright
-from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import BrowserContext, Dialog, Page, ViewportSize
 
 from worker.web import loop
-from worker.web.browser import BrowserInfo, ExternalBrowser, NodeBrowser
-from worker.web.chromium import find_chromium
+from worker.web.browser import BrowserSource, quietly
 
 log = structlog.get_logger("worker.web")
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 TABS_LOST = ("note: the browser had stopped and was restarted, so your tabs were lost;"
              " reopen pages with web_execute_js (location.href = '...').")
+__all__ = ["TABS_LOST", "TabError", "WebSession", "quietly"]
 
 
 class TabError(ValueError):
     """A tab id the worker does not have; str() lists the open tabs."""
 
 
-class _Connection:
-    """This process's CDP connection to one node browser (web thread only)."""
-
-    def __init__(self) -> None:
-        self.browser: Optional[Browser] = None
-        self.launch_id = ""
-        self.serial = 0  # bumped on every (re)connect: contexts of an older connection are gone
-        self.users: set[int] = set()
-
-    async def connect(self, info: BrowserInfo) -> Browser:
-        if self.browser and self.launch_id == info.launch_id and self.browser.is_connected():
-            return self.browser
-        if self.browser:
-            await quietly(self.browser.close())  # a stale connection to a browser that died
-        self.browser = await (await _driver()).chromium.connect_over_cdp(info.ws, timeout=20000)
-        self.launch_id = info.launch_id
-        self.serial += 1
-        return self.browser
-
-    async def shutdown(self) -> None:
-        if self.browser:
-            await quietly(self.browser.close())  # only disconnects: the browser belongs to the node
-        self.browser = None
-
-
-_playwright: Optional[Playwright] = None
-
-
-async def _driver() -> Playwright:
-    """The process's Playwright driver, kept for the life of the process (starting it costs about a second)."""
-    global _playwright
-    if _playwright is None:
-        _playwright = await async_playwright().start()
-    return _playwright
-
-
-_connections: dict[str, _Connection] = {}
 _open_sessions: "weakref.WeakSet[WebSession]" = weakref.WeakSet()
 
 
 class WebSession:
-    """One worker's view of the browser: an isolated context, numbered tabs, one of them active."""
+    """One task's view of the browser: an isolated context, numbered tabs, one of them active."""
 
-    def __init__(self, settings: Any):
-        self.external = bool(settings.web.cdp_url)
-        if self.external:  # the person's browser: its default context (their logins), this worker's own tabs
-            self.node: Any = ExternalBrowser(settings.web.cdp_url)
-            self.key = settings.web.cdp_url
-        else:
-            binary = find_chromium(settings.web.chromium)  # ChromiumMissing: the tools answer with its message
-            self.node = NodeBrowser(Path(settings.home_dir) / "browser", binary, settings.web.headless)
-            self.key = str(self.node.root.resolve())
-        self.script_timeout = float(settings.worker.code_timeout)
-        self.info, self.lease = self.node.acquire()
+    def __init__(self, source: BrowserSource, script_timeout: float):
+        self.source = source
+        self.external = source.external  # the person's browser: its default context (their logins), our own tabs
+        self.script_timeout = script_timeout
         self.context: Optional[BrowserContext] = None
-        self.context_serial: tuple[int, int] = (0, 0)
+        self.context_launch = 0  # the source's launch the context belongs to: a newer one means the tabs are gone
         self.tabs: dict[str, Page] = {}
         self.active = ""
         self.dialogs: list[str] = []  # dialogs answered since the last report
@@ -100,66 +54,60 @@ class WebSession:
     def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
         """Make sure the browser and this context are up, then run `await fn(self, *args)` on the web thread.
 
-        Returns (notice, result); the notice is non-empty when the browser had to be relaunched.
+        Returns (notice, result); the notice is non-empty when the browser had to be started again.
         """
         if self.closed:
             raise RuntimeError("this web session was closed")
-        info = self.node.current()
-        if info is None:
-            info = self.node.ensure()  # relaunch (or pick up another worker's relaunch)
-        self.info = info
-        return loop.run(self._call(info, fn, args), timeout)
+        return loop.run(self._call(fn, args), timeout)
 
     def close(self) -> None:
-        """Close this worker's context; the node browser stops when its last worker is gone."""
+        """Close this task's context and its browser (the person's browser only disconnects)."""
         if self.closed:
             return
         self.closed = True
         _open_sessions.discard(self)
         try:
             loop.run(self._detach(), timeout=30)
-        except Exception as exc:  # the browser may already be gone; the lease must still be released
+        except Exception as exc:  # the browser may already be gone; what is left of it must still go
             log.warning("web_close_failed", error=str(exc))
-        self.node.release(self.lease)
+        self.source.stop()
+
+    def kill(self) -> None:
+        """Kill the task's browser now (the task was cancelled); safe from any thread."""
+        self.source.kill()
+
+    def processes(self) -> list[int]:
+        """The pids of the task's browser (none for the person's)."""
+        return self.source.processes()
 
     # ---- web thread
-    async def _call(self, info: BrowserInfo, fn: Callable[..., Awaitable[Any]], args: tuple) -> tuple[str, Any]:
-        notice = await self._attach(info)
+    async def _call(self, fn: Callable[..., Awaitable[Any]], args: tuple) -> tuple[str, Any]:
+        notice = await self._attach()
         return notice, await fn(self, *args)
 
-    async def _attach(self, info: BrowserInfo) -> str:
-        conn = _connections.setdefault(self.key, _Connection())
-        browser = await conn.connect(info)
-        conn.users.add(id(self))
-        if self.context is not None and self.context_serial == (id(conn), conn.serial):
+    async def _attach(self) -> str:
+        browser = await self.source.connect()
+        if self.context is not None and self.context_launch == self.source.launches:
             return ""
         lost = self.context is not None
         self.tabs.clear()
         self.active = ""
         self._next_tab = 1
-        self.context_serial = (id(conn), conn.serial)
+        self.context_launch = self.source.launches
         if self.external:  # share the person's context (logged-in sites work); only our tabs and their popups
             self.context = browser.contexts[0] if browser.contexts else await browser.new_context()
-        else:
-            self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True)
+        else:  # no downloads: a page cannot make the browser write a file anywhere
+            self.context = await browser.new_context(viewport=VIEWPORT, bypass_csp=True, accept_downloads=False)
             self.context.on("page", self._adopt)
         self._register(await self.context.new_page())
         return TABS_LOST if lost else ""
 
     async def _detach(self) -> None:
-        if self.context is not None:
-            if self.external:  # close what this worker opened; the person's tabs and browser stay
-                for page in list(self.tabs.values()):
-                    await quietly(page.close())
-            else:
-                await quietly(self.context.close())
-            self.context = None
-        conn = _connections.get(self.key)
-        if conn:
-            conn.users.discard(id(self))
-            if not conn.users:
-                del _connections[self.key]
-                await conn.shutdown()
+        if self.context is not None and self.external:  # close what this task opened; the person's tabs stay
+            for page in list(self.tabs.values()):
+                await quietly(page.close())
+        self.context = None
+        await self.source.close()
 
     def _adopt(self, page: Page) -> None:  # an event handler returns nothing
         self._register(page)
@@ -210,13 +158,6 @@ class WebSession:
         return self._register(page)
 
 
-async def quietly(awaitable: Awaitable[Any]) -> None:
-    try:
-        await awaitable
-    except (PlaywrightError, asyncio.CancelledError, ConnectionError):
-        pass
-
-
 def _error_text(error: Any) -> str:
     message = (getattr(error, "message", None) or str(error)).strip()
     name = getattr(error, "name", None) or "Error"
@@ -225,7 +166,7 @@ def _error_text(error: Any) -> str:
 
 @atexit.register
 def _close_all() -> None:
-    """Release this process's leases at exit so the node browser is not kept alive by a dead worker."""
+    """Close this process's browsers at exit (the driver would kill them; this also clears their launchers' files)."""
     for session in list(_open_sessions):
         try:
             session.close()

@@ -1,4 +1,5 @@
-"""Which Chromium to run and with which flags (a closed network: nothing phones home)."""
+"""Which Chromium to run and with which flags (a closed network: nothing phones home; no DevTools port: Playwright
+talks to it over a pipe, see worker/web/launch.py)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ INSTALL_HINT = ("install one with `apt-get install chromium` (Debian/Ubuntu), or
                 " where downloads work, or set GA_CHROMIUM / web.chromium to a Chromium binary")
 ON_PATH = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
+NOWHERE = "updates.invalid"  # a name no resolver answers (.invalid is reserved)
 CLOSED_NETWORK_FLAGS = [
     "--no-sandbox",  # workers usually run as root in containers, where the sandbox cannot start
     "--disable-gpu",
@@ -32,19 +34,22 @@ CLOSED_NETWORK_FLAGS = [
     "--use-mock-keychain",
     "--mute-audio",
     "--hide-scrollbars",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",  # the chosen port is read back from DevToolsActivePort in the profile
-    "--no-startup-window",  # no default tab: every worker opens its own context
+    # --disable-component-update leaves Chromium's update checks on: send them to a name that resolves nowhere
+    f"--component-updater=url-source=http://{NOWHERE}/",
 ]
+PROFILE = "/tmp/ga-profile"  # the profile inside the sandbox: its private /tmp, which no other sandbox sees
+
+
+def proxy_flags(port: int) -> list[str]:
+    """Every request through the egress proxy relayed to 127.0.0.1:`port`, loopback included (Chromium would
+    send loopback direct, to the sandbox's own loopback; the proxy lets it out only when it is listed). The
+    update checks go direct, and fail quietly: the sandbox has no other network (through the proxy, each would
+    be logged as a refused host)."""
+    return [f"--proxy-server=http://127.0.0.1:{port}", f"--proxy-bypass-list=<-loopback>;{NOWHERE}"]
 
 
 class ChromiumMissing(RuntimeError):
     """No usable browser; str() is one line saying where we looked and how to get one."""
-
-
-def launch_args(binary: Path, profile: Path, headless: bool) -> list[str]:
-    return [str(binary), *(["--headless"] if headless else []), *CLOSED_NETWORK_FLAGS,
-            f"--user-data-dir={profile}"]
 
 
 def find_chromium(configured: Optional[Path]) -> Path:

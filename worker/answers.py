@@ -1,0 +1,112 @@
+"""What the loop says to a model about a reply it cannot take as it is (worker/agent.py).
+
+- A reply that is not an answer gets a short correction, as a malformed call does: an empty reply, a word
+  parroted from the system prompt's rule line ("Done", "Blocked"), or a lone code block that ran nowhere.
+- A malformed call gets its error with the exact shape to send, built from the model's own script; the same
+  tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
+- The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line, or the
+  code-block form after a call that could not be read, or that the task's check refused the answer. It
+  never asks the model to repeat itself and never quotes a check (a pattern would hand over the answer).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pydantic import BaseModel
+
+from worker.model import ToolCall
+from worker.model.callshape import call_text, code_block_form, is_script_tool, shape
+from worker.model.codeblocks import blocks
+
+NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
+# words of the system prompt's rule line that small models send back as their whole answer
+PARROTS = {"done", "ask_user", "ask user", "call ask_user", "the answer", "the answer itself", "final answer"}
+BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_user", "i am blocked", "i m blocked"}
+LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
+
+
+def not_an_answer(text: str, mode: str, again: bool = False) -> str:
+    """The correction for a reply that carries no call and is no answer, or "". `again`: the reply before was
+    corrected too; this one then also shows how a call is written (never the same words a second time)."""
+    stripped = (text or "").strip()
+    example = (" For example, to run a script write it in a fenced block and then "
+               f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
+    if not stripped:
+        return f"[ga] Your reply was empty. Reply with the final answer itself, or call a tool.{example}"
+    words = " ".join(re.sub(r"[^\w\s]", " ", stripped.lower()).split())
+    if words in BLOCKED:
+        return (f'[ga] "{_short(stripped)}" is not an answer. If something stops you, call ask_user with your '
+                f"question; otherwise take the next step with a tool (the last result says what to change).{example}")
+    if words in PARROTS:
+        return (f'[ga] "{_short(stripped)}" is not an answer. Reply with the result itself (the value, text or '
+                f"change the task asks for), or call a tool to get it.{example}")
+    found = blocks(stripped)
+    if len(found) == 1 and len(re.sub(r"```.*?```", "", stripped, flags=re.S).strip()) <= LONE_BLOCK_WORDS:
+        kind, code = found[0]
+        tool = "web_execute_js" if kind == "javascript" else "code_run"
+        return (f"[ga] Your reply is a code block and no tool call: nothing ran. To run it, add the call line: "
+                f"{call_text(tool, {'type': kind} if tool == 'code_run' else {}, mode)} after the block. If the code "
+                "itself is your answer, say so in a sentence with it.")
+    return ""
+
+
+def call_error(call: ToolCall, reason: str, mode: str, again: bool, args_model: Optional[type[BaseModel]]) -> str:
+    """The error for a malformed call: why, and the shape to send (the code-block form when `again`)."""
+    if is_script_tool(call.name):
+        fix = (code_block_form(call.name, call.script_hint, call.kind, mode) if again or not call.script_hint
+               else shape(call.name, call.script_hint, call.kind, mode))
+        return f"error: {reason}. {fix}"
+    if args_model is not None:
+        return f"error: {reason}. Send it like this: {call_text(call.name, placeholder_args(args_model), mode)}"
+    return f"error: {reason}"
+
+
+def placeholder_args(model: type[BaseModel]) -> dict[str, Any]:
+    return {name: "..." for name, info in model.model_fields.items() if info.is_required()}
+
+
+@dataclass
+class Backing:
+    """What the loop knows when an answer comes: the last run that backs answers, the last call it could not read
+    since, and the check's verdict on this answer (None: the task has no check)."""
+
+    last_run: Optional[tuple[str, bool, str]]  # (tool, ok, output)
+    unread: Optional[ToolCall]
+    verdict: Optional[tuple[bool, str]]
+
+
+def second_chance_note(backing: Backing, mode: str) -> str:
+    """The note sent once instead of taking an answer, or "" when the answer is taken as it is."""
+    refused = backing.verdict is not None and not backing.verdict[0]
+    if backing.verdict is not None and backing.verdict[0]:
+        return ""
+    head = "[ga] This task is checked and the check did not accept that answer. " if refused else "[ga] "
+    if backing.unread is not None and is_script_tool(backing.unread.name):
+        call = backing.unread
+        return (f"{head}Your {call.name} call could not be read, so nothing ran. "
+                + code_block_form(call.name, call.script_hint, call.kind, mode))
+    last = backing.last_run
+    if last is not None and last[0] == "code_run" and not last[1]:
+        return (f"{head}Your last code_run failed: {failure_line(last[2])}. Fix the script and run it again, then "
+                "answer from the run that succeeds.")
+    if refused and last is None:
+        return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
+    if refused:
+        return f"{head}Reply with the result your run produced, or run what computes it and reply with that."
+    return ""
+
+
+def failure_line(output: str, limit: int = 160) -> str:
+    """The line that says why a tool run failed: the last one (a traceback's error), after the status."""
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    text = lines[-1]
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,261 @@
+"""The one rule of what a task may do: its Environment (docs/design.md §5, the README's Sandbox section).
+
+A task acts through many actors: code_run's sandbox, the file tools in ga's own process, and (they consult
+this too) the browser, nested runs, checks and the model gateway. Each acts with the task's rights and no
+more, and those rights are written down here once, built once per task (`Environment.for_task`):
+
+- **Write**: the task's working directory and the paths in `sandbox.writable` and `worker.allow_write`.
+- **Read** (file tools): those, and `worker.allow_read`. code_run's sandbox also reads the rest of the
+  filesystem read-only.
+- **Never written, even inside a writable path** (the most specific path decides, as bubblewrap's mounts do):
+  - ga's own state: GA_HOME, the memory store, the runs directory (`fanout.runs_dir`) and the task's run
+    directory (its `steer/` folder included);
+  - in every writable path and in ga's working directory: `ga.yaml`, `models.yaml` (a missing one cannot
+    be created either), `.ga/` (code_run's scripts and their output) and `.git/`;
+  - the virtual environments (a folder with `pyvenv.cfg`) and run directories (a folder with
+    `ledger.jsonl`) found up to two levels below a writable path when the task started: code that later
+    runs with the person's rights (a `.pth` file is imported by every Python of a venv) or records ga
+    reads back. What the task makes itself stays its own.
+- **Never read**: credentials and profiles under the home directory (SECRETS), `~/.config/ga`, and
+  GA_HOME's `sessions/`.
+- **Network and models**: `sandbox.network`; the task's own model (`model`), spent against `account`.
+
+What a task can write is data, never authority: project configuration it could have planted may only tighten
+(configs/projecttrust.py, worker/models.py), and ga opens files in the writable area without following links
+(memory_shared.fsutil).
+
+A refusal is one line naming the path, why, and what to do instead (`PathError`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, Union
+
+from configs import Settings
+from configs.settings import NetworkMode
+from worker.paths import PathError, resolve_read, resolve_write
+
+if TYPE_CHECKING:
+    from worker.models import ModelConfig
+    from worker.usage import Account
+
+# Under the home directory: credentials, browser profiles (cookies, saved logins) and ga's own user config; a
+# directory gets an empty tmpfs in the sandbox, a file /dev/null, and the file tools refuse them.
+SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", ".kube", ".docker",
+           ".password-store", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass",
+           ".config/gh", ".config/hub", ".cache/huggingface", ".huggingface",
+           ".config/chromium", ".cache/chromium", ".config/google-chrome", ".cache/google-chrome",
+           ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
+           "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
+GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
+# Project configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py).
+PROJECT_FILES = ("ga.yaml", "models.yaml")
+PROTECTED_DIRS = (".ga", ".git")  # code_run's scripts and outputs; a repository's config and hooks
+VENV_MARK = "pyvenv.cfg"  # a folder holding it is a virtual environment
+RUN_MARK = "ledger.jsonl"  # a folder holding it is a run directory (orchestrator/ledger.py)
+STEER_DIR = "steer"  # a run directory's steering requests (orchestrator/local.py's Mailbox)
+SCAN_DEPTH = 2  # how far below a writable path venvs and run directories are looked for
+
+Access = Literal["rw", "ro", "absent", "hide"]  # absent: a file that must not come to exist (an empty mount)
+RANK = {"rw": 0, "ro": 1, "absent": 1, "hide": 2}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the rule: a path, what a task may do there, and what it is (for a refusal's words)."""
+
+    path: Path
+    access: Access
+    what: str
+
+
+def entries(writable: Iterable[Path], readonly: Iterable[tuple[Path, str]] = (), hidden: Iterable[Path] = (),
+            config_dirs: Iterable[Path] = (), home: Optional[Path] = None) -> list[Entry]:
+    """The rule as entries that exist now, in mount order (parents first, the stronger entry for one path
+    later): the writable roots, then what stays read-only inside them, then what is hidden; a missing project
+    config file is `absent` (an empty read-only mount point, so the sandbox cannot create it)."""
+    roots = existing(writable)
+    table: dict[Path, Entry] = {p: Entry(p, "rw", "a writable path") for p in roots}
+    for path, what in readonly:
+        table.update({real: Entry(real, "ro", what) for real in existing([path])})
+    for folder in protected_folders(roots, existing(config_dirs)):
+        if folder.is_dir():
+            for entry in _protected_in(folder):
+                if entry.access == "absent" and not (entry.path.exists() or entry.path.is_symlink()):
+                    table[entry.path] = entry
+                else:
+                    table.update({real: Entry(real, "ro", entry.what) for real in existing([entry.path])})
+    home = home or Path.home()
+    for real in existing([*(home / name for name in SECRETS), *hidden]):
+        table[real] = Entry(real, "hide", HIDDEN_WHAT)
+    return sorted(table.values(), key=lambda e: (len(e.path.parts), RANK[e.access], str(e.path)))
+
+
+HIDDEN_WHAT = "hidden from tasks (credentials, ga's user config, sessions)"
+
+
+def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
+    """Where the protected names are: every writable root, and ga's working directory when one holds it."""
+    return [*roots, *(d for d in config_dirs if d not in roots and any(d.is_relative_to(r) for r in roots))]
+
+
+def _protected_in(folder: Path) -> list[Entry]:
+    """The protected names in `folder`, whether they exist or not (project files as `absent`)."""
+    found = [Entry(folder / name, "absent", f"ga's project configuration ({name})") for name in PROJECT_FILES]
+    found += [Entry(folder / ".ga", "ro", "code_run's scripts and their output (.ga)"),
+              Entry(folder / ".git", "ro", "a repository's config and hooks (.git)")]
+    return found
+
+
+def decide(table: Iterable[Entry], path: Path) -> Optional[Entry]:
+    """The entry that decides for `path` (a real path): the most specific one containing it, the stronger for
+    one path, as the sandbox's mounts stack; None when no entry contains it."""
+    text = str(path)
+    found, best = None, (-1, -1)
+    for entry in table:
+        base = str(entry.path)
+        if text == base or text.startswith(base.rstrip("/") + "/"):
+            rank = (base.count("/"), RANK[entry.access])
+            if rank >= best:
+                found, best = entry, rank
+    return found
+
+
+def marked_folders(roots: Iterable[Path], skip: Iterable[Path] = ()) -> tuple[tuple[Path, str], ...]:
+    """Virtual environments and run directories up to SCAN_DEPTH below each root (not a root itself, no
+    symlink followed), with what each is."""
+    skipped = set(existing(skip))
+    found: dict[Path, str] = {}
+
+    def visit(folder: Path, depth: int) -> None:
+        try:
+            children = [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return
+        for child in children:
+            if child in skipped or child.name == ".git":
+                continue
+            if (child / VENV_MARK).is_file():
+                found[child] = f"a virtual environment ({child.name}, with {VENV_MARK})"
+            elif (child / RUN_MARK).is_file():
+                found[child] = "a run directory (its ledger, results, summary and steer/)"
+            elif depth < SCAN_DEPTH:
+                visit(child, depth + 1)
+
+    for root in existing(roots):
+        visit(root, 1)
+    return tuple(found.items())
+
+
+def existing(paths: Iterable[Union[Path, str, None]]) -> list[Path]:
+    """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
+    found = []
+    for path in paths:
+        if not path:
+            continue
+        path = Path(os.path.expanduser(str(path)))
+        if path.exists() or path.is_symlink():
+            real = path.resolve()
+            if real.exists() and real not in found:
+                found.append(real)
+    return found
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One task's rights: what it may read and write, what is protected inside that, its network, model and
+    budget. Built once per task (`for_task`; ToolContext.policy); every actor that works for the task asks it.
+
+    - `check_write(path)` / `check_read(path)`: the real path a file tool may use, or PathError (one line);
+    - `entries()`: the rule as it stands on disk now, which code_run's bubblewrap mounts (worker/tools/code.py);
+    - `writable`, `readable`, `state`, `hidden`, `config_dirs`, `network`, `model`, `account`: its parts
+      (file tools open a checked path again from the root in `writable` or `readable` that holds it).
+    """
+
+    workdir: Path  # real path
+    writable: tuple[Path, ...]  # the workdir first, then sandbox.writable and worker.allow_write
+    readable: tuple[Path, ...] = ()  # worker.allow_read: read-only roots of the file tools
+    state: tuple[tuple[Path, str], ...] = ()  # read-only even inside a writable path, with what each is
+    hidden: tuple[Path, ...] = ()  # besides SECRETS under `home`
+    config_dirs: tuple[Path, ...] = ()  # where ga reads project configuration (its working directory)
+    home: Path = field(default_factory=Path.home)
+    network: NetworkMode = "gateway"  # sandbox.network: gateway, open, off, or a list of host names
+    model: Optional["ModelConfig"] = None  # the task's own model: where its gateway forwards
+    account: Optional["Account"] = None  # what the task spent and may spend
+
+    @classmethod
+    def for_task(cls, settings: Settings, workdir: Path, *, run_dir: Optional[Path] = None,
+                 memory_roots: Iterable[Optional[Path]] = (), model: Optional["ModelConfig"] = None,
+                 account: Optional["Account"] = None, cwd: Optional[Path] = None) -> "Environment":
+        """The task's Environment from its settings (a tasks file's sandbox block already merged in), its
+        directory and run directory, and the memory it reads (the store's root, the pinned snapshot)."""
+        cwd = (cwd or Path.cwd()).resolve()
+        root = Path(workdir).resolve()
+        writable = (root, *(p for p in existing([*settings.sandbox.writable, *settings.worker.allow_write]) if p != root))
+        runs_dir = Path(os.path.expanduser(str(settings.fanout.runs_dir)))
+        state: list[tuple[Path, str]] = [(settings.home_dir, "GA_HOME"),
+                                         (settings.memory_root, "the memory store"),
+                                         *((Path(p), "the memory store") for p in memory_roots if p),
+                                         ((cwd / runs_dir).resolve(), "ga's runs directory (fanout.runs_dir)")]
+        if run_dir:
+            state.append((Path(run_dir), "this task's run directory"))
+            state.append((Path(run_dir) / STEER_DIR, "a run's steering requests (steer/)"))
+        state += marked_folders(writable, skip=[p for p, _ in state])
+        return cls(workdir=root, writable=writable, readable=tuple(existing(settings.worker.allow_read)),
+                   state=tuple((Path(os.path.expanduser(str(p))).resolve(), what) for p, what in state),
+                   hidden=tuple(settings.home_dir / name for name in GA_HIDDEN), config_dirs=(cwd,),
+                   network=settings.sandbox.network, model=model, account=account)
+
+    def entries(self) -> list[Entry]:
+        """The rule as it stands on disk now, in mount order: what code_run's bubblewrap mounts."""
+        return entries(self.writable, self.state, self.hidden, self.config_dirs, self.home)
+
+    @cached_property
+    def _fixed(self) -> tuple[Entry, ...]:
+        """The rule by name, whether each path exists or not (the file tools refuse a missing one too)."""
+        table = [Entry(p, "rw", "a writable path") for p in self.writable]
+        table += [Entry(p, "ro", what) for p, what in self.state]
+        for folder in protected_folders(list(self.writable), list(self.config_dirs)):
+            table += _protected_in(folder)
+        table += [Entry(Path(os.path.expanduser(str(p))).resolve(), "hide", HIDDEN_WHAT)
+                  for p in [*(self.home / name for name in SECRETS), *self.hidden]]
+        return tuple(table)
+
+    def _now(self) -> list[Entry]:
+        """The fixed rule, and where a protected name is a symlink now, its target too (as the sandbox binds)."""
+        linked = [Entry(real, "ro", e.what) for e in self._fixed if e.access in ("ro", "absent") and e.path.is_symlink()
+                  for real in existing([e.path])]
+        return [*self._fixed, *linked]
+
+    def check_write(self, path: str) -> Path:
+        """The real path a file tool may write for `path`; PathError (one line: why, and what to do) when the
+        sandbox could not write it either."""
+        real = resolve_write(path, self.workdir, self.writable[1:])
+        refusal = self.write_refusal(real)
+        if refusal:
+            raise PathError(f"{path}: {refusal}")
+        return real
+
+    def check_read(self, path: str) -> Path:
+        """The real path a file tool may read for `path`; PathError when it is outside the task's paths or
+        hidden from tasks."""
+        real = resolve_read(path, self.workdir, self.readable, self.writable[1:])
+        entry = decide((e for e in self._fixed if e.access == "hide"), real)
+        if entry is not None:
+            raise PathError(f"{path}: {entry.path} is {entry.what}; read refused (a task never reads it)")
+        return real
+
+    def write_refusal(self, real: Path) -> Optional[str]:
+        """Why a write to the real path `real` is refused (None: allowed)."""
+        entry = decide(self._now(), real)
+        if entry is None:
+            return f"{real} is outside the task's writable paths; write refused (write inside the working directory)"
+        if entry.access == "rw":
+            return None
+        where = f"{real} is" if entry.path == real else f"{real} is inside {entry.path},"
+        if entry.access == "hide":
+            return f"{where} {entry.what}; write refused"
+        return f"{where} {entry.what}, which a task may not write; write elsewhere in the working directory"
