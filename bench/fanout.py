@@ -77,7 +77,7 @@ def script(turns: int, latency: float) -> dict:
     steps = [{"content": "noting", "tool_calls": [{"name": "file_write",
                                                    "arguments": {"path": "notes.md", "content": f"step {i}\n"}}]}
              for i in range(turns - 1)]
-    return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "done"}]}]}
+    return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "task done"}]}]}
 
 
 SERVE = """

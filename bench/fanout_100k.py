@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from fanout import ModelServer  # noqa: E402  (bench/, the script's own folder)
 from revision import extract  # noqa: E402
 
-SCRIPT = {"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]}
+SCRIPT = {"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]}
 FIRST_REQUEST_LIMIT = 600.0
 
 

@@ -16,7 +16,7 @@ from tests.ga_support import GA, REPO, ga_env, run_ga
 
 
 def _tasks_file(path: Path, url: str, n: int, failing: set[int] = frozenset(), concurrency: int = 16) -> Path:
-    """n tasks whose answer is "done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
+    """n tasks whose answer is "task done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
     lines = [f"version: 1\nname: large\nconcurrency: {concurrency}\nretries: 0\nmemory: {{commit: false}}",
              f"defaults: {{model: 'scripted@{url}', max_turns: 3, check: {{pattern: done}}}}", "tasks:"]
     for i in range(n):
@@ -28,7 +28,7 @@ def _tasks_file(path: Path, url: str, n: int, failing: set[int] = frozenset(), c
 
 def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp_path: Path) -> None:
     n = FULL_TABLE_MAX + 50
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, n, failing={7, 42, 99})
@@ -62,7 +62,7 @@ def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp
 
 
 def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 12)
@@ -80,7 +80,7 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
     one result, none is sent twice, all are queued."""
     n = QUEUED_BATCH + QUEUED_BATCH // 5
     log_path = tmp_path / "requests.jsonl"
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]}, log_path)
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]}, log_path)
     runs = tmp_path / "runs"
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, n, concurrency=32)
@@ -125,7 +125,7 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
     from orchestrator import spec as specs
     from orchestrator.fanout import stored_plan
 
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(f"version: 1\nname: kept\nmemory: {{commit: false}}\ndefaults: {{model: 'scripted@{server.base_url}'}}\n"

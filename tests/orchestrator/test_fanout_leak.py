@@ -55,7 +55,7 @@ def _results(runs: Path) -> int:
 
 
 def test_two_thousand_tasks_under_ulimit_256_all_succeed_and_hold_nothing_after_they_finish(tmp_path: Path) -> None:
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     runs = tmp_path / "runs"
     samples: dict[str, tuple[int, int]] = {}
@@ -120,7 +120,7 @@ def test_a_run_whose_end_cannot_be_noted_still_prints_its_json(tmp_path: Path, g
     here a file where its folder goes), the finished run's JSON is printed all the same, with one warning."""
     (ga_home / "activity").mkdir(parents=True)
     (ga_home / "activity" / "ended").write_text("not a folder")
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = tmp_path / "tasks.yaml"
