@@ -327,10 +327,11 @@ class Worker:
         return ToolResult(text, ok=False)
 
     def _over_limit(self) -> str:
-        limits = self.settings.worker
-        if limits.max_tokens and self.usage.total >= limits.max_tokens:
+        """The task's limits hold for its subtree: its own calls and what the fan-outs its code_run started spent."""
+        limits, spent = self.settings.worker, self.account.spent()
+        if limits.max_tokens and spent.total >= limits.max_tokens:
             return f"token limit {limits.max_tokens} reached"
-        if limits.max_cost and self.usage.cost >= limits.max_cost:
+        if limits.max_cost and spent.cost >= limits.max_cost:
             return f"cost limit {limits.max_cost} reached"
         return ""
 

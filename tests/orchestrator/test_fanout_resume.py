@@ -177,7 +177,7 @@ def test_a_failed_reduce_is_kept_on_resume_and_run_again_with_retry_failed(tmp_p
         server.stop()
     assert first.reduce.status == "failed" and first.status == "failed"
     assert again.reduce.status == "failed" and again.reduce.reused == ["reduce"] and asked_again == asked
-    # answered this time (with no tool run behind the answer: unverified, not failed)
-    assert retried.reduce.status == "unverified" and retried.reduce.answer == "merged"
-    assert retried.status == "unverified" and len(read_jsonl(log_path)) == asked + 1
+    # answered this time: a reduce over succeeded tasks is backed by them (issue 35)
+    assert retried.reduce.status == "succeeded" and retried.reduce.answer == "merged"
+    assert retried.status == "succeeded" and len(read_jsonl(log_path)) == asked + 1
     assert (first.run_dir / "reduce" / "answer.md").read_text() == "merged\n"
