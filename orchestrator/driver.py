@@ -14,6 +14,7 @@ import structlog
 from configs import Settings
 from memory_shared import fsutil
 from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
+from orchestrator.exitcodes import run_exit
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
 from orchestrator.ledger import RunDir
@@ -106,6 +107,9 @@ class Driver:
             pool.close()
         results = self._ordered_results()
         summary = self._summary(outcome, results, reduce_result, started, resumed)
+        judged = Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
+                     outcome.unfinished)
+        summary = summary.model_copy(update={"exit_code": run_exit(judged)})  # the one rule, as `ga fanout` exits
         run.write_summary(summary)
         run.ledger("run_finished", status=summary.status, exit_code=summary.exit_code)
         run.event("run_finished", status=summary.status, seconds=summary.seconds)
