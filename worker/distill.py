@@ -16,10 +16,13 @@ the claim; what does not verify is dropped, not proposed (a script that read the
 without them), so ga's distillation leaves no review work behind. Provenance, `memory.admit` and the
 bounds apply as to any task's commit.
 
-Nothing is distilled when the task staged L1 or L3 itself (the model's own distillation wins), when the run
-was a stored procedure (its script names $GA_MEMORY or memory/), when memory already has a procedure of that
-name, or when the answer reports nothing the run printed. The distillation asks the model nothing: it costs
-no tokens, and a small model that never calls start_long_term_update still learns.
+Nothing is distilled when the task took fewer than three turns (reusing a stored procedure takes two: run it,
+answer; so there is nothing to gain, and one-off calls do not fill the index), when the task staged L1 or L3
+itself (the model's own distillation wins), when the run was a stored procedure (its script names $GA_MEMORY or
+memory/), when memory already has a procedure of that name, or when the answer reports nothing the run printed.
+When L1 has no room left, the SOP and script are kept without the pointer (L1 lists L3/ as a whole). The
+distillation asks the model nothing: it costs no tokens, and a small model that never calls
+start_long_term_update still learns.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from datetime import date
 from pathlib import PurePosixPath
 from typing import Any, Callable, Optional, Sequence
 
-from memory_shared import format_sop
+from memory_shared import check_l1, format_sop
+from memory_shared.errors import L1TooLarge
 from memory_shared.gate import StagedChange
 from memory_shared.layers import L1_INDEX
 from worker.evidence import is_trivial
@@ -39,8 +43,9 @@ FOLDER = "L3/distilled"
 SCRIPTS = "L3/scripts/distilled"
 RUNS = ("code_run", "web_scan", "web_execute_js")  # the tools whose runs back an answer
 CALL_ID = "ga-distill"  # the call id of ga's own staged writes (the commit message names it)
+MIN_TURNS = 3  # a stored procedure's reuse takes two (run it, answer): a task done in two has nothing to gain
 MAX_TASK_CHARS = 600
-MAX_DESCRIPTION = 90
+MAX_DESCRIPTION = 64
 MAX_CLAIM = 200
 MAX_SCRIPT_CHARS = 64_000
 _RUNS_FILE = re.compile(r"^(?:python3?|bash|sh)\s+(?:\./)?([A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:py|sh))$")
@@ -69,18 +74,27 @@ class Distillation:
     files: dict[str, str] = field(default_factory=dict)  # memory path -> text (the script, the SOP)
     pointer: str = ""
 
-    def changes(self, l1_now: Optional[str], seq: int) -> list[StagedChange]:
-        """The staged writes, after every tool run of the task (`seq`), so the run that backs them comes first."""
+    def changes(self, l1_now: Optional[str], seq: int, l1_bound: tuple[int, int]) -> list[StagedChange]:
+        """The staged writes, after every tool run of the task (`seq`), so the run that backs them comes first. The
+        pointer is left out when L1 has no room for it (`l1_bound`: lines, chars): the SOP is still listed under L3/,
+        and a full index would otherwise hold the whole commit for review."""
         index = (l1_now or "")
         if index and not index.endswith("\n"):
             index += "\n"
-        writes = [*self.files.items(), (L1_INDEX, index + self.pointer + "\n")]
+        writes = list(self.files.items())
+        try:
+            check_l1(index + self.pointer + "\n", *l1_bound)
+            writes.append((L1_INDEX, index + self.pointer + "\n"))
+        except L1TooLarge:
+            self.pointer = ""
         return [StagedChange(seq=seq, call_id=CALL_ID, op="write", path=path, text=text) for path, text in writes]
 
 
-def distil(task: str, answer: str, ran: Sequence[Ran], *, task_id: str, today: date,
+def distil(task: str, answer: str, ran: Sequence[Ran], *, turns: int, task_id: str, today: date,
            exists: Callable[[str], bool]) -> tuple[Optional[Distillation], str]:
     """(the procedure to stage, "") for a task that succeeded, or (None, why not) (module doc)."""
+    if turns < MIN_TURNS:
+        return None, f"it took {turns} turn(s): running a stored procedure would cost as many"
     runs = [r for r in ran if r.tool in RUNS]
     if not runs or runs[-1].tool != "code_run":
         return None, "no code_run backs the answer"

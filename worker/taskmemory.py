@@ -76,7 +76,8 @@ class MemorySession:
             for path in distilled.files:
                 verified.pop(path, None)
             distilled = None
-        changes = own + (distilled.changes(self.view.current(L1_INDEX), len(executions) + 1) if distilled else [])
+        bound = (self.store.l1_max_lines, self.store.l1_max_chars)
+        changes = own + (distilled.changes(self.view.current(L1_INDEX), len(executions) + 1, bound) if distilled else [])
         if changes:  # with a commit key, a task that ran before and committed commits nothing again
             report = consolidate(self.store, changes, executions, task_id=self.task_id,
                                  task_succeeded=succeeded, author=author, base=self.snapshot.generation,
@@ -102,7 +103,7 @@ class MemorySession:
             return None
         if any(c.path == L1_INDEX or c.path.startswith("L3/") for c in own):
             return None  # the model distilled the task itself
-        found, why = distil(task, result.answer or "", ran, task_id=self.task_id, today=date.today(),
+        found, why = distil(task, result.answer or "", ran, turns=result.turns, task_id=self.task_id, today=date.today(),
                             exists=lambda path: self.view.current(path) is not None)
         if found is None:
             log.info("memory_not_distilled", task=self.task_id, why=why)

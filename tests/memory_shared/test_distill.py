@@ -5,6 +5,7 @@ provenance, under memory.admit. Everything runs through a real `ga fanout` with 
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,6 +14,7 @@ import yaml
 from tests.ga_support import run_ga
 from tests.memory_shared.memory_attack_support import NO_MODEL, code, first_request, script_file, write
 from tests.store_support import store_in_ga_home  # noqa: F401  (fixture)
+from worker.distill import Ran, distil
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "distill_reuse.yaml"
 SOP = "L3/distilled/prime-numbers-below-number.md"
@@ -77,7 +79,8 @@ def test_under_review_the_distilled_procedure_waits_for_a_person(tmp_path: Path,
 def test_a_script_that_needs_the_task_files_is_not_kept(tmp_path: Path, store_root: Path) -> None:
     data = tmp_path / "words.txt"
     data.write_text("one two three four five six seven\n", encoding="utf-8")
-    result = one_task(tmp_path, [{"tool_calls": [code("print(len(open('words.txt').read().split()))")]},
+    result = one_task(tmp_path, [{"tool_calls": [code("ls", "bash")]},
+                                 {"tool_calls": [code("print(len(open('words.txt').read().split()))")]},
                                  {"content": "7 words"}], inputs=[str(data)])
     assert result["status"] == "succeeded" and result["answer"] == "7 words"
     assert not result.get("memory")  # ga's re-run, without the task's files, fails: nothing kept, nothing proposed
@@ -85,10 +88,32 @@ def test_a_script_that_needs_the_task_files_is_not_kept(tmp_path: Path, store_ro
 
 
 def test_an_answer_the_script_only_spells_out_is_not_distilled(tmp_path: Path, store_root: Path) -> None:
-    spelled = one_task(tmp_path / "a", [{"tool_calls": [code("x = 7\nprint(7)")]}, {"content": "7"}])
-    echoed = one_task(tmp_path / "b", [{"tool_calls": [code("echo 7", "bash")]}, {"content": "7"}])
+    failed = {"tool_calls": [code("print(seven)")]}  # a first try that fails: three turns in all
+    spelled = one_task(tmp_path / "a", [failed, {"tool_calls": [code("x = 7\nprint(7)")]}, {"content": "7"}])
+    echoed = one_task(tmp_path / "b", [failed, {"tool_calls": [code("echo 7", "bash")]}, {"content": "7"}])
     written = one_task(tmp_path / "c", [{"tool_calls": [write("n.py", "print(3 + 4)\n")]},
                                         {"tool_calls": [code("python3 n.py", "bash")]}, {"content": "7"}])
+    assert spelled["status"] == echoed["status"] == "succeeded"
     assert not spelled.get("memory") and not echoed.get("memory")
     assert written["memory"]["committed"] == ["L1/index.md", "L3/distilled/count-number.md",
                                            "L3/scripts/distilled/count-number.py"]
+
+
+def test_a_task_done_in_two_turns_is_not_distilled(tmp_path: Path, store_root: Path) -> None:
+    """Reusing a stored procedure takes two turns (run it, answer): a task done in two has nothing to gain, and
+    one-off calls would fill the L1 index."""
+    result = one_task(tmp_path, [{"tool_calls": [code("print(6 * 7)")]}, {"content": "42"}])
+    assert result["status"] == "succeeded" and result["turns"] == 2 and not result.get("memory")
+
+
+def test_with_no_room_in_l1_the_procedure_is_kept_without_its_pointer() -> None:
+    ran = [Ran("code_run", {"script": "print(seven)", "type": "python"}, False, "exit code 1\nNameError"),
+           Ran("code_run", {"script": "print(3 + 4)", "type": "python"}, True, "exit code 0\n7")]
+    found, why = distil("Count it and answer with the number.", "7", ran, turns=3, task_id="t", today=date(2026, 1, 1),
+                        exists=lambda path: False)
+    assert found is not None and not why and found.claim == "7"
+    index = "- a line\n" * 5
+    roomy = found.changes(index, 3, (30, 2000))
+    assert [c.path for c in roomy][-1] == "L1/index.md" and roomy[-1].text == index + found.pointer + "\n"
+    full = found.changes(index, 3, (5, 2000))
+    assert [c.path for c in full] == [found.script_path, found.sop_path] and not found.pointer
