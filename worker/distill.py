@@ -50,9 +50,11 @@ MAX_CLAIM = 200
 MAX_SCRIPT_CHARS = 64_000
 _RUNS_FILE = re.compile(r"^(?:python3?|bash|sh)\s+(?:\./)?([A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:py|sh))$")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+# words that say nothing of what a task is about (how to do it included), left out of its name
 _STOP = frozenset("the a an of to in on at is are be was what which how many much and or with for it its this that "
                   "these those here there every each all please me my your you answer only just then give tell "
-                  "using use by from as do does find print show".split())
+                  "using use by from as do does find print show compute calculate work out write run script python code "
+                  "result".split())
 
 
 @dataclass(frozen=True)

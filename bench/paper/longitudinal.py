@@ -33,7 +33,7 @@ from bench.paper.proxy import CountingProxy  # noqa: E402
 from bench.paper.suite import Row, Task, add, parser, print_table, record, run_one  # noqa: E402
 from worker.scripted.server import ScriptedServer  # noqa: E402
 
-PRIMES = "How many prime numbers are there below {n}? Answer with the number."
+PRIMES = "How many prime numbers are there below {n}? Compute it with a Python script and answer with the number."
 
 
 def primes_below(n: int) -> int:
