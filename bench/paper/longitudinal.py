@@ -6,6 +6,8 @@ Families, all offline:
 - `primes` (the default): "How many prime numbers are there below N?", N = 10000 every round with `--same`,
   else 10000, 20000, ... A self-contained computation, so ga's own distillation (worker/distill.py,
   `memory.distill`) can verify the script it keeps by re-running it.
+- `fib`: issue 35's fan-out task, "Write a Python script that prints the Nth Fibonacci number, run it, and
+  tell me the number", N = 10 every round with `--same`, else 10, 20, ...
 - `sop`: SOP-Bench rows (bench/paper/sop20.py), row r in round r, or row 1 every round with `--same`. Its
   scripts read the task's CSV, so ga's re-run (without the task's files) cannot verify them: nothing is kept.
 
@@ -34,6 +36,7 @@ from bench.paper.suite import Row, Task, add, parser, print_table, record, run_o
 from worker.scripted.server import ScriptedServer  # noqa: E402
 
 PRIMES = "How many prime numbers are there below {n}? Compute it with a Python script and answer with the number."
+FIB = "Write a Python script that prints the {n}th Fibonacci number, run it, and tell me the number."
 
 
 def primes_below(n: int) -> int:
@@ -56,8 +59,21 @@ def primes_family(rounds: int) -> list[Task]:
             for n in sizes]
 
 
+def fibonacci(n: int) -> int:
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def fib_family(rounds: int) -> list[Task]:
+    """Issue 35's fan-out task (the 10th Fibonacci number), then the 20th, 30th, ..."""
+    return [Task(f"fib-{n}", FIB.format(n=n), lambda workspace: None, partial(_says, fibonacci(n)))
+            for n in [10 * r for r in range(1, rounds + 1)]]
+
+
 def family(name: str, rounds: int, lang: str) -> list[Task]:
-    return primes_family(rounds) if name == "primes" else sop20.tasks(lang)
+    return {"primes": primes_family, "fib": fib_family}[name](rounds) if name != "sop" else sop20.tasks(lang)
 
 
 def print_rounds(rows: dict[tuple[str, str, int], Row], rounds: int) -> None:
@@ -75,7 +91,7 @@ def print_rounds(rows: dict[tuple[str, str, int], Row], rounds: int) -> None:
 def main() -> None:
     p = parser((__doc__ or "").split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--family", choices=["primes", "sop"], default="primes")
+    p.add_argument("--family", choices=["primes", "fib", "sop"], default="primes")
     p.add_argument("--same", action="store_true", help="the same task every round (default: the next one)")
     p.add_argument("--lang", choices=sorted(sop20.PROMPTS), default="en")
     p.add_argument("--memory", default="on,off", help="on, off, or both (on,off)")
