@@ -7,7 +7,8 @@ Families, all offline:
   else 10000, 20000, ... A self-contained computation, so ga's own distillation (worker/distill.py,
   `memory.distill`) can verify the script it keeps by re-running it.
 - `fib`: issue 35's fan-out task, "Write a Python script that prints the Nth Fibonacci number, run it, and
-  tell me the number", N = 10 every round with `--same`, else 10, 20, ...
+  tell me the number", N = 10 every round with `--same`, else 10, 20, ...; `squares`: its other task, the sum
+  of the squares of 1 to N (20, 40, ...).
 - `sop`: SOP-Bench rows (bench/paper/sop20.py), row r in round r, or row 1 every round with `--same`. Its
   scripts read the task's CSV, so ga's re-run (without the task's files) cannot verify them: nothing is kept.
 
@@ -37,6 +38,7 @@ from worker.scripted.server import ScriptedServer  # noqa: E402
 
 PRIMES = "How many prime numbers are there below {n}? Compute it with a Python script and answer with the number."
 FIB = "Write a Python script that prints the {n}th Fibonacci number, run it, and tell me the number."
+SQUARES = "Write a Python script that prints the sum of the squares of the integers 1 to {n}, run it, and tell me the result."
 
 
 def primes_below(n: int) -> int:
@@ -72,8 +74,16 @@ def fib_family(rounds: int) -> list[Task]:
             for n in [10 * r for r in range(1, rounds + 1)]]
 
 
+def squares_family(rounds: int) -> list[Task]:
+    """Issue 35's other fan-out task (1 to 20), then 1 to 40, ..."""
+    return [Task(f"squares-{n}", SQUARES.format(n=n), lambda workspace: None,
+                 partial(_says, sum(k * k for k in range(1, n + 1)))) for n in [20 * r for r in range(1, rounds + 1)]]
+
+
 def family(name: str, rounds: int, lang: str) -> list[Task]:
-    return {"primes": primes_family, "fib": fib_family}[name](rounds) if name != "sop" else sop20.tasks(lang)
+    if name == "sop":
+        return sop20.tasks(lang)
+    return {"primes": primes_family, "fib": fib_family, "squares": squares_family}[name](rounds)
 
 
 def print_rounds(rows: dict[tuple[str, str, int], Row], rounds: int) -> None:
@@ -91,7 +101,7 @@ def print_rounds(rows: dict[tuple[str, str, int], Row], rounds: int) -> None:
 def main() -> None:
     p = parser((__doc__ or "").split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--family", choices=["primes", "fib", "sop"], default="primes")
+    p.add_argument("--family", choices=["primes", "fib", "squares", "sop"], default="primes")
     p.add_argument("--same", action="store_true", help="the same task every round (default: the next one)")
     p.add_argument("--lang", choices=sorted(sop20.PROMPTS), default="en")
     p.add_argument("--memory", default="on,off", help="on, off, or both (on,off)")
