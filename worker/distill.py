@@ -92,21 +92,21 @@ class Distillation:
         return [StagedChange(seq=seq, call_id=CALL_ID, op="write", path=path, text=text) for path, text in writes]
 
 
-def distil(task: str, answer: str, ran: Sequence[Ran], *, turns: int, task_id: str, today: date,
+def distil(task: str, answer: str, ran: Sequence[Ran], *, turns: int, today: date,
            exists: Callable[[str], bool]) -> tuple[Optional[Distillation], str]:
     """(the procedure to stage, "") for a task that succeeded, or (None, why not) (module doc)."""
     if turns < MIN_TURNS:
         return None, f"it took {turns} turn(s): running a stored procedure would cost as many"
-    runs = [r for r in ran if r.tool in RUNS]
-    if not runs or runs[-1].tool != "code_run":
+    at = max((i for i, r in enumerate(ran) if r.tool in RUNS), default=-1)
+    if at < 0 or ran[at].tool != "code_run":
         return None, "no code_run backs the answer"
-    last = runs[-1]
+    last = ran[at]
     raw, kind = str(last.arguments.get("script", "")), str(last.arguments.get("type", "python"))
     if not last.ok or is_trivial(raw, kind):
         return None, "the last code_run failed or computes nothing"
     if _reads_memory(raw):
         return None, "the run was a stored procedure"
-    script, kind, why = _script_of(raw, kind, ran[:ran.index(last)])
+    script, kind, why = _script_of(raw, kind, ran[:at])
     if not script:
         return None, why
     if _reads_memory(script) or is_trivial(script, kind):
@@ -124,7 +124,7 @@ def distil(task: str, answer: str, ran: Sequence[Ran], *, turns: int, task_id: s
     command = f'{runner} "$GA_MEMORY/{script_path}"'
     done = Distillation(name, script_path, sop_path, claim)
     done.files = {script_path: script if script.endswith("\n") else script + "\n",
-                  sop_path: _sop(name, description, task, task_id, today, script_path, command, claim)}
+                  sop_path: _sop(name, description, task, today, script_path, command, claim)}
     done.pointer = f"- {description}: {sop_path} (a verified script: {command})"
     return done, ""
 
@@ -181,15 +181,17 @@ def _description(task: str) -> str:
     return line[:MAX_DESCRIPTION].rsplit(" ", 1)[0].rstrip(".,:;") + "…"
 
 
-def _sop(name: str, description: str, task: str, task_id: str, today: date, script_path: str, command: str,
-         claim: str) -> str:
+def _sop(name: str, description: str, task: str, today: date, script_path: str, command: str, claim: str) -> str:
+    """The SOP's text depends only on what was distilled (the provenance record names the task), so two tasks that
+    distil the same procedure at once write the same text, which merges instead of conflicting."""
     task_text = " ".join(task.split())
     if len(task_text) > MAX_TASK_CHARS:
         task_text = task_text[:MAX_TASK_CHARS] + "…"
     front = {"name": name, "category": "distilled", "description": description, "created": today.isoformat(),
-             "evidence": f"task {task_id}: its answer was backed by a code_run of this script, which printed {claim!r}",
+             "evidence": f"a task's answer was backed by a code_run of this script, which printed {claim!r}",
              "scripts": [script_path], "expect": claim, "distilled_by": "ga"}
-    body = (f"Distilled by ga from task {task_id}, which succeeded with this script's run behind its answer.\n\n"
+    body = ("Distilled by ga from a task that succeeded with this script's run behind its answer (the provenance "
+            "names it).\n\n"
             f"## Task\n{task_text}\n\n"
             f"## Steps\n1. Run `{command}` with code_run (type bash): for that task it printed `{claim}`.\n"
             f"2. When the new task's values differ, read the script (memory/{script_path}), write a copy with "

@@ -103,7 +103,7 @@ class MemorySession:
             return None
         if any(c.path == L1_INDEX or c.path.startswith("L3/") for c in own):
             return None  # the model distilled the task itself
-        found, why = distil(task, result.answer or "", ran, turns=result.turns, task_id=self.task_id, today=date.today(),
+        found, why = distil(task, result.answer or "", ran, turns=result.turns, today=date.today(),
                             exists=lambda path: self.view.current(path) is not None)
         if found is None:
             log.info("memory_not_distilled", task=self.task_id, why=why)

@@ -109,7 +109,7 @@ def test_a_task_done_in_two_turns_is_not_distilled(tmp_path: Path, store_root: P
 def test_with_no_room_in_l1_the_procedure_is_kept_without_its_pointer() -> None:
     ran = [Ran("code_run", {"script": "print(seven)", "type": "python"}, False, "exit code 1\nNameError"),
            Ran("code_run", {"script": "print(3 + 4)", "type": "python"}, True, "exit code 0\n7")]
-    found, why = distil("Count it and answer with the number.", "7", ran, turns=3, task_id="t", today=date(2026, 1, 1),
+    found, why = distil("Count it and answer with the number.", "7", ran, turns=3, today=date(2026, 1, 1),
                         exists=lambda path: False)
     assert found is not None and not why and found.claim == "7"
     index = "- a line\n" * 5
@@ -117,3 +117,21 @@ def test_with_no_room_in_l1_the_procedure_is_kept_without_its_pointer() -> None:
     assert [c.path for c in roomy][-1] == "L1/index.md" and roomy[-1].text == index + found.pointer + "\n"
     full = found.changes(index, 3, (5, 2000))
     assert [c.path for c in full] == [found.script_path, found.sop_path] and not found.pointer
+
+
+def test_tasks_that_distil_the_same_procedure_at_once_all_land_as_one(tmp_path: Path, store_root: Path) -> None:
+    """Three copies of round 1 at once: each distils the same procedure from its own pinned snapshot. The texts
+    do not depend on the task (its provenance names it), so the commits merge: one SOP, one pointer, no proposal."""
+    prompt = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))["tasks"][0]["prompt"]
+    model = EXAMPLE.parent / "scripts" / "distill_reuse.yaml"
+    spec = tmp_path / "tasks.yaml"
+    spec.write_text(yaml.safe_dump({"version": 1, "defaults": {"model": f"scripted:{model}", "max_turns": 8},
+                                    "concurrency": 3, "tasks": [{"id": f"c{i}", "prompt": prompt} for i in range(3)],
+                                    "memory": {"commit": True}}), encoding="utf-8")
+    results = fanout(spec, tmp_path / "runs", tmp_path)
+    assert {r["status"] for r in results.values()} == {"succeeded"}
+    assert not any(r.get("memory", {}).get("proposed") for r in results.values()), results
+    assert any(r.get("memory", {}).get("committed") == DISTILLED for r in results.values())
+    head = max(int(p.name) for p in (store_root / "generations").iterdir())
+    index = (store_root / "generations" / str(head) / "L1" / "index.md").read_text()
+    assert index.count(SOP) == 1
