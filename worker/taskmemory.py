@@ -3,8 +3,8 @@
 At the end of a task that succeeded, ga first distils it (worker/distill.py, `memory.distill`): the script of the
 computing run behind its answer, an SOP naming it and an L1 pointer, staged beside the task's own writes. Every
 procedure then staged (L3 SOPs and scripts) is re-run by ga itself (worker/procedures.py); a distilled one that
-does not verify is dropped. Then the gate (memory_shared.gate) keeps what may be kept at its trust, under `memory.admit` and the bounds,
-with its provenance: who (run, task, attempt, model), what backs it, what it read. `outcome` says, for the
+does not verify is dropped. Then the gate (memory_shared.gate) keeps what may be kept at its trust, under
+`memory.admit` and the bounds, with its provenance: who (run, task, attempt, model), what backs it, what it read. `outcome` says, for the
 task's record and the run's summary, what was committed, proposed or could not be kept.
 """
 from __future__ import annotations
@@ -127,7 +127,9 @@ class MemorySession:
         def read(path: str) -> Optional[str]:
             return files[path] if path in files else self.view.current(path)
 
-        staged = sorted({c.path for c in own} | set(files))
+        # the distilled script is re-run once, for its SOP (whose expect: the output must hold); the verdict is the
+        # script's too
+        staged = sorted({c.path for c in own} | (set(files) - ({distilled.script_path} if distilled else set())))
         timeout = float(self.settings.worker.code_timeout) if self.settings is not None else 60.0
         sandbox = self.settings.sandbox if self.settings is not None else None
         for path in procedure_paths(staged):
@@ -137,6 +139,8 @@ class MemorySession:
             found[path] = verify(path, text, read, timeout=timeout, sandbox=sandbox)
             log.info("memory_procedure_checked", task=self.task_id, path=path, verified=found[path].verified,
                      why=found[path].why)
+        if distilled is not None:
+            found[distilled.script_path] = found[distilled.sop_path]
         return found
 
 
