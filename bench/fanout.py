@@ -5,9 +5,14 @@ time, the ideal wall time is ceil(N/W)·T·L. For each case this prints, side by
 measured/ideal and the peak memory of the whole process tree (bench/proctree.py: the peak of the summed
 VmRSS of the process and all its descendants, Ray's daemons and workers included, sampled every 50 ms;
 with the sum of each process's own VmHWM and the peak summed PSS, sampled every 1 s), and the tree's user+system
-CPU per model request (the requests the scripted server logged during the row) of:
+CPU per model request (the requests the scripted server logged during the row), with the context switches per
+request and the most threads the tree had at once, of:
   threads   bench/fanout_threads.py: the GenericAgent reference's conductor style, N agents as threads
             in one process, W at a time, openai SDK over real HTTP (imports included in its time)
+  sockets   bench/fanout_sockets.py: the minimal thread client, the same agents on a thread each, HTTP/1.1 by
+            hand on blocking sockets
+  asyncio   bench/fanout_asyncio.py: the same agents as coroutines on one event loop, HTTP/1.1 by hand on
+            asyncio streams: the floor a Python client reaches
   cold      `ga fanout FILE --json` in a fresh process, no cluster running: Python start, imports,
             whatever the executor starts, the run, shutdown (through bench/fanout_timed.py, which
             timestamps the start-up; the breakdown is printed below the case)
@@ -18,12 +23,17 @@ CPU per model request (the requests the scripted server logged during the row) o
 and the quick start, `ga fanout configs/examples/quickstart.yaml`, cold, on its own line.
 
     python bench/fanout.py                         # N=16 W=4 and N=64 W=16, T=3, L=0.5
+    python bench/fanout.py --issue33 --no-warm --no-ga-run --no-quickstart   # issue 33's sizes and goals
     python bench/fanout.py --case 8,4,2,0.2 --no-warm --no-ga-run
     python bench/fanout.py --variant ray= --variant threads="--executor threads"   # per executor
     python bench/fanout.py --baseline main --no-warm --no-ga-run                    # cold: before and after
     python bench/fanout.py --case 1000,256,3,0.5 --baseline main --no-warm --no-ga-run --no-quickstart  # scale
     python bench/fanout.py --case 1000,64,3,0.5 --variant local="--executor local" \
         --variant ray="--executor ray" --no-warm --no-ga-run --no-quickstart      # both executors at scale
+
+Where two cases differ only in T, the CPU per task of each client is split into a fixed part and a part per turn
+(CPU per task = fixed + T x per turn). CPU and context switches of a process that ran to its end come from its
+rusage (all its threads); the memory and the threads from the sampled tree.
 
 --variant LABEL=ARGS runs the cold cases and the quick start once per variant, ARGS added to
 `ga fanout` (default: one variant, no extra arguments); --baseline REV runs them in the tree of a git
@@ -35,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -53,6 +64,10 @@ from proctree import TreeSampler  # noqa: E402  (bench/, the script's own folder
 from revision import extract  # noqa: E402
 
 DEFAULT_CASES = [(16, 4, 3, 0.5), (64, 16, 3, 0.5)]
+ISSUE_CASES = [(1000, 256, 3, 0.5), (10000, 64, 1, 0.05), (1000, 64, 1, 0.05), (1000, 64, 3, 0.05), (1000, 1000, 3, 0.5)]
+GOALS = """issue 33's goals: N=1000 W=256 T=3 L=0.5: <= 1.1x the asyncio client's wall, <= 0.8 ms CPU per request, <= 150 MB;
+N=10000 W=64 T=1 L=0.05: <= 2x the (minimal: sockets) thread client's wall; N=1000 W=1000: <= 1.5x the clients;
+memory at N=1000 and N=10000 (W=64 T=1): within 1.2x of each other"""
 LINGER = 20.0  # seconds to wait for a cold run's processes to go before the next measurement
 
 
@@ -62,7 +77,7 @@ def script(turns: int, latency: float) -> dict:
     steps = [{"content": "noting", "tool_calls": [{"name": "file_write",
                                                    "arguments": {"path": "notes.md", "content": f"step {i}\n"}}]}
              for i in range(turns - 1)]
-    return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "done"}]}]}
+    return {"latency": latency, "tasks": [{"match": ".*", "turns": steps + [{"content": "task done"}]}]}
 
 
 SERVE = """
@@ -121,13 +136,21 @@ class Row:
     load: tuple[float, float]
     note: str = ""
     requests: int = 0  # model requests the server logged for this row (0: not counted)
+    usage: Optional[tuple[float, int]] = None  # (CPU seconds, context switches) from rusage, when it ran to its end
+    tasks: int = 0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.usage[0] if self.usage else (self.tree.cpu_seconds if self.tree else 0.0)
 
     def cpu(self) -> str:
-        """The tree's user+system CPU, and per model request: what ga itself costs a request."""
+        """The CPU (user+system), per model request (what the client costs a request), context switches per
+        request, and the most threads at once."""
         if not self.tree:
             return ""
-        per = f", {self.tree.cpu_seconds * 1000 / self.requests:.2f} ms/request" if self.requests else ""
-        return f" | CPU {self.tree.cpu_seconds:.1f}s{per}"
+        per = f", {self.cpu_seconds * 1000 / self.requests:.2f} ms/request" if self.requests else ""
+        switches = f", {self.usage[1] / self.requests:.1f} switches/request" if self.usage and self.requests else ""
+        return f" | CPU {self.cpu_seconds:.1f}s{per}{switches}, {self.tree.peak_threads} threads"
 
     def memory(self) -> str:
         if not self.tree:
@@ -144,6 +167,17 @@ def measured(label: str, tree: Optional[TreeSampler], started_load: float, secon
     return Row(label, seconds, tree, (started_load, load1()), note)
 
 
+def children_usage() -> tuple[float, int]:
+    """(CPU seconds, context switches) of this process's children that ended and were waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw + usage.ru_nivcsw
+
+
+def usage_since(before: tuple[float, int]) -> tuple[float, int]:
+    after = children_usage()
+    return after[0] - before[0], after[1] - before[1]
+
+
 def cold_run(command: list[str], env: dict, folder: Path, server: Optional[ModelServer],
              tree: Path = ROOT) -> tuple[Row, str]:
     """One `ga fanout` of `tree` in a fresh process through bench/fanout_timed.py: the row and its start-up breakdown."""
@@ -151,6 +185,7 @@ def cold_run(command: list[str], env: dict, folder: Path, server: Optional[Model
     run_env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "GA_RAY_ADDRESS")}
     run_env.update(GA_BENCH_MARKS=str(marks_path), PYTHONPATH=str(tree))
     load = load1()
+    before = children_usage()
     spawned = time.time()
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fanout_timed.py"), *command], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=run_env, cwd=tree)
@@ -161,19 +196,27 @@ def cold_run(command: list[str], env: dict, folder: Path, server: Optional[Model
         while tree.alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         gone = time.time() if not tree.alive() else None
-    if proc.returncode != 0:
+    if proc.returncode not in (0, 1):  # 1: answers not backed by a tool run (T=1: the task only answers)
         raise SystemExit(f"ga {' '.join(command[:2])} failed ({proc.returncode}): {err[-1500:]}")
     try:
         result = json.loads(out)
     except json.JSONDecodeError:
         raise SystemExit(f"ga {' '.join(command[:2])} printed no JSON: {out[-800:]!r} {err[-800:]!r}") from None
-    if result.get("status") != "succeeded":
+    counts = result.get("tasks") or {}
+    answered = counts.get("succeeded", 0) + counts.get("unverified", 0)
+    if answered == 0:
         raise SystemExit(f"ga {' '.join(command[:2])}: run {result.get('status')}: {json.dumps(result)[:800]}")
+    lost = "" if answered == counts.get("total") else f"FAILED {counts.get('total', 0) - answered:,} tasks; "
+    if lost:  # a tree that loses tasks (the descriptor leak of issue 33) is shown, not hidden by an abort
+        reasons = sorted({r.get("reason", "")[:120] for r in result.get("results", []) if r["status"] == "failed"})
+        lost += f"e.g. {reasons[:2]}; "
     marks = json.loads(marks_path.read_text()) if marks_path.exists() else {}
     ledger = _ledger_times(Path(result["run_dir"]) / "ledger.jsonl")
     requests = server.requests_between(spawned, exited) if server else []
-    row = measured("cold", tree, load, exited - spawned, f"its run alone {result.get('seconds') or 0:.1f}s")
-    row.requests = len(requests)
+    row = measured("cold", tree, load, exited - spawned, f"{lost}its run alone {result.get('seconds') or 0:.1f}s")
+    row.requests, row.tasks = len(requests), result["tasks"]["total"]
+    if not tree.alive():  # a Ray it started has ended too: its CPU is in the rusage of waited-for children
+        row.usage = usage_since(before)
     return row, breakdown(spawned, exited, gone, marks, ledger, tree, requests)
 
 
@@ -230,22 +273,24 @@ def _phases(spawned: float, exited: float, marks: dict, ledger: dict, requests: 
     return " · ".join(parts)
 
 
-def threads_baseline(n: int, w: int, turns: int, url: str, env: dict, folder: Path) -> Row:
+def client_baseline(label: str, n: int, w: int, turns: int, url: str, env: dict, folder: Path) -> Row:
+    """bench/fanout_LABEL.py (threads or asyncio): the same agents, without ga."""
     load = load1()
+    before = children_usage()
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fanout_threads.py"), url, str(n), str(w),
-                             "--max-turns", str(turns + 2), "--workdir", str(folder / f"threads-{n}-{w}")],
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / f"fanout_{label}.py"), url, str(n), str(w),
+                             "--max-turns", str(turns + 2), "--workdir", str(folder / f"{label}-{n}-{w}")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     with TreeSampler(lambda: {proc.pid}) as tree:
         out, err = proc.communicate()
     seconds = time.monotonic() - started
     if proc.returncode != 0:
-        raise SystemExit(f"threads baseline failed: {err[-1500:]}")
+        raise SystemExit(f"{label} baseline failed: {err[-1500:]}")
     result = json.loads(out)
     if result["answered"] != n:
-        raise SystemExit(f"threads baseline: {result['answered']} of {n} agents answered")
-    row = measured("threads", tree, load, seconds, f"{result['requests']} requests")
-    row.requests = result["requests"]
+        raise SystemExit(f"{label} baseline: {result['answered']} of {n} agents answered")
+    row = measured(label, tree, load, seconds, f"{result['requests']} requests")
+    row.requests, row.tasks, row.usage = result["requests"], n, usage_since(before)
     return row
 
 
@@ -312,12 +357,13 @@ def warm_rows(spec: Path, folder: Path, env: dict, repeat: int, exclude: set[int
     return rows
 
 
-def print_row(case: str, row: Row, ideal: Optional[float], baseline: Optional[Row] = None) -> None:
+def print_row(case: str, row: Row, ideal: Optional[float], baselines: Optional[list[Row]] = None) -> None:
     ratio = f"{row.seconds / ideal:5.2f}x ideal" if ideal else ""
     versus = ""
-    if baseline and baseline is not row:
-        versus = f" | {row.seconds / baseline.seconds:.2f}x the threads' time, " \
-                 f"{row.tree.peak_rss_mb / baseline.tree.peak_rss_mb:.1f}x its memory" if row.tree else ""
+    for baseline in baselines or []:
+        if baseline is not row and row.tree and baseline.tree:
+            versus += f" | {row.seconds / baseline.seconds:.2f}x the {baseline.label} client's time, " \
+                      f"{row.tree.peak_rss_mb / baseline.tree.peak_rss_mb:.1f}x its memory"
     note = f" ({row.note})" if row.note else ""
     print(f"{case:24} {row.label:9} {row.seconds:6.1f}s {ratio} | {row.memory()}{versus}{row.cpu()} | "
           f"load {row.load[0]:.1f}->{row.load[1]:.1f}{note}", flush=True)
@@ -344,10 +390,13 @@ def main() -> None:
     parser.add_argument("--no-warm", action="store_true")
     parser.add_argument("--no-ga-run", action="store_true")
     parser.add_argument("--no-threads", action="store_true")
+    parser.add_argument("--no-asyncio", action="store_true")
+    parser.add_argument("--no-sockets", action="store_true")
+    parser.add_argument("--issue33", action="store_true", help="issue 33's cases (--case adds to them)")
     parser.add_argument("--no-quickstart", action="store_true")
     args = parser.parse_args()
-    cases = [tuple(float(x) if i == 3 else int(x) for i, x in enumerate(c.split(","))) for c in args.case] \
-        if args.case else DEFAULT_CASES
+    cases = [tuple(float(x) if i == 3 else int(x) for i, x in enumerate(c.split(","))) for c in args.case or []]
+    cases = (ISSUE_CASES + cases) if args.issue33 else (cases or DEFAULT_CASES)
     variants = parse_variants(args.variant)
     folder = Path(tempfile.mkdtemp(prefix="ga-bench-fanout-"))
     env = {**os.environ, "GA_HOME": str(folder / "home"), "PYTHONPATH": str(ROOT)}
@@ -358,6 +407,8 @@ def main() -> None:
           f"python {sys.version.split()[0]}; .pyc caching {bytecode}", flush=True)
     if Path("/tmp/ray/ray_current_cluster").exists():
         print("note: /tmp/ray/ray_current_cluster exists (a `ray start` cluster?): a cold run would attach to it", flush=True)
+    if args.issue33:
+        print(GOALS, flush=True)
     memory_note = "memory: peak of the tree's summed RSS sampled every 50 ms (VmHWM sum; PSS peak sampled every 1 s)"
     print(memory_note, flush=True)
 
@@ -407,22 +458,25 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
         case = f"N={n} W={w} T={turns} L={latency:g}"
         print(f"{case}: ideal {ideal:.1f}s", flush=True)
         rows = results.setdefault((n, w, turns, latency), [])
-        base = None
-        if not args.no_threads:
-            base = threads_baseline(n, w, turns, server.base_url, env, folder)
-            rows.append(base)
-            print_row(case, base, ideal)
+        bases = []
+        for label, skip in (("threads", args.no_threads), ("sockets", args.no_sockets), ("asyncio", args.no_asyncio)):
+            if not skip:
+                bases.append(client_baseline(label, n, w, turns, server.base_url, env, folder))
+                rows.append(bases[-1])
+                print_row(case, bases[-1], ideal)
         for label, tree, extra in kinds:
             row, lines = cold_run(["fanout", str(spec), "--json", "--out", str(folder / "runs"), *extra], env, folder,
                                   server, tree)
             row.label = f"cold {label}".strip()
             rows.append(row)
-            print_row(case, row, ideal, base)
+            print_row(case, row, ideal, bases)
             print(lines, flush=True)
         if not args.no_ga_run:
             row = ga_run_baseline(n, w, turns, server.base_url, env, folder / "ga-run")
             rows.append(row)
-            print_row(case, row, ideal, base)
+            print_row(case, row, ideal, bases)
+    print_splits(results)
+    print_memory_ratios(results)
     if not args.no_warm:
         import ray
 
@@ -434,12 +488,42 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
             for (n, w, turns, latency), rows in results.items():
                 spec = tasks_file(folder, servers[(turns, latency)].base_url, n, w, turns)
                 ideal = math.ceil(n / w) * turns * latency
-                base = next((r for r in rows if r.label == "threads"), None)
+                bases = [r for r in rows if r.label in ("threads", "sockets", "asyncio")]
                 for row in warm_rows(spec, folder, env, args.repeat, exclude):
                     rows.append(row)
-                    print_row(f"N={n} W={w} T={turns} L={latency:g}", row, ideal, base)
+                    print_row(f"N={n} W={w} T={turns} L={latency:g}", row, ideal, bases)
         finally:
             ray.shutdown()
+
+
+def print_splits(results: dict[tuple, list[Row]]) -> None:
+    """CPU per task = fixed + T x per turn, solved from two cases that differ only in T, for each client."""
+    for (n, w, turns, latency), rows in results.items():
+        for (n2, w2, turns2, latency2), rows2 in results.items():
+            if (n2, w2, latency2) != (n, w, latency) or turns2 <= turns:
+                continue
+            for row in rows:
+                other = next((r for r in rows2 if r.label == row.label and r.tasks), None)
+                if not row.tasks or other is None:
+                    continue
+                low, high = row.cpu_seconds * 1000 / row.tasks, other.cpu_seconds * 1000 / other.tasks
+                per_turn = (high - low) / (turns2 - turns)
+                print(f"CPU per task N={n} W={w} L={latency:g}, T={turns} and T={turns2}: {row.label:9} "
+                      f"fixed {low - turns * per_turn:5.2f} ms + {per_turn:5.2f} ms per turn", flush=True)
+
+
+def print_memory_ratios(results: dict[tuple, list[Row]]) -> None:
+    """Peak memory of the same client at two sizes of the same W, T, L (the goal: flat, within 1.2x)."""
+    for (n, w, turns, latency), rows in results.items():
+        for (n2, w2, turns2, latency2), rows2 in results.items():
+            if (w2, turns2, latency2) != (w, turns, latency) or n2 <= n:
+                continue
+            for row in rows:
+                other = next((r for r in rows2 if r.label == row.label), None)
+                if row.tree and other is not None and other.tree:
+                    print(f"memory W={w} T={turns} L={latency:g}, N={n} -> N={n2}: {row.label:9} "
+                          f"{row.tree.peak_rss_mb:.0f} -> {other.tree.peak_rss_mb:.0f} MB "
+                          f"({other.tree.peak_rss_mb / row.tree.peak_rss_mb:.2f}x)", flush=True)
 
 
 if __name__ == "__main__":

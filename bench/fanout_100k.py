@@ -6,6 +6,8 @@ One matrix tasks file (a CSV of N items, default 100,000), the scripted model in
                  (user+system) and peak RSS (the process's own, wait4)
   first request  seconds from spawning `ga fanout FILE` to the first request the model server logs, and
                  the CPU the process had used by then (the process is killed -9 then; the run is not finished)
+  Ctrl-C         the same run, sent SIGINT --interrupt-after seconds after its first request: seconds from the
+                 signal to the process's exit, its exit code, the ledger's skipped lines, the process's peak RSS
 On a shared machine the wall times follow the load; the CPU times say what ga itself spent.
   full run       a complete `ga fanout` of --full tasks (default 2,000; the same file's first rows):
                  its wall time, the lines it prints at the end, and the run directory's bytes per task
@@ -16,7 +18,8 @@ On a shared machine the wall times follow the load; the CPU times say what ga it
     python bench/fanout_100k.py --tasks 20000 --full 500
 
 Goals (issue 25): dry run <= 3 s and <= 300 MB, first request <= 5 s, output <= 200 lines,
-<= 4 KB per finished trivial task besides its history.
+<= 4 KB per finished trivial task besides its history. Issue 33: first request <= 5 s, Ctrl-C <= 3 s, peak memory
+<= 300 MB.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from fanout import ModelServer  # noqa: E402  (bench/, the script's own folder)
 from revision import extract  # noqa: E402
 
-SCRIPT = {"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]}
+SCRIPT = {"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]}
 FIRST_REQUEST_LIMIT = 600.0
 
 
@@ -85,6 +88,34 @@ def first_request(tree: Path, tasks: Path, env: dict, server: ModelServer, out: 
         shutil.rmtree(out, ignore_errors=True)
 
 
+def interrupted(tree: Path, tasks: Path, env: dict, server: ModelServer, out: Path,
+                after: float) -> tuple[float, int, int, float]:
+    """(seconds from SIGINT to exit, exit code, skipped ledger lines, peak RSS in MB) of a run interrupted `after`
+    seconds past its first request."""
+    spawned = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "fanout", str(tasks), "--out", str(out), "--no-preflight",
+                             "--json"], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not server.requests_between(spawned, time.time() + 1):
+            if proc.poll() is not None or time.time() - spawned > FIRST_REQUEST_LIMIT:
+                raise SystemExit(f"ga fanout in {tree}: no request before it ended or {FIRST_REQUEST_LIMIT:.0f} s")
+            time.sleep(0.05)
+        time.sleep(after)
+        signalled = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - signalled
+        ledger = next(out.glob("*/ledger.jsonl"))
+        skipped = ledger.read_bytes().count(b'"event": "skipped"')
+        return seconds, os.waitstatus_to_exitcode(status), skipped, usage.ru_maxrss / 1024
+    finally:
+        if proc.returncode is None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
@@ -116,6 +147,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100_000, help="tasks in the file (dry run, first request)")
     parser.add_argument("--full", type=int, default=2_000, help="tasks of the complete run (0: none)")
     parser.add_argument("--baseline", help="a git revision whose tree runs the same cases (git archive)")
+    parser.add_argument("--interrupt-after", type=float, default=5.0, help="seconds after the first request (Ctrl-C)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ga-bench-100k-"))
     env = {**os.environ, "GA_HOME": str(folder / "home")}
@@ -139,6 +171,11 @@ def main() -> None:
             shown = f"{first:6.2f} s" if first is not None else f"none in {FIRST_REQUEST_LIMIT:.0f} s"
             print(f"{label:12} first model request of {args.tasks:,} tasks: {shown} after spawn, {cpu:5.2f} s CPU by then",
                   flush=True)
+        for label, tree in trees:
+            seconds, code, skipped, mb = interrupted(tree, big, env, server, folder / "runs-interrupted",
+                                                     args.interrupt_after)
+            print(f"{label:12} Ctrl-C {args.interrupt_after:g} s after the first request: exit {code} {seconds:6.2f} s "
+                  f"after the signal, {skipped:,} skipped lines, peak RSS {mb:5.0f} MB", flush=True)
         for label, tree in trees if small else []:
             seconds, lines, per_task, besides = full_run(tree, small, env, folder / "runs-full")
             print(f"{label:12} full run of {args.full:,} tasks: {seconds:6.1f} s, {lines:,} lines printed, "

@@ -22,8 +22,7 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
-
-import openai  # noqa: E402
+from typing import Any  # noqa: E402
 
 SYSTEM = "You are a worker agent. Use the tools to do the task, then answer with the result."
 TOOLS = [{"type": "function", "function": {
@@ -44,7 +43,8 @@ def file_write(workdir: Path, arguments: str) -> str:
         return f"error: {exc}"
 
 
-def agent(url: str, prompt: str, workdir: Path, max_turns: int, counter: list[int], lock: threading.Lock) -> str:
+def agent(openai: Any, url: str, prompt: str, workdir: Path, max_turns: int, counter: list[int],
+          lock: threading.Lock) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
     client = openai.OpenAI(base_url=url, api_key="not-needed", max_retries=2, timeout=120)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
@@ -74,11 +74,13 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--max-turns", type=int, default=5)
     args = parser.parse_args()
+    import openai  # here: bench/fanout_asyncio.py shares this module's agent, not the SDK
+
     counter, lock = [0], threading.Lock()
     with tempfile.TemporaryDirectory(prefix="ga-bench-threads-") as scratch:  # removed unless --workdir is given
         root = (args.workdir or Path(scratch)).resolve()
         with ThreadPoolExecutor(max_workers=args.w) as pool:
-            answers = list(pool.map(lambda i: agent(args.url, f"bench task {i}", root / f"t{i:03d}", args.max_turns,
+            answers = list(pool.map(lambda i: agent(openai, args.url, f"bench task {i}", root / f"t{i:03d}", args.max_turns,
                                                     counter, lock), range(args.n)))
     json.dump({"seconds": round(time.monotonic() - STARTED, 3), "answered": sum(1 for a in answers if a),
                "requests": counter[0]}, sys.stdout)

@@ -70,6 +70,7 @@ class TreeSampler:
         self.peak_rss_mb = 0.0
         self.peak_pss_mb = 0.0
         self.peak_count = 0
+        self.peak_threads = 0  # the largest sum of the tree's threads (Threads: in /proc/PID/status)
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -134,13 +135,14 @@ class TreeSampler:
             grew = bool(children)
             tree |= children
         tree -= excluded
-        total_pages, total_pss = 0, 0
+        total_pages, total_pss, threads = 0, 0, 0
         now = time.time()
         for pid in tree:
             _, start, pages, ticks = stats[pid]
             member = self.members.setdefault((pid, start), {"hwm_kb": 0, "titles": {}, "ticks": 0})
             member["ticks"] = max(member["ticks"], ticks)
             total_pages += pages
+            threads += _status_kb(pid, "Threads:") or 0
             hwm = _status_kb(pid, "VmHWM:")
             if hwm:
                 member["hwm_kb"] = max(member["hwm_kb"], hwm)
@@ -152,5 +154,6 @@ class TreeSampler:
         self.samples += 1
         self.peak_rss_mb = max(self.peak_rss_mb, total_pages * PAGE_MB)
         self.peak_count = max(self.peak_count, len(tree))
+        self.peak_threads = max(self.peak_threads, threads)
         if pss:
             self.peak_pss_mb = max(self.peak_pss_mb, total_pss / 1024)

@@ -9,10 +9,10 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from cli.exitcodes import daemon_exit
 from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
 from cli.worker import check_model
 from configs import Settings
+from orchestrator.exitcodes import daemon_exit
 from orchestrator.triggers.activity import local_now
 from orchestrator.triggers.authority import writable_by_tasks
 from orchestrator.triggers.jobrules import next_slot

@@ -15,12 +15,12 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from cli.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
 from cli.kit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, say, settings
 from cli.worker import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
+from orchestrator.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
 from orchestrator.fanout import nested_here, plan_for
 from orchestrator.ledger import RunDir
 from orchestrator.triggers.activity import user_job

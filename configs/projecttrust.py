@@ -39,6 +39,7 @@ PROJECT_KEYS: dict[tuple[str, ...], Rule] = {
     **_keys("memory", "user", "root", "archive_keep_months"),
     **_keys("memory", "user", "admit"),  # review < verified < auto: a project file could only widen it
     **_keys("memory", "lower", "l1_max_lines", "l1_max_chars", "rewrite_share", "l1_task_share"),
+    **_keys("memory", "lower", "distill"),  # false < true: a project may stop ga's own learning, never start it
     **_keys("worker", "user", "model"),
     **_keys("worker", "lower", "max_turns", "max_tokens", "max_cost", "code_timeout", "code_timeout_max",
             "max_tool_calls_per_reply"),

@@ -56,6 +56,7 @@ class MemorySettings(Section):
     admit: Literal["review", "verified", "auto"] = "verified"  # what of a task's memory writes later workers see
     rewrite_share: float = Field(default=0.25, gt=0, le=1)  # of the L3 files, skills or a file's lines, per task
     l1_task_share: float = Field(default=0.2, gt=0, le=1)  # of L1's line bound one task may add
+    distill: bool = True  # ga distils a task whose answer a computing code_run backs (worker/distill.py)
 
 
 class WorkerSettings(Section):

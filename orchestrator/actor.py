@@ -45,6 +45,7 @@ STOPPED = "stopped by the person"  # the start of the reason of a Stop.stopped (
 WORKER_THREAD = "ga-worker-"  # the name of the thread a task's Worker runs in starts with this
 TASK_FILE_CAP = 64 << 20  # bytes read of a file in a task directory: history, answer, a nested run's summary
 log = structlog.get_logger("ga.actor")
+_OPENING_STORES = threading.Lock()  # held while a process's first MemoryStore for a root is built
 
 
 class WorkerActor:
@@ -177,13 +178,24 @@ class WorkerActor:
                         env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,
                         check=job.check, commit_key=job.commit_key, budget_tokens=job.budget_tokens,
                         budget_cost=job.budget_cost, on_tool_start=lambda event: self._on_tool_start(task_id, event))
+        outcome: dict[str, Any] = {}
+        try:
+            return self._finish(job, started, worker, model, task_dir, outcome)
+        finally:
+            if not outcome.get("abandoned"):  # at once: a finished task holds no descriptor (a Worker sits in cycles)
+                worker.history.close()
+
+    def _finish(self, job: Job, started: float, worker: Worker, model: Any, task_dir: Path,
+                outcome: dict[str, Any]) -> TaskRecord:
+        """Run the Worker to its end (`outcome`: its result, or "abandoned" when its thread outlived the cancel)
+        and make its record."""
         with self._lock:
-            state = self.tasks[task_id]
+            state = self.tasks[job.task_id]
             state["worker"] = worker
             cancelled_early = state["cancel"]
         if cancelled_early:
             worker.cancel()
-        outcome = self._wait(worker, state, job)
+        self._wait(worker, state, job, outcome)
         with self._lock:
             stopped = state["cancel"], state["stop"]
         record = _outcome_record(job, started, worker, stopped, outcome)
@@ -200,11 +212,10 @@ class WorkerActor:
             record.files = _read_files(worker.history.folder, ["history.jsonl", "answer.md"])
         return record
 
-    def _wait(self, worker: Worker, state: dict[str, Any], job: Job) -> dict[str, Any]:
+    def _wait(self, worker: Worker, state: dict[str, Any], job: Job, outcome: dict[str, Any]) -> dict[str, Any]:
         """Run the Worker in its own thread; past the job's timeout cancel it (a thread that outlives that taints
         the actor)."""
         timeout = job.timeout
-        outcome: dict[str, Any] = {}
         if self.in_process:
             return self._run_here(worker, state, timeout, outcome)
         thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
@@ -218,6 +229,7 @@ class WorkerActor:
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
                 self.tainted = True
+                outcome["abandoned"] = True  # it may still write its history: its files stay open
         return outcome
 
     def _run_here(self, worker: Worker, state: dict[str, Any], timeout: Optional[float],
@@ -254,21 +266,26 @@ class WorkerActor:
             if job.memory_service is None:
                 raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
-            if key not in self.stores:
-                import ray
+            with _OPENING_STORES:
+                if key not in self.stores:
+                    import ray
 
-                service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
-                replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
-                self.stores[key] = replica
+                    service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
+                    replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
+                    self.stores[key] = replica
             return self.stores[key]
         root = str(settings.memory_root)
-        if root not in self.stores:
-            from memory_shared import MemoryStore
+        store = self.stores.get(root)
+        if store is None:
+            with _OPENING_STORES:  # once: the first tasks of a run all start at once (188 stores were built for W=256)
+                store = self.stores.get(root)
+                if store is None:
+                    from memory_shared import MemoryStore
 
-            self.stores[root] = MemoryStore(settings.memory_root, create=True,
-                                            l1_max_lines=settings.memory.l1_max_lines,
-                                            l1_max_chars=settings.memory.l1_max_chars)
-        return self.stores[root]
+                    store = self.stores[root] = MemoryStore(settings.memory_root, create=True,
+                                                            l1_max_lines=settings.memory.l1_max_lines,
+                                                            l1_max_chars=settings.memory.l1_max_chars)
+        return store
 
     def _on_turn(self, task_id: str, event: dict[str, Any]) -> None:
         """A tool call ended: the worker waits for the model next (tool "" since now)."""
@@ -354,23 +371,31 @@ def _prepare_workdir(job: Job, task_dir: Path) -> Path:
     """A clean task directory with the task's inputs in its workdir (sent along when there is no shared disk)."""
     _fresh_task_dir(task_dir, job.attempt)
     workdir = task_dir / "workdir"
-    workdir.mkdir(parents=True, exist_ok=True)
-    with closing(fsutil.Folder("/")) as root:
-        for source in job.inputs:
-            if source in job.input_files:
-                (workdir / Path(source).name).write_bytes(job.input_files[source])
-            else:
-                copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
+    os.mkdir(workdir)
+    if job.inputs:
+        with closing(fsutil.Folder("/")) as root:
+            for source in job.inputs:
+                if source in job.input_files:
+                    (workdir / Path(source).name).write_bytes(job.input_files[source])
+                else:
+                    copy_input(root, source, workdir / Path(source).name, follow_link=job.input_links)
     return workdir
 
 
 def _fresh_task_dir(task_dir: Path, attempt: int) -> None:
-    """A retry starts clean; what the earlier attempt left is kept aside for inspection."""
-    if task_dir.exists() and any(task_dir.iterdir()):
-        aside = task_dir.parent / f".{task_dir.name}.attempt-{attempt - 1}"
-        if aside.exists():
-            shutil.rmtree(aside, ignore_errors=True)
-        task_dir.rename(aside)
+    """An empty task directory: a retry starts clean, what the earlier attempt left kept aside for inspection. The
+    usual first attempt costs one mkdir."""
+    try:
+        os.mkdir(task_dir)
+        return
+    except FileNotFoundError:
+        task_dir.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        if any(task_dir.iterdir()):
+            aside = task_dir.parent / f".{task_dir.name}.attempt-{attempt - 1}"
+            if aside.exists():
+                shutil.rmtree(aside, ignore_errors=True)
+            task_dir.rename(aside)
     task_dir.mkdir(parents=True, exist_ok=True)
 
 
@@ -392,15 +417,23 @@ def _read_files(folder: fsutil.Folder, names: list[str]) -> dict[str, str]:
 
 class Deadline:
     def __init__(self, when: float, action: Callable[[], None]):
-        self.when, self.action, self.active = when, action, True
+        self.when = when
+        self.action: Optional[Callable[[], None]] = action  # None once it ran or was cancelled
 
 
 class Deadlines:
+    """A heap of deadlines. A cancelled one lets go of its action at once (the action's closure holds a task's
+    Worker: its history's files, its messages); its small entry leaves the heap when the cancelled outnumber the
+    live, so a run of short tasks with long timeouts keeps the heap as small as what is running."""
+
+    COMPACT_FROM = 64  # cancelled entries below which the heap is not rebuilt
+
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Deadline]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._thread: Optional[threading.Thread] = None
+        self._cancelled = 0  # entries in the heap whose deadline was cancelled
 
     def add(self, seconds: float, action: Callable[[], None]) -> Deadline:
         """Run `action` (in the deadline thread) `seconds` from now, unless `cancel` comes first."""
@@ -413,9 +446,20 @@ class Deadlines:
             self._wake.notify()
         return deadline
 
-    @staticmethod
-    def cancel(deadline: Deadline) -> None:
-        deadline.active = False  # dropped from the heap when its time comes
+    def cancel(self, deadline: Deadline) -> None:
+        with self._wake:
+            if deadline.action is None:
+                return  # ran or cancelled already
+            deadline.action = None
+            self._cancelled += 1
+            if self._cancelled >= self.COMPACT_FROM and 2 * self._cancelled > len(self._heap):
+                self._heap = [entry for entry in self._heap if entry[2].action is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def __len__(self) -> int:
+        """Entries in the heap, cancelled ones not yet dropped included."""
+        return len(self._heap)
 
     def _run(self) -> None:
         while True:
@@ -423,10 +467,12 @@ class Deadlines:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     self._wake.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
                 _, _, deadline = heapq.heappop(self._heap)
-            if deadline.active:
-                deadline.active = False
+                action, deadline.action = deadline.action, None
+                if action is None:
+                    self._cancelled -= 1
+            if action is not None:
                 try:
-                    deadline.action()
+                    action()
                 except Exception:  # noqa: BLE001  (one failing action must not stop the others' timeouts)
                     pass
 

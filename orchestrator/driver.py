@@ -14,6 +14,7 @@ import structlog
 from configs import Settings
 from memory_shared import fsutil
 from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
+from orchestrator.exitcodes import run_exit
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
 from orchestrator.ledger import RunDir
@@ -82,7 +83,6 @@ class Driver:
                    workers=self.workers, address=self.cluster["address"], executor=self.executor.kind,
                    depth=self.nest.depth,
                    parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
-        run.queued([task.id for task in todo])
         self._start_governors()
         self._choose_memory()
         done_before = run.results()
@@ -93,7 +93,7 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                cancel=self.cancel, carve=self.nest.subtree,
+                cancel=self.cancel, carve=self.nest.subtree, announce=True,
                 done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
@@ -107,6 +107,9 @@ class Driver:
             pool.close()
         results = self._ordered_results()
         summary = self._summary(outcome, results, reduce_result, started, resumed)
+        judged = Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
+                     outcome.unfinished)
+        summary = summary.model_copy(update={"exit_code": run_exit(judged)})  # the one rule, as `ga fanout` exits
         run.write_summary(summary)
         run.ledger("run_finished", status=summary.status, exit_code=summary.exit_code)
         run.event("run_finished", status=summary.status, seconds=summary.seconds)

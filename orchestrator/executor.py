@@ -12,6 +12,7 @@ the choice (a factory here, in the base, would import both executors and tie thi
 """
 from __future__ import annotations
 
+import queue
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.records import Job, TaskRecord
 
 TicketT = TypeVar("TicketT")  # what `submit` hands back: a concurrent Future (threads) or a Ray ObjectRef
+ItemT = TypeVar("ItemT")
 
 
 class WorkerLost(RuntimeError):
@@ -87,8 +89,9 @@ class Pool(Protocol[TicketT]):
         """Start one attempt of a task."""
         ...
 
-    def wait(self, futures: list[TicketT], timeout: float) -> list[TicketT]:
-        """The finished ones (blocks until one is, or the timeout)."""
+    def completed(self, timeout: float) -> list[TicketT]:
+        """The tickets that finished since the last call, in the order they did (blocks until one does, or the
+        timeout). They arrive on a queue as they finish: the caller's work does not grow with what is in flight."""
         ...
 
     def result(self, future: TicketT) -> TaskRecord:
@@ -182,3 +185,16 @@ class SlotPool:
         member.retiring = True
         if not any(s.busy for s in self.slots if s.member is member):
             self.replace(member)
+
+
+def drain(done: queue.SimpleQueue[ItemT], timeout: float) -> list[ItemT]:
+    """What the queue holds: waits up to `timeout` for the first, then takes the rest that are there."""
+    try:
+        found = [done.get(timeout=timeout)]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            found.append(done.get_nowait())
+        except queue.Empty:
+            return found

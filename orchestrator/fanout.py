@@ -289,7 +289,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     except FileNotFoundError as exc:
         raise FanoutError(str(exc)) from None
     try:
-        before = run.spec().get("fingerprints", {})
+        before = specs.stored_fingerprints(run.spec())
     except (OSError, ValueError) as exc:
         raise FanoutError(f"{run.path / 'spec.yaml'}: {exc}; start a new run without --resume") from None
     now = {t.id: t.fingerprint() for t in plan.tasks}
@@ -318,7 +318,7 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
 
     run_id = new_run_id(plan.name)
     try:
-        return RunDir.create(runs_dir, run_id, plan.to_dict())
+        return RunDir.create(runs_dir, run_id, plan.to_dict)  # written while the run starts
     except BaseException:
         shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)
         raise

@@ -12,10 +12,10 @@ workers' history flushes, or a timer flushes them. The map's tasks do not depend
 what does (the reduce, the summary, the exit status, a parent reading a nested run) comes after the
 loop, which ends by waiting for them. So a machine crash can lose the last BATCH_WINDOW of lines, and
 a resume runs those tasks again; nothing was built on them. `results.jsonl` is the truth about what
-finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches, one write and
-one fsync each (a run of 100,000 tasks fsynced them one by one for half a minute): they only say what
-the run means to do, and a crash between two batches leaves tasks without one, which a resume queues
-again.
+finished: resume skips what it holds. The "queued" lines of a run's tasks go in batches of QUEUED_BATCH, one
+write each, written by the map loop ahead of the tasks that start (100,000 of them written before the
+first task kept it waiting): they only say what the run means to do, and a crash leaves tasks without one,
+which a resume queues again. The "skipped" lines of a stopped run go in the same batches.
 
 spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
 through PyYAML took minutes before the first task could start; `spec()` reads either form.
@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import yaml
 from pydantic import BaseModel
@@ -37,7 +38,7 @@ from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
-QUEUED_BATCH = 1000  # "queued" ledger lines per write and fsync (100 fsyncs for 100,000 tasks)
+QUEUED_BATCH = 1000  # "queued" (and "skipped") ledger lines per write
 HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
 PACK_ANSWER_MAX = 200  # a packed task's answer is whole in results.jsonl; --json never cuts one this short
 BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
@@ -73,12 +74,13 @@ class JsonlFile:
     def fileno(self) -> int:
         return self._handle.fileno()
 
-    def append_many(self, records: list[dict[str, Any]]) -> None:
-        """Several lines in one write and one fsync; a crash leaves whole lines and at most one torn one."""
+    def append_many(self, records: list[dict[str, Any]], wait: bool = True) -> None:
+        """Several lines in one write and one flush; a crash leaves whole lines and at most one torn one."""
         self._handle.write("".join(json.dumps(r, default=_plain, ensure_ascii=False) + "\n" for r in records))
         self._handle.flush()
-        if self.sync:
-            os.fsync(self._handle.fileno())
+        self.unsynced = self.sync
+        if wait:
+            self.make_durable()
 
     def close(self) -> None:
         self.make_durable()
@@ -142,19 +144,43 @@ class RunDir:
         self._events: Optional[JsonlFile] = None
         self.batched = False  # set by the map loop: appends do not wait, `sync` makes them durable
         self._pending: Optional[groupsync.Pending] = None  # the last sync(wait=False)
-        self._finished: dict[str, TaskRecord] = {}
+        self._finished: set[str] = set()  # ids in results.jsonl: the records themselves stay on disk (a run's memory
+        # must not grow with its tasks), read back by results()
         self._lock_fd: Optional[int] = None  # held by lock()
+        self._spec_writer: Optional[threading.Thread] = None  # writing spec.yaml (create)
+        self._spec_error: Optional[BaseException] = None
 
     @classmethod
-    def create(cls, runs_dir: Path, run_id: str, spec: dict[str, Any]) -> "RunDir":
+    def create(cls, runs_dir: Path, run_id: str, spec: Union[dict[str, Any], Callable[[], dict[str, Any]]]) -> "RunDir":
+        """A new run directory. `spec` as a function: spec.yaml is made and written by a thread of its own while the
+        run starts (100,000 tasks take a second of CPU), and is in place before the first result line."""
         path = Path(runs_dir) / run_id
         path.mkdir(parents=True, exist_ok=False)
         (path / "tasks").mkdir()
         (path / "reduce").mkdir()
-        atomic_write_text(path / "spec.yaml", spec_text(spec))
         run = cls(path)
+        if callable(spec):
+            run._spec_writer = threading.Thread(target=run._write_spec, args=(spec,), daemon=True, name="ga-spec")
+            run._spec_writer.start()
+        else:
+            atomic_write_text(path / "spec.yaml", spec_text(spec))
         run.lock()
         return run.open_files()
+
+    def _write_spec(self, make: Callable[[], dict[str, Any]]) -> None:
+        try:
+            atomic_write_text(self.path / "spec.yaml", spec_text(make()))
+        except BaseException as exc:  # noqa: BLE001  (raised where the run waits for it: _spec_written)
+            self._spec_error = exc
+
+    def _spec_written(self) -> None:
+        """spec.yaml is in place (results, the summary and a resume are built on it); its writer's error if not."""
+        if self._spec_writer is not None:
+            self._spec_writer.join()
+            self._spec_writer = None
+        if self._spec_error is not None:
+            error, self._spec_error = self._spec_error, None
+            raise error
 
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
@@ -189,10 +215,16 @@ class RunDir:
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
         self._results = JsonlFile(self.path / "results.jsonl")
         self._events = JsonlFile(self.path / "events.jsonl", sync=False)
-        self._finished = _read_results(self.path / "results.jsonl")
+        self._finished = set(_read_results(self.path / "results.jsonl"))
         return self
 
     def close(self) -> None:
+        try:
+            self._spec_written()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         self.sync()
         for handle in (self._ledger, self._results, self._events):
             if handle:
@@ -205,6 +237,7 @@ class RunDir:
 
     def spec(self) -> dict[str, Any]:
         """The plan the run started with; ValueError (one line) when spec.yaml is damaged."""
+        self._spec_written()
         text = (self.path / "spec.yaml").read_text(encoding="utf-8")
         try:
             data = json.loads(text) if text.startswith("{") else yaml.safe_load(text)  # YAML: by an older ga
@@ -215,9 +248,8 @@ class RunDir:
         return data
 
     def results(self) -> dict[str, TaskRecord]:
-        if self._results is None:
-            return _read_results(self.path / "results.jsonl")
-        return dict(self._finished)
+        """Every finished task's record, read from results.jsonl (whose lines are in the kernel once appended)."""
+        return _read_results(self.path / "results.jsonl")
 
     def ledger_records(self) -> list[LedgerEvent]:
         return [LedgerEvent.model_validate(line) for line in read_jsonl(self.path / "ledger.jsonl")]
@@ -304,13 +336,15 @@ class RunDir:
             self._pending.wait()
             self._pending = None
 
-    def queued(self, task_ids: list[str]) -> None:
-        """A "queued" line for each task, QUEUED_BATCH lines to a write and an fsync."""
+    def ledger_many(self, event: str, task_ids: list[str], **fields: Any) -> None:
+        """The same ledger line for each task, QUEUED_BATCH lines to a write, made durable like `ledger` lines (a
+        Ctrl-C of a run of 100,000 tasks writes a "skipped" line for each that did not start: one flush per line took
+        half a minute)."""
         assert self._ledger is not None
         for start in range(0, len(task_ids), QUEUED_BATCH):
             now = round(time.time(), 3)
-            self._ledger.append_many([{"time": now, "event": "queued", "task_id": task_id}
-                                      for task_id in task_ids[start:start + QUEUED_BATCH]])
+            self._ledger.append_many([{"time": now, "event": event, "task_id": task_id, **fields}
+                                      for task_id in task_ids[start:start + QUEUED_BATCH]], wait=not self.batched)
 
     def event(self, name: str, **fields: Any) -> None:
         assert self._events is not None
@@ -319,31 +353,34 @@ class RunDir:
     def add_result(self, record: TaskRecord) -> bool:
         """Append a finished task's result unless it is already there; then its final ledger line."""
         assert self._results is not None
+        self._spec_written()
         if record.task_id in self._finished:
             return False
         self._results.append(record.line(), wait=not self.batched)
-        self._finished[record.task_id] = record
+        self._finished.add(record.task_id)
         self.ledger(record.status, record.task_id, attempt=record.attempt, reason=record.reason)
         return True
 
     def add_reduce_result(self, key: str, record: TaskRecord) -> None:
         """A finished reduce step, whole (answer, usage, memory generation), before anything else is done with it."""
+        self._spec_written()
         self.ledger("reduce_result", record.task_id, key=key, record=record.line())
 
     def forget_failed(self) -> list[str]:
         """--retry-failed: failed results are moved aside so those tasks run again."""
         assert self._results is not None
-        keep = {k: v for k, v in self._finished.items() if v.status == "succeeded"}
-        dropped = sorted(set(self._finished) - set(keep))
+        finished = self.results()
+        keep = {k: v for k, v in finished.items() if v.status == "succeeded"}
+        dropped = sorted(set(finished) - set(keep))
         if dropped:
             self._results.close()
             path = self.path / "results.jsonl"
             with (self.path / "results.retried.jsonl").open("a", encoding="utf-8") as old:
                 for task_id in dropped:
-                    old.write(json.dumps(self._finished[task_id].line()) + "\n")
+                    old.write(json.dumps(finished[task_id].line()) + "\n")
             atomic_write_text(path, "".join(json.dumps(r.line()) + "\n" for r in keep.values()))
             self._results = JsonlFile(path)
-            self._finished = keep
+            self._finished = set(keep)
             for task_id in dropped:
                 self.ledger("requeued", task_id, reason="--retry-failed")
         for task_id in sorted({r.task_id for r in self.reduce_results().values() if r.status != "succeeded"}):
@@ -351,6 +388,7 @@ class RunDir:
         return dropped
 
     def write_summary(self, summary: RunSummary) -> None:
+        self._spec_written()
         atomic_write_text(self.path / "summary.json", summary.text())
 
 

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import functools
 import json
+import queue
 import threading
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import reaper
-from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost
+from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost, drain
 from orchestrator.records import Job, TaskRecord
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class LocalPool(SlotPool):
         self.members = [self._member() for _ in range(size)]
         self.slots = [Slot(i, member) for i, member in enumerate(self.members)]
         self._futures: dict[str, list[Future[TaskRecord]]] = {}  # member uid -> its tasks' futures
+        self._done: queue.SimpleQueue[Future[TaskRecord]] = queue.SimpleQueue()  # settled, for `completed`
         self._lock = threading.Lock()
         self.mailbox = Mailbox(run_path, self._steer)
         self.mailbox.start()
@@ -138,10 +139,10 @@ class LocalPool(SlotPool):
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+        self._done.put(future)
 
-    def wait(self, futures: list[Future[TaskRecord]], timeout: float) -> list[Future[TaskRecord]]:
-        done, _ = wait_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
-        return list(done)
+    def completed(self, timeout: float) -> list[Future[TaskRecord]]:
+        return drain(self._done, timeout)
 
     def result(self, future: Future[TaskRecord]) -> TaskRecord:
         return future.result()

@@ -20,7 +20,7 @@ from configs import Settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
 from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
-from orchestrator.ledger import RunDir
+from orchestrator.ledger import QUEUED_BATCH, RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
 from orchestrator.steer import interrupt_note, stop_requested
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ga.fanout")
 HOUSEKEEPING_EVERY = 1.0
+WAIT = 0.5  # seconds the loop waits for a task to finish before it looks at the rest (a stop, housekeeping)
 KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
 INTERRUPT_WAIT = 15.0  # seconds running tasks get to stop after Ctrl-C
 RATE_LIMIT_REQUEUES = 5
@@ -64,7 +65,10 @@ class MapLoop(Generic[TicketT]):
                  budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None,
                  spent: Optional[Usage] = None, display: Optional[Display] = None,
                  record: Optional[Callable[[TaskRecord], bool]] = None, done_before: int = 0,
-                 failed_before: int = 0, cancel: Optional[threading.Event] = None, carve: bool = False):
+                 failed_before: int = 0, cancel: Optional[threading.Event] = None, carve: bool = False,
+                 announce: bool = False):
+        """announce: write each task's "queued" ledger line, QUEUED_BATCH at a time ahead of the tasks that start
+        (the run's map: 100,000 lines written before the first task kept it waiting)."""
         self.pool, self.run, self.make_job = pool, run, make_job
         self.record = record or run.add_result  # writes a finished task exactly once; False if already there
         self.done, self.failed = done_before, failed_before
@@ -80,15 +84,24 @@ class MapLoop(Generic[TicketT]):
         self.outcome = MapOutcome(usage=spent or Usage())
         self.attempts: dict[str, int] = {}
         self.requeues: dict[str, int] = {}
-        self.live_tokens: dict[str, int] = {}
+        self.live_tokens: dict[str, int] = {}  # task id -> tokens it spent so far (housekeeping's look)
+        self.live_total = 0  # their sum, kept as they change: a task's start does not add them all up
         self.progress: dict[int, dict[str, Any]] = {}
         self.interrupts = 0
         self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
+        self.free: deque[Slot] = deque(slot for slot in pool.slots if not slot.busy)  # idle, ready for a task
+        self.parked: list[Slot] = []  # idle slots of a retiring or dead worker, until a fresh one takes them
+        self.announce = announce
+        self.unannounced: deque[str] = deque()  # ids whose "queued" line is not written yet, in the order they start
+        self.started_once: set[str] = set()  # ids of the tasks started at least once (their line is written)
+        self.announced = 0  # "queued" lines written
 
     # ---- the loop ----
 
     def run_all(self, tasks: list[PlannedTask]) -> MapOutcome:
         pending: deque[PlannedTask] = deque(tasks)
+        if self.announce:
+            self.unannounced.extend(task.id for task in tasks)
         inflight: dict[TicketT, Inflight] = {}
         previous = _install_sigterm()
         last_housekeeping = 0.0
@@ -101,6 +114,7 @@ class MapLoop(Generic[TicketT]):
                     self.run.sync(wait=False)  # no task of the map depends on another's lines; the end waits
                     if self.outcome.stop is None:
                         self._start_free(pending, inflight)
+                        self._announce(QUEUED_BATCH)  # the rest, a batch a pass, while the first tasks run
                     if not inflight:
                         break
                     if self.cancel is not None and self.cancel.is_set() and interrupt_deadline is None:
@@ -108,9 +122,11 @@ class MapLoop(Generic[TicketT]):
                     if interrupt_deadline and time.monotonic() > interrupt_deadline:
                         self._abandon(inflight)
                         break
-                    ready = self.pool.wait(list(inflight), 0.5)
-                    for ref in ready:
-                        self._collect(ref, inflight.pop(ref), pending)
+                    for ref in self.pool.completed(WAIT):
+                        item = inflight.pop(ref, None)
+                        if item is not None:  # None: a task abandoned by an earlier loop on this pool, ended late
+                            self._collect(ref, item, pending)
+                            self.free.append(item.slot)
                     if time.monotonic() - last_housekeeping >= HOUSEKEEPING_EVERY:
                         last_housekeeping = time.monotonic()
                         self._housekeeping(inflight)
@@ -131,11 +147,11 @@ class MapLoop(Generic[TicketT]):
             self.run.sync()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        for task in pending:
-            if task.id not in self.done_ids:
-                reason = SKIPPED_BECAUSE[self.outcome.stop] if self.outcome.stop else "not started"
-                self.run.ledger("skipped", task.id, reason=reason)
-                self.outcome.unfinished.append(task.id)
+        skipped = [task.id for task in pending if task.id not in self.done_ids]
+        if skipped:
+            reason = SKIPPED_BECAUSE[self.outcome.stop] if self.outcome.stop else "not started"
+            self.run.ledger_many("skipped", skipped, reason=reason)
+            self.outcome.unfinished.extend(skipped)
         self.progress.clear()
         self._show()
         return self.outcome
@@ -148,18 +164,30 @@ class MapLoop(Generic[TicketT]):
         return time.monotonic() + INTERRUPT_WAIT
 
     def _start_free(self, pending: deque, inflight: dict[TicketT, Inflight]) -> None:
-        for slot in self.pool.slots:
-            if not pending or self.outcome.stop is not None:
-                return
-            if slot.busy or slot.member.retiring or slot.member.dead:
+        """A task for each idle slot, as long as there are tasks (the idle slots are a list: nothing here looks at
+        the busy ones)."""
+        if self.parked:
+            ready = [slot for slot in self.parked if not (slot.member.retiring or slot.member.dead)]
+            self.parked = [slot for slot in self.parked if slot not in ready]
+            self.free.extend(ready)
+        self._announce(len(self.started_once) + len(self.free) - self.announced)  # new tasks start in that order
+        while pending and self.free and self.outcome.stop is None:
+            slot = self.free.popleft()
+            if slot.busy:
+                continue  # already given a task (a slot is only ever listed idle once it is)
+            if slot.member.retiring or slot.member.dead:
+                self.parked.append(slot)
                 continue
             if self._budget_spent():
+                self.free.appendleft(slot)
                 self._stop(RunStop.budget, "budget spent: no new tasks start")
                 return
-            share = self._budget_left(ways=self._idle_slots(len(pending)))
+            share = self._budget_left(ways=max(1, min(1 + len(self.free), len(pending))))  # this slot, the idle ones
             if self.carve and self.granted and (share[0] == 0 or share[1] == 0.0):
+                self.free.appendleft(slot)
                 return  # the running tasks hold it all: the next starts when one ends
             task = pending.popleft()
+            self.started_once.add(task.id)
             attempt = self.attempts.get(task.id, 0) + 1
             self.attempts[task.id] = attempt
             timeout = self.timeout_of(task)
@@ -175,9 +203,16 @@ class MapLoop(Generic[TicketT]):
             inflight[ref] = Inflight(slot, slot.member, task, attempt, now, now + timeout + KILL_MARGIN if timeout else None)
             self.run.ledger("started", task.id, attempt=attempt, worker=slot.index, actor=slot.uid)
 
+    def _announce(self, count: int) -> None:
+        """The "queued" lines of the next `count` tasks not announced yet, in batches of QUEUED_BATCH."""
+        ids = [self.unannounced.popleft() for _ in range(min(max(0, count), len(self.unannounced)))]
+        if ids:
+            self.run.ledger_many("queued", ids)
+            self.announced += len(ids)
+
     def _budget_spent(self) -> bool:
         usage = self.outcome.usage
-        tokens = usage.total + sum(self.live_tokens.values())
+        tokens = usage.total + self.live_total
         if self.budget_tokens and tokens >= self.budget_tokens:
             return True
         return bool(self.budget_cost and usage.cost >= self.budget_cost)
@@ -191,13 +226,9 @@ class MapLoop(Generic[TicketT]):
             held_cost = sum(c for _, c in self.granted.values() if c is not None)
             return (max(0, self.budget_tokens - usage.total - held_tokens) // ways if self.budget_tokens else None,
                     max(0.0, self.budget_cost - usage.cost - held_cost) / ways if self.budget_cost else None)
-        tokens = usage.total + sum(self.live_tokens.values())
+        tokens = usage.total + self.live_total
         return (max(0, self.budget_tokens - tokens) if self.budget_tokens else None,
                 max(0.0, self.budget_cost - usage.cost) if self.budget_cost else None)
-
-    def _idle_slots(self, pending: int) -> int:
-        idle = sum(not (s.busy or s.member.retiring or s.member.dead) for s in self.pool.slots)
-        return max(1, min(idle, pending))
 
     def _stop(self, reason: RunStop, note: str) -> None:
         if self.outcome.stop is None:
@@ -212,7 +243,7 @@ class MapLoop(Generic[TicketT]):
 
     def _collect(self, ref: TicketT, item: Inflight, pending: deque) -> None:
         task, slot = item.task, item.slot
-        self.live_tokens.pop(task.id, None)
+        self.live_total -= self.live_tokens.pop(task.id, 0)
         self.granted.pop(task.id, None)
         self.progress.pop(slot.index, None)
         try:
@@ -337,7 +368,9 @@ class MapLoop(Generic[TicketT]):
                     item = by_task.get(task_id)
                     if item is None or info.get("attempt") != item.attempt:
                         continue
-                    self.live_tokens[task_id] = info.get("tokens", 0)
+                    tokens = info.get("tokens", 0)
+                    self.live_total += tokens - self.live_tokens.get(task_id, 0)
+                    self.live_tokens[task_id] = tokens
                     self.progress[item.slot.index] = {**info, "slot": item.slot.index}
                     if not item.seen_running:
                         item.seen_running = True
@@ -350,7 +383,7 @@ class MapLoop(Generic[TicketT]):
             usage = self.outcome.usage
             self.display.update(done=self.done, failed=self.failed, unverified=self.unverified,
                                 running=[self.progress[k] for k in sorted(self.progress)],
-                                tokens=usage.total + sum(self.live_tokens.values()), cost=usage.cost)
+                                tokens=usage.total + self.live_total, cost=usage.cost)
 
     def _abandon(self, inflight: dict[TicketT, Inflight]) -> None:
         for item in inflight.values():

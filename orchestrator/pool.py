@@ -13,6 +13,7 @@ import hashlib
 import logging
 import math
 import os
+import queue
 import threading
 import time
 import uuid
@@ -36,6 +37,7 @@ from orchestrator.executor import (  # noqa: E402
     SlotPool,
     WorkerError,
     WorkerLost,
+    drain,
 )
 from orchestrator.records import Job, TaskRecord  # noqa: E402
 
@@ -359,6 +361,7 @@ class RayPool(SlotPool):
         self.members = members
         # slot i on actor i % n: a run with fewer tasks than slots still spreads over every process
         self.slots = [Slot(i, members[i % len(members)]) for i in range(size)]
+        self._done: queue.SimpleQueue[ObjectRef[TaskRecord]] = queue.SimpleQueue()  # finished, for `completed`
         self._stop = threading.Event()
         self._renewer = threading.Thread(target=self._renew, daemon=True)
         self._renewer.start()
@@ -388,15 +391,12 @@ class RayPool(SlotPool):
     # ---- the Pool protocol (orchestrator/executor.py) ----
 
     def submit(self, slot: Slot, job: Job) -> ObjectRef[TaskRecord]:
-        return slot.handle.run_task.remote(job)
+        ref: ObjectRef[TaskRecord] = slot.handle.run_task.remote(job)
+        ref.future().add_done_callback(lambda _: self._done.put(ref))  # Ray's callback, once the result is here
+        return ref
 
-    def wait(self, futures: list[ObjectRef[TaskRecord]], timeout: float) -> list[ObjectRef[TaskRecord]]:
-        waiting: list[ObjectRef[TaskRecord] | ray.ObjectRefGenerator] = list(futures)
-        ready, rest = ray.wait(waiting, num_returns=1, timeout=timeout)
-        if ready and rest:
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        return [ref for ref in ready if isinstance(ref, ObjectRef)]  # all of them: no generator is submitted
+    def completed(self, timeout: float) -> list[ObjectRef[TaskRecord]]:
+        return drain(self._done, timeout)
 
     def result(self, future: ObjectRef[TaskRecord]) -> TaskRecord:
         try:

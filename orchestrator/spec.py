@@ -207,11 +207,13 @@ class Plan:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks)."""
+        """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks). The
+        fingerprints kept are those of tasks with inputs (they hash the inputs' content as the run found it); any
+        other task's follows from its stored fields (`stored_fingerprints`)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: each value is replaced or plain
         data["source"] = str(self.source) if self.source else None
         data["tasks"] = [_task_data(t) for t in self.tasks]
-        data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks}
+        data["fingerprints"] = {t.id: t.fingerprint() for t in self.tasks if t.inputs}
         data["reduce"] = self.reduce.model_dump() if self.reduce else None
         return data
 
@@ -225,6 +227,17 @@ class Plan:
 
 
 _UNSET_TASK_FIELDS: dict[str, Any] = {"inputs": [], "model": None, "max_turns": None, "timeout": None, "tools": None}
+
+
+def stored_fingerprints(data: dict[str, Any]) -> dict[str, str]:
+    """Every task's fingerprint in a stored plan (spec.yaml's data): as kept there (a task with inputs, or any task
+    of a run made by an older ga), else made from the task's stored fields, as when it was planned."""
+    kept = dict(data.get("fingerprints") or {})
+    for entry in data.get("tasks") or []:
+        if entry.get("id") not in kept:
+            task = PlannedTask(**{**_UNSET_TASK_FIELDS, **entry})
+            kept[task.id] = task.fingerprint()
+    return kept
 
 
 def _task_data(task: PlannedTask) -> dict[str, Any]:
@@ -533,27 +546,28 @@ class _Expander:
             return []
         options = self.merged(matrix, loc)
         line = line_of(self.lines, loc) or 0
+        template_loc, id_loc = loc + ("template",), loc + ("id",)
         tasks = []
-        for index, item in enumerate(items):
-            values = item if isinstance(item, dict) else {"item": item}
-            values = {**{str(k): v for k, v in values.items()}, "index": index}
-            prompt = self.render(matrix.template, values, loc + ("template",), index)
+        for index, item in enumerate(items):  # once per item of 100,000: what is the same for all is made above
+            values = {str(k): v for k, v in item.items()} if isinstance(item, dict) else {"item": item}
+            values["index"] = index
+            prompt = self.render(matrix.template, values, template_loc, index)
             rendered = [self.render(i, values, loc + ("inputs", n), index) for n, i in enumerate(matrix.inputs)]
             inputs = [i for i in rendered if i is not None]
             if prompt is None or len(inputs) < len(rendered):
                 return tasks  # one report per template is enough
             if matrix.id:
-                raw = self.render(matrix.id, values, loc + ("id",), index)
+                raw = self.render(matrix.id, values, id_loc, index)
                 if raw is None:
                     return tasks
                 task_id = slug(raw, 80)
                 if not task_id:
-                    self.problem(loc + ("id",), f"item {index}: id template gives an empty id; use columns with letters or digits")
+                    self.problem(id_loc, f"item {index}: id template gives an empty id; use columns with letters or digits")
                     continue
             else:
                 task_id = self.generated(prompt, inputs)
-            self.claim(task_id, loc + (("id",) if matrix.id else ("template",)))
-            tasks.append(PlannedTask(id=task_id, prompt=prompt, inputs=self.inputs(inputs, loc),
+            self.claim(task_id, id_loc if matrix.id else template_loc)
+            tasks.append(PlannedTask(id=task_id, prompt=prompt, inputs=self.inputs(inputs, loc) if inputs else [],
                                      line=line, **options))
         return tasks
 
@@ -645,8 +659,14 @@ def _check_dict(check: Optional[TaskCheck]) -> Optional[dict[str, Any]]:
     return check.model_dump(exclude_none=True) if check is not None else None
 
 
+_NOT_IN_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+_SLUG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
 def slug(text: str, limit: int) -> str:
-    words = re.sub(r"[^A-Za-z0-9._-]+", "-", text.strip()).strip("-._")
+    if len(text) <= limit and _SLUG.fullmatch(text):
+        return text  # already one (an id template's usual result)
+    words = _NOT_IN_SLUG.sub("-", text.strip()).strip("-._")
     return words[:limit].rstrip("-._")
 
 

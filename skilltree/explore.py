@@ -7,7 +7,8 @@
    temporary workdir (the fan-out's tasks/<id>/workdir), told by prompts/explore_task.md to
    research, prototype, verify and write report.md. Workers cannot write memory (memory.commit off).
 3. Collect and verify each report (skilltree.verify), then consolidate each task in its own atomic
-   commit (skilltree.consolidate).
+   commit (skilltree.consolidate). A cycle that files no skill (every task failed or stayed
+   unverified; a task filed as a skill before counts) ends `no-skill-filed`, not `consolidated`.
 
 Run directory (one fan-out run directory, docs/design.md §5, with two more files):
     plan.json      every candidate with its scores, the selected batch (skilltree.plan)
@@ -53,6 +54,7 @@ log = structlog.get_logger("skilltree.explore")
 CYCLE_FILE = "explore.json"
 EXPLORE_TOOLS = ["file_read", "file_write", "file_patch", "code_run", "web_scan", "web_execute_js",
                  "update_working_checkpoint"]  # no ask_user (nobody is there), no memory writes
+NO_SKILL = "no-skill-filed"  # a cycle whose tasks all failed or stayed unverified: `ga explore` exits 1
 TASK_TIMEOUT = 1800.0  # seconds per exploration task when fanout.timeout is not set
 
 
@@ -64,7 +66,7 @@ class ExploreError(ValueError):
 class CycleResult:
     run_id: str
     run_dir: Path
-    status: str                       # consolidated, nothing-planned, over-budget, stopped, fanout-failed
+    status: str                       # consolidated, no-skill-filed, nothing-planned, over-budget, stopped, ran
     plan: Optional[ExplorationPlan] = None
     tasks: list[TaskPlan] = field(default_factory=list)
     outcomes: list[Consolidated] = field(default_factory=list)
@@ -302,8 +304,11 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
             _write_record(run_dir, record)
             log.info("explore.task", run=record["run_id"], task=task.task_id, outcome=done.outcome,
                      skill=done.skill_id, generation=done.generation, problems=done.problems[:3])
-    record.update(status="consolidated", totals={"tokens": result.tokens, "cost": round(result.cost, 6),
-                                                 "outcomes": result.counts()})
+    if not any(o.skill_id for o in result.outcomes):  # every candidate failed or stayed unverified
+        result.status = NO_SKILL
+        log.warning("explore.no_skill_filed", run=record["run_id"], outcomes=result.counts())
+    record.update(status=result.status, totals={"tokens": result.tokens, "cost": round(result.cost, 6),
+                                                "outcomes": result.counts()})
     _write_record(run_dir, record)
     return result
 

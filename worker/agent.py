@@ -16,6 +16,7 @@ from configs.settings import ContextSettings
 from configs.usererrors import validation_line
 from memory_shared import Execution
 from worker import answers, context, prompt, telemetry
+from worker.distill import Ran
 from worker.evidence import execution_of
 from worker.history import History
 from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
@@ -60,6 +61,7 @@ class Worker:
         self._notes_lock = threading.Lock()
         self._kill: list[Callable[[], object]] = []  # code_run registers a killer for each running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
+        self._ran: list[Ran] = []  # the same runs with their arguments: what ga distils a task from (worker/distill.py)
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self._unread: Optional[ToolCall] = None  # the last malformed call, until a well-formed one runs
         self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)
@@ -95,7 +97,7 @@ class Worker:
                                     account=self.account, model_config=self.model.config)
             with self._ctx.cleanup:
                 result = self._loop(memory)
-            result.memory_generation = memory.finish(result, self._executions)
+            result.memory_generation = memory.finish(result, self._executions, self._ran, self.task)
             result.memory = memory.outcome
         log.info("task_done", task=self.task_id, status=result.status, turns=result.turns, tokens=result.usage.total)
         return result
@@ -316,6 +318,7 @@ class Worker:
             log.exception("tool_crashed", tool=call.name, task=self.task_id)
             result = ToolResult(f"error: {call.name} failed: {type(exc).__name__}: {exc}", ok=False)
         self._executions.append(execution_of(seq, call.id, call.name, call.arguments, result))
+        self._ran.append(Ran(call.name, args.model_dump(), result.ok, result.output if call.name == "code_run" else ""))
         log.debug("tool", task=self.task_id, tool=call.name, ok=result.ok, seconds=round(time.monotonic() - started, 3))
         return result, True
 
@@ -327,10 +330,11 @@ class Worker:
         return ToolResult(text, ok=False)
 
     def _over_limit(self) -> str:
-        limits = self.settings.worker
-        if limits.max_tokens and self.usage.total >= limits.max_tokens:
+        """The task's limits hold for its subtree: its own calls and what the fan-outs its code_run started spent."""
+        limits, spent = self.settings.worker, self.account.spent()
+        if limits.max_tokens and spent.total >= limits.max_tokens:
             return f"token limit {limits.max_tokens} reached"
-        if limits.max_cost and self.usage.cost >= limits.max_cost:
+        if limits.max_cost and spent.cost >= limits.max_cost:
             return f"cost limit {limits.max_cost} reached"
         return ""
 

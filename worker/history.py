@@ -31,8 +31,9 @@ class History:
         self.path = Path(path)
         self.folder = fsutil.Folder(self.path.parent, create=True)
         self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        weakref.finalize(self, os.close, self._file)
+        self._closer = weakref.finalize(self, os.close, self._file)
         self._previous: list[dict[str, Any]] = []
+        self._new = True  # no line appended by this History yet
 
     def resume(self, previous_request: list[dict[str, Any]]) -> None:
         """Continue a history whose last request was `previous_request` (a session's follow-up)."""
@@ -56,11 +57,22 @@ class History:
 
     def append(self, record: dict[str, Any]) -> None:
         fsutil.write_all(self._file, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
-        groupsync.durable(self._file)
+        if self._new:  # the file's name in its folder is made durable with its first line, in the same batch
+            groupsync.durable(self._file, self.folder.fd)
+            self._new = False
+        else:
+            groupsync.durable(self._file)
 
     def write_beside(self, name: str, text: str) -> None:
         """Replace the file `name` next to the history (answer.md), never through a symlink."""
         self.folder.replace(name, text.encode("utf-8"))
+
+    def close(self) -> None:
+        """Let go of the file and its directory now (the task is over), not whenever the History is collected:
+        a Worker sits in reference cycles, and a process running thousands of tasks would run out of
+        descriptors before the collector came. Every append was durable before it returned: nothing is pending."""
+        self._closer()
+        self.folder.close()
 
 
 def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:

@@ -1,14 +1,17 @@
 """A worker's tie to the memory tier: pin a snapshot at start, verify and gate staged writes and archive at the end.
 
-At the end, every procedure the task staged (L3 SOPs and scripts) is re-run by ga itself (worker/procedures.py),
-then the gate (memory_shared.gate) keeps what may be kept at its trust, under `memory.admit` and the bounds,
-with its provenance: who (run, task, attempt, model), what backs it, what it read. `outcome` says, for the
+At the end of a task that succeeded, ga first distils it (worker/distill.py, `memory.distill`): the script of the
+computing run behind its answer, an SOP naming it and an L1 pointer, staged beside the task's own writes. Every
+procedure then staged (L3 SOPs and scripts) is re-run by ga itself (worker/procedures.py); a distilled one that
+does not verify is dropped. Then the gate (memory_shared.gate) keeps what may be kept at its trust, under
+`memory.admit` and the bounds, with its provenance: who (run, task, attempt, model), what backs it, what it read. `outcome` says, for the
 task's record and the run's summary, what was committed, proposed or could not be kept.
 """
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import structlog
 
@@ -16,9 +19,10 @@ from configs import Settings
 from memory_shared import AccessLog, Archive, SnapshotHandle, StoreHandle, consolidate
 from memory_shared.bounds import Bounds
 from memory_shared.fsutil import Unsafe
-from memory_shared.gate import Admit, GatePolicy
-from memory_shared.layers import render_l1
+from memory_shared.gate import Admit, GatePolicy, StagedChange
+from memory_shared.layers import L1_INDEX, render_l1
 from memory_shared.provenance import Verification
+from worker.distill import Distillation, Ran, distil
 from worker.memhints import present_l1
 from worker.memview import MemoryView
 from worker.procedures import procedure_paths, verify
@@ -55,21 +59,35 @@ class MemorySession:
         if self.snapshot is not None:
             self.snapshot.release()
 
-    def finish(self, result: TaskRecord, executions: list[Any]) -> Optional[int]:
-        """Verify, gate and commit staged memory writes; archive the raw session (L4)."""
+    def finish(self, result: TaskRecord, executions: list[Any], ran: Sequence[Ran] = (), task: str = "") -> Optional[int]:
+        """Distil, verify, gate and commit staged memory writes; archive the raw session (L4). `ran`: the task's
+        tool calls that ran, in order, and `task` its text (what ga distils from)."""
         if self.store is None or self.snapshot is None:
             return None
         generation = None
         author = f"worker:{self.task_id}" + (f" [{self.commit_key}]" if self.commit_key else "")
-        if self.view.changes:  # with a commit key, a task that ran before and committed commits nothing again
-            succeeded = result.status == "succeeded"
-            report = consolidate(self.store, self.view.changes, executions, task_id=self.task_id,
+        succeeded = result.status == "succeeded"
+        own = self.view.changes
+        distilled = self._distil(result, ran, task, own) if succeeded else None
+        verified = self._verify(own, distilled) if succeeded else {}
+        if distilled is not None and not verified[distilled.sop_path].verified:
+            log.info("memory_not_distilled", task=self.task_id, path=distilled.sop_path,
+                     why=verified[distilled.sop_path].why)
+            for path in distilled.files:
+                verified.pop(path, None)
+            distilled = None
+        bound = (self.store.l1_max_lines, self.store.l1_max_chars)
+        changes = own + (distilled.changes(self.view.current(L1_INDEX), len(executions) + 1, bound) if distilled else [])
+        if changes:  # with a commit key, a task that ran before and committed commits nothing again
+            report = consolidate(self.store, changes, executions, task_id=self.task_id,
                                  task_succeeded=succeeded, author=author, base=self.snapshot.generation,
-                                 key=self.commit_key, policy=self._policy(author, succeeded))
+                                 key=self.commit_key, policy=self._policy(author, verified))
             for change, reason in report.refused:
                 log.info("memory_change_refused", task=self.task_id, path=change.path, reason=reason)
             generation = report.generation
             self.outcome = report.outcome()
+            if distilled is not None:
+                self.outcome["distilled"] = distilled.sop_path
         history = Path(result.history_path) if result.history_path else None
         if history is not None and _recorded(history):
             try:
@@ -78,30 +96,51 @@ class MemorySession:
                 log.warning("history_not_archived", task=self.task_id, problem=str(exc))
         return generation
 
-    def _policy(self, author: str, succeeded: bool) -> GatePolicy:
+    def _distil(self, result: TaskRecord, ran: Sequence[Ran], task: str,
+                own: list[StagedChange]) -> Optional[Distillation]:
+        """ga's distillation of the task (worker/distill.py), unless it is off or the task staged L1 or L3 itself."""
+        if self.settings is None or not self.settings.memory.distill or not task:
+            return None
+        if any(c.path == L1_INDEX or c.path.startswith("L3/") for c in own):
+            return None  # the model distilled the task itself
+        found, why = distil(task, result.answer or "", ran, turns=result.turns, today=date.today(),
+                            exists=lambda path: self.view.current(path) is not None)
+        if found is None:
+            log.info("memory_not_distilled", task=self.task_id, why=why)
+        return found
+
+    def _policy(self, author: str, verified: dict[str, Verification]) -> GatePolicy:
         settings = self.settings
         memory = settings.memory if settings is not None else None
         assert self.store is not None and self.snapshot is not None  # finish() checked both
         bounds = Bounds(memory.rewrite_share, memory.l1_task_share, self.store.l1_max_lines) if memory else Bounds()
-        verified = self._verify() if succeeded else {}
         run, attempt = _key_parts(self.commit_key)
         who = {"author": author, "run": run, "task": self.task_id, "attempt": attempt, "model": self.model or None}
         return GatePolicy(admit=self.admit, bounds=bounds, verified=verified, who=who, reads=tuple(self.view.reads),
                           base_tree=Path(self.snapshot.path))
 
-    def _verify(self) -> dict[str, Verification]:
-        """ga's re-run of every procedure the task left staged (worker/procedures.py)."""
+    def _verify(self, own: list[StagedChange], distilled: Optional[Distillation]) -> dict[str, Verification]:
+        """ga's re-run of every procedure the task left staged and of the one ga distilled (worker/procedures.py)."""
         found: dict[str, Verification] = {}
-        staged = sorted({c.path for c in self.view.changes})
+        files = distilled.files if distilled is not None else {}
+
+        def read(path: str) -> Optional[str]:
+            return files[path] if path in files else self.view.current(path)
+
+        # the distilled script is re-run once, for its SOP (whose expect: the output must hold); the verdict is the
+        # script's too
+        staged = sorted({c.path for c in own} | (set(files) - ({distilled.script_path} if distilled else set())))
         timeout = float(self.settings.worker.code_timeout) if self.settings is not None else 60.0
         sandbox = self.settings.sandbox if self.settings is not None else None
         for path in procedure_paths(staged):
-            text = self.view.current(path)
+            text = read(path)
             if text is None:
                 continue
-            found[path] = verify(path, text, self.view.current, timeout=timeout, sandbox=sandbox)
+            found[path] = verify(path, text, read, timeout=timeout, sandbox=sandbox)
             log.info("memory_procedure_checked", task=self.task_id, path=path, verified=found[path].verified,
                      why=found[path].why)
+        if distilled is not None:
+            found[distilled.script_path] = found[distilled.sop_path]
         return found
 
 

@@ -102,6 +102,8 @@ def user_job(home: Union[Path, str], kind: str, *, now: Optional[Clock] = None,
         beat.join()
         try:
             _note_end(home, kind, clock(), crashed=False, started=started)
+        except OSError as exc:  # the job's own outcome (a run's JSON) matters more than this note of its end
+            log.warning("user_job_end_not_recorded", kind=kind, problem=str(exc))
         finally:  # the end is on disk before the lock goes: no moment without either
             path.unlink(missing_ok=True)
             os.close(fd)

@@ -7,7 +7,7 @@ progress.py     while a run runs: a rich live view on a terminal, periodic log l
 columns.py      tables and paragraphs drawn to fit 80 columns: ids whole, the other cells give way
 tables.py       the tables of runs (`ga runs list`) and of tasks
 runlist.py      the runs under a runs directory (a damaged one is one row), `last`, the resume command
-outcome.py      what a task's files say of how it ended, for the exit rule (cli/exitcodes.py)
+outcome.py      what a task's files say of how it ended, for the exit rule (orchestrator/exitcodes.py)
 tail.py         a run's ledger events, one line each (`ga runs tail`, -f to follow)
 digest.py       the end of a run too large for a row per task (`ga fanout`)
 runstream.py    `ga runs show RUN` as a stream: rows printed as results.jsonl is read, bounded memory

@@ -1,6 +1,6 @@
 """What a task's record alone does not say of how it ended, read back from its files: whether the model asked for
 any tool in the exchange the record ends (an answer given without one answers a question; one given after tools
-is a claim they must back), and the records of the workers its fan-outs ran. cli/exitcodes.py judges with these.
+is a claim they must back), and the records of the workers its fan-outs ran. orchestrator/exitcodes.py judges with these.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one rule of exit codes (cli/exitcodes.py, the README's table), through real `ga` processes and the scripted
+"""The one rule of exit codes (orchestrator/exitcodes.py, the README's table), through real `ga` processes and the scripted
 model: a question answered is 0, a claim its tools do not back is 1, a failed check is 1, a parent none of whose
 workers got done is 1; and one count of tokens for a parent and its nested fan-out."""
 from __future__ import annotations
@@ -52,6 +52,8 @@ def test_a_fanout_of_questions_exits_0_and_a_failed_check_exits_1(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "unverified" and result["exit_code"] == 0
+    summary = json.loads((Path(result["run_dir"]) / "summary.json").read_text())
+    assert summary["exit_code"] == 0  # the run's record says what the process said (one rule, in the driver too)
     checked = tmp_path / "checked.yaml"
     checked.write_text(yaml.safe_dump({"version": 1, "name": "checked", "retries": 0, "defaults": {"model": model},
                                        "tasks": [{"id": "q", "prompt": "What is the capital of France?",

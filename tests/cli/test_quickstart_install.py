@@ -17,7 +17,10 @@ import pytest
 from tests.ga_support import REPO
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-NOT_OURS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX")  # what would point at the test's own Python
+# what would point at the test's own Python, and the make variables of a `make test` around the test (MAKEFLAGS
+# carries its command line, `VENV=.venv-system` in .ci/run, into every make below it)
+NOT_OURS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "MAKEFLAGS", "MFLAGS", "MAKELEVEL",
+            "MAKEOVERRIDES")
 
 
 @pytest.mark.slow

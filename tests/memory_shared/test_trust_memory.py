@@ -54,6 +54,8 @@ NO_EXECUTION = {"match": "remember the deploy", "turns": turns(
     {"name": "start_long_term_update", "arguments": {}},
     {"name": "file_patch", "arguments": {"path": "memory/L2/facts.md", "old_content": "## Environment\n",
                                          "new_content": f"## Environment\n- {HUNTER2}\n"}},
+    # a run that computes, after the write: the task succeeds, and still nothing backs the fact
+    {"name": "code_run", "arguments": {"type": "bash", "script": "wc -l < notes.txt"}},
     answer="remembered")}
 
 

@@ -119,7 +119,7 @@ def test_ga_run_is_a_user_job_while_it_runs(tmp_path, ga_home):
     """`ga run` holds its activity lock for the whole task: seen busy from another process meanwhile."""
     script = tmp_path / "slow.yaml"
     script.write_text("latency: 0\ntasks:\n  - match: '.*'\n    turns:\n      - tool_calls: [{name: code_run, "
-                      "arguments: {type: bash, script: 'sleep 2; echo slept'}}]\n      - content: done\n")
+                      "arguments: {type: bash, script: 'sleep 2; echo slept'}}]\n      - content: slept for two seconds\n")
     process = subprocess.Popen([*GA, "run", "sleep a bit", "--model", f"scripted:{script}", "--workdir", str(tmp_path),
                                 "--json"], cwd=REPO, env=ga_env({"GA_HOME": str(ga_home)}),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

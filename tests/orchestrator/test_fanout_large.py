@@ -16,7 +16,7 @@ from tests.ga_support import GA, REPO, ga_env, run_ga
 
 
 def _tasks_file(path: Path, url: str, n: int, failing: set[int] = frozenset(), concurrency: int = 16) -> Path:
-    """n tasks whose answer is "done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
+    """n tasks whose answer is "task done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
     lines = [f"version: 1\nname: large\nconcurrency: {concurrency}\nretries: 0\nmemory: {{commit: false}}",
              f"defaults: {{model: 'scripted@{url}', max_turns: 3, check: {{pattern: done}}}}", "tasks:"]
     for i in range(n):
@@ -28,7 +28,7 @@ def _tasks_file(path: Path, url: str, n: int, failing: set[int] = frozenset(), c
 
 def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp_path: Path) -> None:
     n = FULL_TABLE_MAX + 50
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, n, failing={7, 42, 99})
@@ -62,7 +62,7 @@ def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp
 
 
 def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, 12)
@@ -75,11 +75,12 @@ def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
 
 
 def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp_path: Path) -> None:
-    """kill -9 as soon as the ledger holds a queued line (the batches of QUEUED_BATCH lines may be partly
-    written), then `ga fanout --resume`: every task ends with one result, none is sent twice, all are queued."""
+    """kill -9 as soon as the ledger holds a queued line and the run its spec.yaml (written while the first tasks
+    start; the batches of QUEUED_BATCH lines may be partly written), then `ga fanout --resume`: every task ends with
+    one result, none is sent twice, all are queued."""
     n = QUEUED_BATCH + QUEUED_BATCH // 5
     log_path = tmp_path / "requests.jsonl"
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]}, log_path)
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]}, log_path)
     runs = tmp_path / "runs"
     try:
         tasks = _tasks_file(tmp_path / "tasks.yaml", server.base_url, n, concurrency=32)
@@ -89,7 +90,7 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
         ledger_path = None
         while time.monotonic() < deadline:
             found = list(runs.glob("*/ledger.jsonl"))
-            if found and b'"queued"' in found[0].read_bytes():
+            if found and b'"queued"' in found[0].read_bytes() and (found[0].parent / "spec.yaml").is_file():
                 ledger_path = found[0]
                 break
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
@@ -124,7 +125,7 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
     from orchestrator import spec as specs
     from orchestrator.fanout import stored_plan
 
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(f"version: 1\nname: kept\nmemory: {{commit: false}}\ndefaults: {{model: 'scripted@{server.base_url}'}}\n"
@@ -141,4 +142,6 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
     planned = specs.load(tasks)
     assert [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in kept.tasks] == \
         [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in planned.tasks]
-    assert kept.tasks[0].tools == [] and kept.fingerprints == {t.id: t.fingerprint() for t in planned.tasks}
+    assert kept.tasks[0].tools == [] and kept.fingerprints == {}  # no task has inputs: each follows from its fields
+    stored = specs.stored_fingerprints(json.loads((run_dir / "spec.yaml").read_text()))
+    assert stored == {t.id: t.fingerprint() for t in planned.tasks}

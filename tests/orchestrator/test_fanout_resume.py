@@ -129,6 +129,8 @@ def test_ctrl_c_stops_running_tasks_writes_the_ledger_exits_130_and_resumes(tmp_
         run_dir = found[0].parent
         events = ledger(run_dir)
         assert sum(1 for e in events if e["event"] == "interrupted" and e.get("task_id")) == 2
+        skipped = [e for e in events if e["event"] == "skipped"]  # the two that never started, one line each
+        assert len({e["task_id"] for e in skipped}) == len(skipped) == 2 and {e["reason"] for e in skipped} == {"interrupted"}
         assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
         assert events[0]["executor"] == executor
         assert result_lines(run_dir) == []
@@ -175,7 +177,7 @@ def test_a_failed_reduce_is_kept_on_resume_and_run_again_with_retry_failed(tmp_p
         server.stop()
     assert first.reduce.status == "failed" and first.status == "failed"
     assert again.reduce.status == "failed" and again.reduce.reused == ["reduce"] and asked_again == asked
-    # answered this time (with no tool run behind the answer: unverified, not failed)
-    assert retried.reduce.status == "unverified" and retried.reduce.answer == "merged"
-    assert retried.status == "unverified" and len(read_jsonl(log_path)) == asked + 1
+    # answered this time: a reduce over succeeded tasks is backed by them (issue 35)
+    assert retried.reduce.status == "succeeded" and retried.reduce.answer == "merged"
+    assert retried.status == "succeeded" and len(read_jsonl(log_path)) == asked + 1
     assert (first.run_dir / "reduce" / "answer.md").read_text() == "merged\n"

@@ -11,9 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.ledger import RunDir
+from orchestrator.records import TaskRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,3 +60,35 @@ def test_batched_results_survive_kill_9(tmp_path: Path) -> None:
     reopened = RunDir(run.path).open_files()  # what a resume does: cut the torn tail, read results
     assert set(acked) <= set(reopened.results())
     reopened.close()
+
+
+def test_no_result_is_written_before_the_spec_that_a_resume_needs(tmp_path: Path) -> None:
+    """spec.yaml may be written by a thread while the run starts (RunDir.create given a function): a result line
+    waits until it is in place, and a spec that cannot be written fails the first result (nothing is half-done)."""
+    release = threading.Event()
+
+    def slow_spec() -> dict:
+        release.wait(60)
+        return {"name": "slow", "tasks": [{"id": "t0", "prompt": "p"}]}
+
+    run = RunDir.create(tmp_path, "run", slow_spec)
+    added = threading.Event()
+    adder = threading.Thread(target=lambda: (run.add_result(TaskRecord(task_id="t0", status="succeeded", attempt=1,
+                                                                       finished=time.time())), added.set()))
+    adder.start()
+    assert not added.wait(0.5), "a result was written before the run's spec.yaml"
+    assert not (run.path / "spec.yaml").exists() and not (run.path / "results.jsonl").read_text()
+    release.set()
+    assert added.wait(60)
+    adder.join()
+    assert run.spec()["name"] == "slow" and set(run.results()) == {"t0"}
+    run.close()
+
+    def broken_spec() -> dict:
+        raise OSError(28, "No space left on device")
+
+    broken = RunDir.create(tmp_path, "broken", broken_spec)
+    with pytest.raises(OSError, match="No space left"):
+        broken.add_result(TaskRecord(task_id="t0", status="succeeded", attempt=1, finished=time.time()))
+    assert not (broken.path / "results.jsonl").read_text()
+    broken.close()

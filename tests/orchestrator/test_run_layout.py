@@ -27,7 +27,7 @@ SCRIPT = {"latency": 0, "tasks": [
         {"content": "writing", "tool_calls": [{"name": "file_write", "arguments": {"path": "note.md", "content": "n\n"}}]},
         {"content": "written"}]},
     {"match": "say long", "turns": [{"content": LONG}]},
-    {"match": ".*", "turns": [{"content": "done"}]}]}
+    {"match": ".*", "turns": [{"content": "task done"}]}]}
 
 
 def test_trivial_tasks_are_packed_and_every_viewer_still_finds_them(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_trivial_tasks_are_packed_and_every_viewer_still_finds_them(tmp_path: Pa
     assert records["t0"]["history_path"] == str(run_dir / "histories" / "t0.jsonl") and "task_dir" not in records["t0"]
 
     shown = run_ga("runs", "show", run_dir.name, "t0", "--out", str(runs), cwd=tmp_path)
-    assert shown.returncode == 0 and "say short zero" in shown.stdout and "done" in shown.stdout, shown.stdout
+    assert shown.returncode == 0 and "say short zero" in shown.stdout and "task done" in shown.stdout, shown.stdout
     assert "no turns recorded" not in shown.stdout
     requests = json.loads(run_ga("runs", "show", run_dir.name, "t1", "--json", "--out", str(runs), cwd=tmp_path).stdout)
     assert requests and "say short one" in json.dumps(requests[0])

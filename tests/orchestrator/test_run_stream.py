@@ -21,12 +21,12 @@ def test_the_ledger_tail_is_read_from_the_end_without_the_torn_line(tmp_path: Pa
 
 def test_a_run_without_a_summary_lists_every_task_and_counts_them_at_the_end(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "done"}]}]},
+    server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     try:
         tasks = tmp_path / "tasks.yaml"
         tasks.write_text(f"version: 1\nname: stream\nconcurrency: 2\nmemory: {{commit: false}}\n"
-                         f"defaults: {{model: 'scripted@{server.base_url}', check: {{pattern: done}}}}\ntasks:\n"
+                         f"defaults: {{model: 'scripted@{server.base_url}', check: {{pattern: task done}}}}\ntasks:\n"
                          + "".join(f"  - {{id: task-{i}, prompt: 'item {i}'}}\n" for i in range(5)))
         done = run_ga("fanout", str(tasks), "--out", str(runs), "--no-preflight", "--json", cwd=tmp_path)
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.ga_support import run_ga
+from tests.memory_shared.memory_attack_support import tool_outputs
 from worker.scripted import ScriptedServer
 
 SECRET = "SESSION-do-not-leak-7313"
@@ -142,8 +143,10 @@ def test_a_nested_run_cannot_send_its_tasks_to_a_model_it_names(tmp_path: Path) 
     answer = result["answer"]
     assert not listener.records, list(listener.records)[:1]
     assert "ran " not in answer and "INBOUND" not in answer and "FROM-A-FILE" not in answer, answer
-    assert answer.count("refused: nested fan-out refused: task courier names model") == 3, answer
+    assert answer.count("refused: nested fan-out refused: task courier names model") == 2, answer
     assert "which the user has not configured" in answer
+    # the third is refused sooner: a project models.yaml may not add a model at all (worker/policy.py's rule)
+    assert "models.planted-in-the-project is refused in a project file" in answer, answer
 
 
 def other_users_file(tmp_path: Path, text: str, name: str) -> Path:
@@ -240,9 +243,12 @@ def test_concurrent_nested_tasks_and_runs_share_what_the_parent_has_left(tmp_pat
         code_run_then_echo("SPEND-IT", SPENDER, "python"),
         code_run_then_echo("PARENT-TASK", FAN_OUT_SPENDERS, "python")]},
         env={"GA_WORKER__MAX_TOKENS": str(TASK_LIMIT)})
-    said = [line for line in result["answer"].splitlines() if line.startswith("nested ")]
-    assert len(said) == 2 and any("succeeded" in line for line in said), result["answer"]
-    nested = [int(line.split()[-1]) for line in said if "succeeded" in line]
-    # the parent's own calls, then what its nested runs spent (its usage_with_nested, as `ga run` reports it)
-    spent = result["usage"]["total"] + sum(nested)
+    output = "\n".join(tool_outputs(result["history_path"]))
+    said = [line for line in output.splitlines() if line.startswith("nested ")]
+    assert len(said) == 2 and any("succeeded" in line for line in said), output
+    # `ga run --json`'s usage is the subtree's: the parent's own calls and what its nested runs spent
+    assert result["nested_usage"]["runs"] == 2
+    spent = result["usage"]["total"]
     assert spent <= TASK_LIMIT + 2_000, (result["usage"], said)
+    # the nested runs spent what the parent had: it asks the model nothing more
+    assert result["status"] == "limit" and "token limit" in result["reason"], result["reason"]

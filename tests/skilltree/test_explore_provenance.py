@@ -41,16 +41,17 @@ LATER = {"match": "say hello", "turns": turns({"name": "file_read", "arguments":
                                               answer="hello")}
 
 
-def explore(tmp_path: Path, model: Path) -> dict:
+def explore(tmp_path: Path, model: Path, exit_code: int = 0) -> dict:
     done = run_ga("explore", "--once", "--model", f"scripted:{model}", "--batch", "1", "--candidates", "1",
                   "--out", str(tmp_path / "runs"), "--json", env={"OPENAI_API_KEY": None, "GA_MODEL": None})
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == exit_code, done.stdout + done.stderr
     return json.loads(done.stdout[done.stdout.index("{"):])
 
 
 def test_an_echo_self_check_is_never_a_verified_skill(tmp_path: Path, store_root: Path) -> None:
     model = script_file(tmp_path, PLAN + [WORKER, LATER])
-    printed = explore(tmp_path, model)
+    printed = explore(tmp_path, model, exit_code=1)  # no skill filed: the cycle did not get done
+    assert printed["status"] == "no-skill-filed"
     [outcome] = printed["outcomes"]
     assert outcome["outcome"] == "report", outcome
     assert any("only prints what it spells out" in p for p in outcome["problems"]), outcome["problems"]

@@ -146,13 +146,13 @@ def test_planted_symlinks_in_the_run_directory_change_nothing_outside(tmp_path):
              f'rm -f "$GA_RUN_DIR/$f" 2>/dev/null; ln -s {target} "$GA_RUN_DIR/$f" 2>/dev/null; done; '
              'runs="$GA_RUN_DIR/tasks/attack/runs"; mkdir -p "$runs/a" "$runs/b" && mkfifo "$runs/a/summary.json" '
              '&& ln -s /dev/zero "$runs/b/summary.json"; echo planted')
-    with serve([{"tool_calls": [code_run(plant)]}, {"content": "done"}]) as server:
+    with serve([{"tool_calls": [code_run(plant)]}, {"content": "task done"}]) as server:
         result, run_dir = ga_fanout(tmp_path, server)
     assert unchanged(target)
     assert result["status"] == "succeeded" and [r["status"] for r in result["results"]] == ["succeeded"]
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert not (run_dir / "results.jsonl").is_symlink() and len(lines) == 1
-    assert (run_dir / "tasks" / "attack" / "answer.md").read_text() == "done\n"
+    assert (run_dir / "tasks" / "attack" / "answer.md").read_text() == "task done\n"
 
 
 def test_a_reply_of_10000_code_runs_stops_at_the_task_timeout(tmp_path):
@@ -176,7 +176,7 @@ def test_calls_past_the_per_reply_limit_are_refused_in_one_line(tmp_path):
     """Item 8: a reply with 40 code_run calls runs the first 16; each other call gets a result saying it was not
     run (the first of them why, in one line), so no call is left without one."""
     calls = [code_run(f"echo run-{i}", call_id=f"c{i}") for i in range(40)]
-    with serve([{"tool_calls": calls}, {"content": "done"}]) as server:
+    with serve([{"tool_calls": calls}, {"content": "task done"}]) as server:
         result, run_dir = ga_fanout(tmp_path, server)
         second = server.requests[1]["messages"]
     assert result["status"] == "succeeded"

@@ -39,6 +39,7 @@ class Engine:
     def __init__(self, script: Script):
         self.script = script
         self.patterns = [_pattern(task.match) for task in script.tasks]
+        self.whens = [_pattern(task.when) if task.when is not None else None for task in script.tasks]
         self._rng = random.Random(script.seed)
         self._fired: dict[tuple, int] = {}  # (task, turn, fault) -> times fired
         self._seen: dict[tuple, int] = {}  # (task, fault) -> requests that reached it (every_nth)
@@ -104,9 +105,11 @@ class Engine:
 
     def _match(self, messages: list[dict[str, Any]]) -> Optional[int]:
         users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+        system = "".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
         for texts in (users[:1], users):
             for index, pattern in enumerate(self.patterns):
-                if any(pattern.search(text) for text in texts):
+                when = self.whens[index]
+                if any(pattern.search(text) for text in texts) and (when is None or when.search(system)):
                     return index
         return None
 

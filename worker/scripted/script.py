@@ -13,6 +13,8 @@ faults: []                   # optional faults applying to every task (e.g. a 42
 tasks:
   - match: "weather"         # regex (or plain substring) searched in the first user message,
                              # then in any user message; the first task that matches wins
+    when: "forecast\\.md"     # optional: a regex the system prompt must hold too (what memory showed
+                             # the worker), so a script can answer a task one way with memory, another without
     turns:                   # assistant turns in order; turn = assistant messages already sent
       - tool_calls: [{name: code_run, arguments: {script: "print(6*7)", type: python}}]
       - {echo_last_tool_result: true}   # answer with the last tool result (proves the tool ran)
@@ -99,6 +101,7 @@ class Fault(_Strict):
 
 class Task(_Strict):
     match: str
+    when: Optional[str] = None  # a regex the system prompt must hold too
     turns: list[Turn] = []
     faults: list[Fault] = []
 
