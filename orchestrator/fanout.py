@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 import threading
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -104,8 +104,13 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
         raise
-    with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
-        return driver.execute(todo, spent, resumed=resume is not None)
+    try:
+        with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
+            return driver.execute(todo, spent, resumed=resume is not None)
+    except BaseException:
+        if not resume and not run.has_spec():
+            discard_run(run)  # its plan could not be written (a full disk): a run nobody can show or resume
+        raise
 
 
 def choose_executor(executor: str, address: Optional[str]) -> str:
@@ -269,10 +274,11 @@ def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Mo
 
 
 def discard_run(run: RunDir) -> None:
-    """Remove a run directory made by this process before any task started."""
+    """Remove a run directory made by this process: before any task started, or one without its plan."""
     import shutil
 
-    run.close()
+    with suppress(OSError):  # a full disk: it goes all the same
+        run.close()
     shutil.rmtree(run.path, ignore_errors=True)
 
 

@@ -182,6 +182,12 @@ class RunDir:
             error, self._spec_error = self._spec_error, None
             raise error
 
+    def has_spec(self) -> bool:
+        """spec.yaml is in place, once its writer is done (whose error, if any, was raised where the run waited)."""
+        if self._spec_writer is not None:
+            self._spec_writer.join()
+        return (self.path / "spec.yaml").is_file()
+
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
         """A finished or interrupted run, found by id, by a unique prefix of its id, or by path. No such run, or
