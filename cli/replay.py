@@ -39,7 +39,7 @@ def replay(
     output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
     from orchestrator.replay import ReplayError
     from orchestrator.replay import replay as run_replay
-    from worker.models import ModelConfigError
+    from worker.modelconfig import ModelConfigError
 
     current = settings(ctx)
     if model and from_turn is None:

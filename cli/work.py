@@ -31,7 +31,7 @@ from orchestrator.views.progress import status_counts, status_style
 from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
-from worker.models import ModelConfigError, model_override
+from worker.modelconfig import ModelConfigError, model_override
 from worker.record import TaskRecord
 
 commands = typer.Typer()

@@ -19,7 +19,7 @@ from rich.text import Text
 from cli.kit import console, emit_json, err_console, fail, settings
 from configs import Settings
 from orchestrator.views.progress import doing
-from worker.models import ModelConfigError, resolve_model
+from worker.modelconfig import ModelConfigError, resolve_model
 
 commands = typer.Typer()
 sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and `ga chat`: list them, show one; "

@@ -39,7 +39,7 @@ from worker.runlog import run_log
 
 if TYPE_CHECKING:
     from orchestrator.driver import Nesting
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -156,7 +156,7 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
 # ---- the plan `ga fanout` runs ----
 # Its tasks file's, or for `--resume RUN` without a file the run's own (spec.yaml in the run directory), with the
 # model switch applied. Which model a task uses, first found of: `--model`, `GA_MODEL`
-# (worker.models.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
+# (worker.modelconfig.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
 # switch covers the reduce step too.
 
 
@@ -170,7 +170,7 @@ def plan_for(file: Optional[Path], resume: Optional[str], runs_dir: Path, model:
         plan = stored = stored_plan(runs_dir, resume)
     else:
         raise FanoutError("give a tasks file (see configs/examples/quickstart.yaml), or --resume RUN to finish a run")
-    from worker.models import model_override
+    from worker.modelconfig import model_override
 
     plan = with_model(plan, model_override(model))
     if stored is not None:
@@ -222,7 +222,7 @@ def with_model(plan: Plan, name: Optional[str]) -> Plan:
 
 def _absolute_script(name: str) -> str:
     """`scripted:FILE` relative to the current directory, made absolute: the run's spec.yaml records it and
-    a resume from another directory must find the same file (worker.models finds shipped examples)."""
+    a resume from another directory must find the same file (worker.modelconfig finds shipped examples)."""
     if not name.startswith("scripted:"):
         return name
     path = Path(name[len("scripted:"):]).expanduser()
@@ -231,7 +231,7 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}
     if plan.reduce:
@@ -503,7 +503,7 @@ def _refuse_foreign_models(plan: Plan, parent: gateway.Parent) -> None:
     """A nested run's models are the task's own or those the user configured (the shipped and the user's
     models.yaml): never a `scripted@URL`, `scripted:FILE` or project model a task names, which would send
     what the task chooses wherever it chooses, and hand back what comes from there."""
-    from worker.models import ModelConfigError, load_model_entries, user_model_files
+    from worker.modelconfig import ModelConfigError, load_model_entries, user_model_files
 
     own = parent.env.get("GA_MODEL") or parent.settings.worker.model
     try:

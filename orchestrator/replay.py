@@ -42,7 +42,7 @@ from orchestrator.spec import Plan, PlannedTask
 from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
@@ -264,7 +264,7 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
                      tool_mode: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
     a replay calls no model, the config only sizes the context)."""
-    from worker.models import ModelConfig, ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 
     configs: dict[Optional[str], ModelConfig] = {}
     for name in {t.model for t in plan.tasks}:
@@ -284,7 +284,7 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
                  stored: Optional[dict] = None) -> dict[Optional[str], ModelConfig]:
     """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now (a task
     that ran on the run's default model: the default it recorded, not today's)."""
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     recorded_default = ((stored or {}).get("worker") or {}).get("model")
     try:

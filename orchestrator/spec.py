@@ -449,7 +449,7 @@ class _Expander:
             return None
         if name.startswith("scripted@"):
             return None
-        from worker.models import ModelConfigError, load_model_entries
+        from worker.modelconfig import ModelConfigError, load_model_entries
 
         try:
             entries = load_model_entries()
