@@ -1,7 +1,7 @@
 """`ga replay`: run a recorded run's tasks again from their histories, into a new run directory.
 
 Every task runs as it did in the fan-out (same task settings, tools, check, inputs copied from where
-the spec says, code_run sandboxed), but its model is a `worker.replaymodel.ReplayModel`: the recorded
+the spec says, code_run sandboxed), but its model is a `worker.model.playback.ReplayModel`: the recorded
 replies come back, no model is called, and each request ga builds now is compared with the recorded
 one. The first difference stops that task and is reported (task, turn, field; a changed tool output
 as task, turn, tool); `keep_going` lists them all. A fork (`from_turn`) replays one task's turns before
@@ -39,7 +39,7 @@ from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
-from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
+from worker.model.playback import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
 
 if TYPE_CHECKING:
     from worker.modelconfig import ModelConfig
