@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 import typer.core
 
-from cli import explore, replay, triggers, work, worker
+from cli import explore, triggers, work, worker
 from cli.errors import describe_user_error
 from cli.kit import Invocation, fail_lines, settings
 from cli.memory import memory_app
@@ -44,7 +44,7 @@ class _UserErrors(typer.core.TyperGroup):
 
 app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
-for group in (work.commands, worker.commands, triggers.commands, explore.commands, replay.commands):
+for group in (work.commands, worker.commands, triggers.commands, explore.commands):
     app.registered_commands += group.registered_commands  # older Typer drops a nameless add_typer
 app.add_typer(memory_app, name="memory")
 app.add_typer(worker.sessions_app, name="sessions")
