@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from cli.kit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, say, settings
-from cli.worker import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
+from cli.turns import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
 from configs import Settings
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
