@@ -434,7 +434,7 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
 
 def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
     """The plan of a nested request; refused when it would set sandbox options or read what sandboxes hide."""
-    from configs.yamlsource import YamlError, load_text
+    from memory_shared.yamlsource import YamlError, load_text
 
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir

@@ -51,7 +51,7 @@ from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode, sandbox_shorthand
 from configs.usererrors import FieldError
-from configs.yamlsource import YamlError, line_of, load_mapping
+from memory_shared.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
@@ -609,7 +609,7 @@ class _Expander:
         return None
 
     def read_text(self, path: Path, loc: tuple) -> Optional[str]:
-        from configs.yamlsource import current_limits
+        from memory_shared.yamlsource import current_limits
 
         limit = current_limits().max_bytes
         with path.open("rb") as handle:

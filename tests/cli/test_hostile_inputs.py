@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from configs.yamlsource import YamlError, load_yaml
+from memory_shared.yamlsource import YamlError, load_yaml
 from tests.ga_support import run_ga
 from tests.hostile_support import SCRIPT, alias_bomb, one_line_error, tasks_file
 
