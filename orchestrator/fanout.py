@@ -154,7 +154,7 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
 
 
 # ---- the plan `ga fanout` runs ----
-# Its tasks file's, or for `--resume RUN` without a file the run's own (spec.yaml in the run directory), with the
+# Its tasks file's, or for `--resume RUN` without a file the run's own (spec.jsonl in the run directory), with the
 # model switch applied. Which model a task uses, first found of: `--model`, `GA_MODEL`
 # (worker.modelconfig.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
 # switch covers the reduce step too.
@@ -191,7 +191,7 @@ def check_same_models(plan: Plan, stored: Plan) -> None:
 
 
 def stored_plan(runs_dir: Path, resume: str) -> Plan:
-    """The plan a run started with, from its spec.yaml (ga's own file, written when the run was created)."""
+    """The plan a run started with, from its spec.jsonl (ga's own file, written when the run was created)."""
     try:
         run = RunDir.existing(runs_dir, resume)
     except FileNotFoundError as exc:
@@ -199,7 +199,7 @@ def stored_plan(runs_dir: Path, resume: str) -> Plan:
     try:
         return Plan.from_dict(run.spec())
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise FanoutError(f"{run.path / 'spec.yaml'}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
+        raise FanoutError(f"{run.spec_path}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
                           f"the tasks file instead: `ga fanout FILE --resume {run.run_id}`") from None
 
 
@@ -221,7 +221,7 @@ def with_model(plan: Plan, name: Optional[str]) -> Plan:
 
 
 def _absolute_script(name: str) -> str:
-    """`scripted:FILE` relative to the current directory, made absolute: the run's spec.yaml records it and
+    """`scripted:FILE` relative to the current directory, made absolute: the run's spec.jsonl records it and
     a resume from another directory must find the same file (worker.modelconfig finds shipped examples)."""
     if not name.startswith("scripted:"):
         return name
@@ -291,7 +291,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     try:
         before = specs.stored_fingerprints(run.spec())
     except (OSError, ValueError) as exc:
-        raise FanoutError(f"{run.path / 'spec.yaml'}: {exc}; start a new run without --resume") from None
+        raise FanoutError(f"{run.spec_path}: {exc}; start a new run without --resume") from None
     now = {t.id: t.fingerprint() for t in plan.tasks}
     changed = sorted(i for i in now if i in before and before[i] != now[i])
     added = sorted(set(now) - set(before))

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-import yaml
-
 from configs import Settings
 from orchestrator.actor import WorkerActor
 from orchestrator.fanout import (
@@ -186,8 +184,8 @@ def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]],
         raise ReplayError(str(exc)) from None
     try:
         plan = Plan.from_dict(old.spec())
-    except (TypeError, KeyError, ValueError, yaml.YAMLError) as exc:
-        raise ReplayError(f"{old.path / 'spec.yaml'}: written by a ga whose spec this one cannot read "
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ReplayError(f"{old.spec_path}: written by a ga whose spec this one cannot read "
                           f"({type(exc).__name__}: {exc}); that run cannot be replayed") from None
     known = {t.id: t for t in plan.tasks}
     unknown = [t for t in task_ids or [] if t not in known]

@@ -207,7 +207,7 @@ class Plan:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks). The
+        """The plan as plain data (a run's spec.jsonl); a task's unset fields are left out (100,000 tasks). The
         fingerprints kept are those of tasks with inputs (they hash the inputs' content as the run found it); any
         other task's follows from its stored fields (`stored_fingerprints`)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: each value is replaced or plain
@@ -230,7 +230,7 @@ _UNSET_TASK_FIELDS: dict[str, Any] = {"inputs": [], "model": None, "max_turns": 
 
 
 def stored_fingerprints(data: dict[str, Any]) -> dict[str, str]:
-    """Every task's fingerprint in a stored plan (spec.yaml's data): as kept there (a task with inputs, or any task
+    """Every task's fingerprint in a stored plan (spec.jsonl's data): as kept there (a task with inputs, or any task
     of a run made by an older ga), else made from the task's stored fields, as when it was planned."""
     kept = dict(data.get("fingerprints") or {})
     for entry in data.get("tasks") or []:

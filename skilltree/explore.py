@@ -14,7 +14,7 @@ Run directory (one fan-out run directory, docs/design.md §5, with two more file
     plan.json      every candidate with its scores, the selected batch (skilltree.plan)
     explore.json   the cycle: model, the tasks (plan values per task id), spec, planner usage, the
                    fan-out's status and usage, each task's consolidation outcome, totals
-The run directory is created (with spec.yaml, plan.json, explore.json) before any worker starts, and
+The run directory is created (with spec.jsonl, plan.json, explore.json) before any worker starts, and
 the fan-out then runs as a resume of it; so a crashed cycle is finished with `resume_cycle`, and
 `consolidate_run` may be re-run on any run: it never files a task twice.
 
