@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
-from cli.worker import check_model
+from cli.turns import check_model
 from configs import Settings
 from orchestrator.exitcodes import daemon_exit
 from orchestrator.triggers.activity import local_now

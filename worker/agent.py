@@ -392,6 +392,6 @@ def _model_name(model: Model) -> str:
 
 def _client(model_name: Optional[str], settings: Settings) -> Model:
     from worker.model import LLMClient
-    from worker.models import resolve_model
+    from worker.modelconfig import resolve_model
 
     return LLMClient(resolve_model(model_name, settings))

@@ -20,7 +20,7 @@ from configs.idprefix import by_prefix
 from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
-from worker.models import nested_model_env
+from worker.modelconfig import nested_model_env
 from worker.record import TaskRecord
 from worker.runlog import run_log
 from worker.usage import Usage
@@ -149,7 +149,7 @@ def prepare(settings: Settings, task: str, session: Session, *, model: Optional[
     previous, new = continued or ([], [])
     if model is None and on_text is not None:
         from worker.model import LLMClient
-        from worker.models import resolve_model
+        from worker.modelconfig import resolve_model
 
         model = LLMClient(resolve_model(session.model, settings))
         model.on_text = on_text

@@ -24,7 +24,7 @@ more, and those rights are written down here once, built once per task (`Environ
 - **Network and models**: `sandbox.network`; the task's own model (`model`), spent against `account`.
 
 What a task can write is data, never authority: project configuration it could have planted may only tighten
-(configs/projecttrust.py, worker/models.py), and ga opens files in the writable area without following links
+(configs/projecttrust.py, worker/modelconfig.py), and ga opens files in the writable area without following links
 (memory_shared.fsutil).
 
 A refusal is one line naming the path, why, and what to do instead (`PathError`).
@@ -42,7 +42,7 @@ from configs.settings import NetworkMode
 from worker.paths import PathError, resolve_read, resolve_write
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
     from worker.usage import Account
 
 # Under the home directory: credentials, browser profiles (cookies, saved logins) and ga's own user config; a
@@ -54,7 +54,7 @@ SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", "
            ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
            "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
 GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
-# Project configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py).
+# Project configuration ga reads from the directory it runs in (configs/settings.py, worker/modelconfig.py).
 PROJECT_FILES = ("ga.yaml", "models.yaml")
 PROTECTED_DIRS = (".ga", ".git")  # code_run's scripts and outputs; a repository's config and hooks
 VENV_MARK = "pyvenv.cfg"  # a folder holding it is a virtual environment

@@ -16,7 +16,7 @@ from worker.policy import Environment
 from worker.types import ToolResult
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 
 @dataclass

@@ -281,7 +281,7 @@ def _key_names(ctx: ToolContext) -> set[str]:
 @functools.lru_cache(maxsize=1)
 def _configured_key_names() -> frozenset[str]:
     """Read once a process: the model files are the user's and this process's, not a task's."""
-    from worker.models import key_env_names
+    from worker.modelconfig import key_env_names
 
     return key_env_names()
 
