@@ -108,7 +108,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
             return driver.execute(todo, spent, resumed=resume is not None)
     except BaseException:
-        if not resume and not run.has_spec():
+        if not resume and not run.planned():
             discard_run(run)  # its plan could not be written (a full disk): a run nobody can show or resume
         raise
 

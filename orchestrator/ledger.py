@@ -233,11 +233,11 @@ class RunDir:
             error, self._spec_error = self._spec_error, None
             raise error
 
-    def has_spec(self) -> bool:
-        """spec.yaml is in place, once its writer is done (whose error, if any, was raised where the run waited)."""
+    def planned(self) -> bool:
+        """Its plan file is in place, once its writer is done (whose error, if any, was raised where the run waited)."""
         if self._spec_writer is not None:
             self._spec_writer.join()
-        return (self.path / "spec.yaml").is_file()
+        return has_spec(self.path)
 
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
