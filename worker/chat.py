@@ -18,6 +18,7 @@ from configs import Settings
 from worker import conversations
 from worker.oneshot import new_id, open_exchange, open_store, run_interruptibly, with_nested_usage
 from worker.record import Stop
+from worker.taskspec import Runtime
 from worker.usage import Usage
 
 COMMANDS = (("/help", "these commands"), ("/cost", "tokens and cost so far, its fan-outs' included"),
@@ -86,9 +87,10 @@ class Chat:
         continues."""
         session = self.session.model_copy(update={"model": self.model or self.session.model}) if self.session else None
         try:
-            session, worker = open_exchange(self.settings, text, session, model_name=self.model, workdir=Path.cwd(),
-                                            store=self.store, on_turn=self.show_turn, on_text=self.stream,
-                                            on_tool_start=self.show_tool, session_id=self.new_id, origin="chat")
+            runtime = Runtime(store=self.store, on_turn=self.show_turn, on_tool_start=self.show_tool)
+            session, worker = open_exchange(self.settings, text, session, runtime, model_name=self.model,
+                                            workdir=Path.cwd(), on_text=self.stream, session_id=self.new_id,
+                                            origin="chat")
         except (conversations.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return

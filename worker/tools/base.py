@@ -18,6 +18,8 @@ from worker.types import ToolResult
 if TYPE_CHECKING:
     from worker.models import ModelConfig
 
+Schema = dict[str, Any]  # a tool's JSON schema, as the model's API takes it
+
 
 @dataclass
 class ToolContext:
@@ -90,7 +92,7 @@ class Tool(Protocol):
         ...
 
     def run(self, ctx: ToolContext, args: Any) -> ToolResult: ...
-    def schema(self) -> dict[str, Any]: ...
+    def schema(self) -> Schema: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class FunctionTool:
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         return self.function(ctx, args)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> Schema:
         cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
         if cached is None:
             params = self.args.model_json_schema()
@@ -118,7 +120,7 @@ class FunctionTool:
         return copy.deepcopy(cached)
 
 
-_SCHEMAS: dict[FunctionTool, dict[str, Any]] = {}
+_SCHEMAS: dict[FunctionTool, Schema] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
