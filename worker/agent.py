@@ -5,6 +5,7 @@ import functools
 import json
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -89,7 +90,7 @@ class Worker:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, runtime.interactive,
                                     runtime.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
                                     account=self.account, model_config=self.model.config)
-            with self._ctx.cleanup:
+            with closing(self._ctx):
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions, self._ran, self.task)
             result.memory = memory.outcome

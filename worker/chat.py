@@ -6,6 +6,8 @@ history come from readline. Ctrl-C stops the current turn, not the session; Ctrl
 """
 from __future__ import annotations
 
+import atexit
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -212,8 +214,6 @@ def sessions_table(rows: list[conversations.Session]) -> Table:
 
 def _when(moment: float) -> str:
     """As `ls -l` shows a time: `Dec  1 15:27` this year, `Dec  1  2025` before."""
-    import time
-
     shown = time.localtime(moment)
     return time.strftime("%b %e %H:%M" if shown.tm_year == time.localtime().tm_year else "%b %e  %Y", shown)
 
@@ -229,8 +229,6 @@ def _line_editing(history_file: Path) -> None:
         readline.read_history_file(history_file)
     except OSError:
         pass
-    import atexit
-
     atexit.register(lambda: _save_history(readline, history_file))
 
 
