@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from orchestrator.ledger import spec_lines  # noqa: E402
 from orchestrator.views.report import write_report  # noqa: E402
 from orchestrator.views.runview import load_run_view  # noqa: E402
 from worker.prompt import build_system_prompt  # noqa: E402
@@ -35,7 +36,7 @@ def synthetic_run(root: Path, tasks: int, slots: int, seed: int = 3) -> Path:
     (run / "reduce").mkdir()
     spec = {"name": f"synthetic-{tasks}", "tasks": [{"id": f"t{i:05d}", "prompt": f"task {i}", "model": "gpt-4o-mini"}
                                                     for i in range(tasks)]}
-    (run / "spec.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    (run / "spec.jsonl").write_text(spec_lines(spec))
     system = build_system_prompt("")
     start = 1_800_000_000.0
     free = [start] * slots

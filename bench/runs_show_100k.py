@@ -45,8 +45,7 @@ def scaled(seed: Path, target: Path, total: int) -> Path:
     """The seed run's lines repeated with ids `ID-kK` until `total` tasks."""
     target.mkdir(parents=True)
     (target / "tasks").mkdir()
-    spec_lines = (seed / "spec.yaml").read_text().splitlines()
-    task_lines = [line for line in spec_lines if line.startswith('  {"id": ')]
+    head, *task_lines = (seed / "spec.jsonl").read_text().splitlines()
     ledger = (seed / "ledger.jsonl").read_text().splitlines()
     results = (seed / "results.jsonl").read_text().splitlines()
     copies = -(-total // len(task_lines))
@@ -55,10 +54,12 @@ def scaled(seed: Path, target: Path, total: int) -> Path:
     def renamed(line: str, k: int) -> str:
         return ids.sub(lambda m: f'"{m.group(1)}-k{k}"', line).replace("/tasks/", f"/tasks/k{k}-") if k else line
 
-    head = spec_lines[:spec_lines.index(task_lines[0])]
-    tail = spec_lines[spec_lines.index(task_lines[-1]) + 1:]
-    body = [renamed(line.rstrip(","), k) for k in range(copies) for line in task_lines][:total]
-    (target / "spec.yaml").write_text("\n".join(head + [",\n".join(body)] + tail) + "\n")
+    body = [renamed(line, k) for k in range(copies) for line in task_lines][:total]
+    fields = {**json.loads(head), "tasks": len(body)}
+    (target / "spec.jsonl").write_text("\n".join([json.dumps(fields), *body]) + "\n")
+    # the same plan as an older ga wrote it (one JSON document), for a --baseline tree from before spec.jsonl
+    older = {**fields, "tasks": "@TASKS@"}
+    (target / "spec.yaml").write_text(json.dumps(older).replace('"@TASKS@"', "[\n" + ",\n".join(body) + "\n]") + "\n")
     task_events = [line for line in ledger if '"task_id"' in line]
     run_events = [line for line in ledger if '"task_id"' not in line]
     with (target / "ledger.jsonl").open("w") as out:
@@ -105,7 +106,7 @@ def main() -> None:
         folder = Path(tmp)
         env = {**os.environ, "GA_HOME": str(folder / "home")}
         run = args.keep or folder / "runs" / "20990101-000000-big-0000"
-        if not (run / "spec.yaml").is_file():
+        if not (run / "spec.jsonl").is_file():
             scaled(seed_run(folder, env, args.seed), run, args.tasks)
         trees = [("this", ROOT)] + ([(args.baseline, extract(args.baseline, folder / "baseline"))] if args.baseline else [])
         for extra in ((), ("--json",)):

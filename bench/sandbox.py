@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from configs import load_settings  # noqa: E402
 from worker import sandbox  # noqa: E402
-from worker.models import resolve_model  # noqa: E402
+from worker.modelconfig import resolve_model  # noqa: E402
 from worker.scripted import ScriptedServer  # noqa: E402
 from worker.tools import REGISTRY, ToolContext  # noqa: E402
 from worker.tools.web import Browser  # noqa: E402

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from cli.kit import NOW_HELP, console, emit_json, emit_json_line, fail, say, settings
 from cli.skills import skills_now
-from cli.worker import check_model
+from cli.turns import check_model
 from configs import Settings
 from orchestrator.triggers.durations import parse_duration
 from worker.model import ModelError

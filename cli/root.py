@@ -10,11 +10,12 @@ from typing import Any, Optional
 import typer
 import typer.core
 
-from cli import explore, replay, triggers, work, worker
+from cli import explore, fakellm, triggers, work
 from cli.errors import describe_user_error
 from cli.kit import Invocation, fail_lines, settings
 from cli.memory import memory_app
 from cli.runs import runs_app
+from cli.sessions import sessions_app
 from cli.skills import skills_app
 from configs.logs import setup_logging
 from configs.version import ga_version
@@ -44,10 +45,10 @@ class _UserErrors(typer.core.TyperGroup):
 
 app = typer.Typer(cls=_UserErrors, no_args_is_help=True, add_completion=False,
                   help="Run GenericAgent-style LLM workers in parallel.")
-for group in (work.commands, worker.commands, triggers.commands, explore.commands, replay.commands):
+for group in (work.commands, fakellm.commands, triggers.commands, explore.commands):
     app.registered_commands += group.registered_commands  # older Typer drops a nameless add_typer
 app.add_typer(memory_app, name="memory")
-app.add_typer(worker.sessions_app, name="sessions")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(runs_app, name="runs")
 app.add_typer(skills_app, name="skills")
 

@@ -19,7 +19,7 @@ from skilltree import SkillTreeError
 from skilltree.operations import build_report, run_feedback, run_plan, view
 from skilltree.view import feedback_json, feedback_table, rich_tree, tree_json, weights_table
 from worker.model import ModelError
-from worker.models import ModelConfigError, resolve_model
+from worker.modelconfig import ModelConfigError, resolve_model
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill tree: show, plan, report, feedback (weight adaptation).")
 

@@ -10,10 +10,11 @@ from rich.markup import escape
 from rich.text import Text
 
 from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, settings
-from cli.worker import check_model
+from cli.turns import check_model
 from configs import Settings
 from orchestrator.exitcodes import daemon_exit
 from orchestrator.triggers.activity import local_now
+from orchestrator.triggers.authority import writable_by_tasks
 from orchestrator.triggers.jobrules import next_slot
 from orchestrator.triggers.jobs import JobsError, load_jobs
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
@@ -76,7 +77,7 @@ def reflect_command(
     current = settings(ctx, **{"worker.model": model})
     must_be_dir("--workdir", workdir)
     try:
-        load_trigger(trigger)
+        load_trigger(trigger, writable_by_tasks(current, [workdir]))
     except TriggerError as exc:
         fail(str(exc))
     check_model(model, current)

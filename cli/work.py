@@ -1,6 +1,7 @@
-"""`ga fanout`, `ga run` and `ga chat`: the commands that put workers to work for a person.
+"""`ga fanout`, `ga run`, `ga chat` and `ga replay`: the commands that put workers to work for a person (a replay
+runs a recorded run's tasks again without a model call, or forks one onto a live model).
 
-Each is a user job (orchestrator.triggers.activity) that `ga explore --when-idle` waits for. Modules that
+The first three are user jobs (orchestrator.triggers.activity) that `ga explore --when-idle` waits for. Modules that
 load the agent loop (worker.agent: the tools, playwright) are imported inside the command that runs it,
 so that `ga --help` does not pay for them; Ray is imported by the fan-out itself when it starts.
 """
@@ -10,19 +11,22 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.text import Text
 
 from cli.kit import console, emit_json, err_console, fail, fail_lines, invocation, must_be_dir, say, settings
-from cli.worker import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
+from cli.turns import ToolClock, ask_person, model_problem, preflight_run, text_stream, turn_printer
+from configs import Settings
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
 from orchestrator.fanout import nested_here, plan_for
 from orchestrator.ledger import RunDir
+from orchestrator.spec import Plan
 from orchestrator.triggers.activity import user_job
 from orchestrator.views.columns import Column, Rows
 from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
@@ -31,7 +35,7 @@ from orchestrator.views.progress import status_counts, status_style
 from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
-from worker.models import ModelConfigError, model_override
+from worker.modelconfig import ModelConfigError, model_override
 from worker.record import TaskRecord
 
 commands = typer.Typer()
@@ -188,8 +192,6 @@ def fanout(
     runs_dir = out or Path(current.fanout.runs_dir)
     try:
         if from_last_good:  # the run's own models for the recorded turns; --model is the live one
-            from cli.replay import fork_failed_tasks
-
             raise typer.Exit(fork_failed_tasks(plan_for(file, resume, runs_dir, None), str(resume), current, out,
                                                workers, model_override(model), preflight=not no_preflight))
         plan = plan_for(file, resume, runs_dir, model)
@@ -281,3 +283,94 @@ def print_run(result: Run) -> None:
         say(f"reduce ({result.reduce.status}) → {result.reduce.path}")
         console.print(result.reduce.answer or result.reduce.reason, highlight=False, markup=False, soft_wrap=True)
     say(f"run directory: {result.run_dir}")  # a path longer than the line keeps a line of its own, whole
+
+
+@commands.command()
+def replay(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., help="A run id or run directory (or one history.jsonl)"),
+    tasks: Optional[list[str]] = typer.Argument(None, help="Only these tasks (default: every task with a history)"),
+    keep_going: bool = typer.Option(False, "--keep-going", help="Past a difference, go on feeding the recorded "
+                                    "replies and list every difference"),
+    from_turn: Optional[int] = typer.Option(None, "--from", min=1, help="Fork TASK: turns before this one come from "
+                                            "the recording, the rest run live"),
+    model: Optional[str] = typer.Option(None, "--model", help="With --from: the live model (default: the recorded one)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for the new run directory (default: fanout.runs_dir)"),
+    workers: int = typer.Option(4, "--workers", "-w", min=1, help="Tasks replayed at once"),
+    tool_mode: Optional[str] = typer.Option(None, "--tool-mode", help="native or text: a history file's tool mode "
+                                            "(a run keeps its own)"),
+    inputs: Optional[list[Path]] = typer.Option(None, "--input", help="A history file's input, copied into its workdir"),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON"),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="With --from: skip the GET /models probe of the "
+                                      "live model's endpoint"),
+) -> None:
+    """Run RUN's tasks again from their histories with zero model calls; exit 0 when every request and tool
+    output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
+    from orchestrator.replay import ReplayError
+    from orchestrator.replay import replay as run_replay
+    from worker.modelconfig import ModelConfigError
+
+    current = settings(ctx)
+    if model and from_turn is None:
+        fail("--model needs --from TURN: a replay calls no model")
+    if tool_mode not in (None, "native", "text"):
+        fail(f"--tool-mode {tool_mode}: use native or text")
+    try:
+        outcome = run_replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
+                             keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
+                             tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
+    except (ReplayError, ModelConfigError) as exc:
+        fail(str(exc))
+    if as_json:
+        from orchestrator.replay import difference_diff
+
+        emit_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "source": outcome.source,
+                   "identical": outcome.identical, "forked_from": outcome.forked_from, "notes": outcome.notes,
+                   "exit_code": outcome.exit_code,
+                   "tasks": [{"id": t.task_id, "status": t.status, "recorded_status": t.recorded_status,
+                              "turns": t.turns, "recorded_turns": t.recorded_turns, "live_tokens": t.live_usage.total,
+                              "differences": [d.line() for d in t.divergences],
+                              "diffs": ["\n".join(difference_diff(d)) for d in t.divergences]}
+                             for t in outcome.tasks]})
+        raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(print_outcome(outcome))
+
+
+def fork_failed_tasks(plan: Plan, run: str, current: Settings, out: Optional[Path], workers: Optional[int],
+                      model: Optional[str], preflight: bool = True) -> int:
+    """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN (the live turns on
+    `model`, else each task's own); the exit code."""
+    from orchestrator.replay import ReplayError, fork_failed
+
+    try:
+        outcome = fork_failed(plan, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
+                              model=model, workers=workers or current.fanout.concurrency, preflight=preflight)
+    except ReplayError as exc:
+        fail(str(exc))
+    return print_outcome(outcome)
+
+
+def print_outcome(outcome: Any) -> int:
+    from orchestrator.replay import difference_diff  # the agent loop: see cli/work.py's docstring
+
+    for note in outcome.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+    forked = outcome.forked_from or outcome.run_exit_code is not None
+    for task in outcome.tasks:
+        style = status_style(task.status)
+        mark = "identical" if not task.divergences else f"{len(task.divergences)} difference(s)"
+        if forked:
+            mark = f"{task.live_usage.total:,} live tokens"
+            if task.spent.total > task.live_usage.total:
+                mark += f" · {task.spent.total:,} in all, its earlier attempt's included"
+        console.print(f"{escape(task.task_id)}: [{style}]{task.status}[/] after {task.turns} turn(s) · {mark}",
+                      highlight=False)
+        for divergence in task.divergences:
+            say(f"  {divergence.line()}")
+            for line in difference_diff(divergence):
+                style = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
+                console.print(Text(f"    {line}", style=style), overflow="ellipsis", no_wrap=True)
+    verdict = (f"forked from {outcome.forked_from}" if outcome.forked_from else "forked the failed tasks" if forked else
+               "replayed identically" if outcome.identical else "the replay differs from the recording")
+    say(f"{verdict} · run directory: {outcome.run_dir}")
+    return outcome.exit_code

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
-from configs.yamlsource import line_of
+from memory_shared.yamlsource import line_of
 
 Rule = Literal["lower", "subset", "network", "mode", "free", "user"]
 USER_FILE_NAME = "~/.config/ga/config.yaml"

@@ -24,7 +24,7 @@ from pydantic_core import ErrorDetails
 
 from configs.projecttrust import WeakerSetting, check_project
 from configs.usererrors import FieldError
-from configs.yamlsource import (
+from memory_shared.yamlsource import (
     YamlError,
     YamlLimits,
     configure,

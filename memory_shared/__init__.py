@@ -19,7 +19,7 @@ from .errors import (
     StoreMissing,
     StoreNeedsRepair,
 )
-from .handle import SnapshotHandle, StoreHandle, TransactionHandle
+from .handle import SharedSnapshotHandle, SnapshotHandle, StoreHandle, TransactionHandle
 from .layers import (
     L1_INDEX,
     L2_FACTS,
@@ -51,6 +51,7 @@ __all__ = [
     "PathRefused",
     "SKILLTREE",
     "SOP_FIELDS",
+    "SharedSnapshotHandle",
     "Snapshot",
     "SnapshotHandle",
     "StoreHandle",

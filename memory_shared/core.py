@@ -146,17 +146,26 @@ class StoreCore:
                 pin.release()
                 raise GenerationMissing(
                     f"generation {generation} was removed by gc; open a new snapshot (HEAD is {head})")
-        if check and time.monotonic() - self._checked.get(generation, -CHECK_TRUST_S) >= CHECK_TRUST_S:
-            damage = self.stat_check(generation, trust=True)  # after the lock: the pin keeps gc away
-            if not damage:
-                self.trust(generation)
-            else:
+        if check:
+            try:
+                self.check_intact(generation)  # after the lock: the pin keeps gc away
+            except GenerationDamaged:
                 pin.release()
-                more = f" (+{len(damage) - 1} more)" if len(damage) > 1 else ""
-                raise GenerationDamaged(
-                    f"generation {generation} of {self.root} is damaged: {damage[0]}{more} changed since it "
-                    "was published; run `ga memory verify`, then `ga memory repair`")
+                raise
         return pin
+
+    def check_intact(self, generation: int) -> None:
+        """The pin check of a pinned generation, unless this handle found it intact less than CHECK_TRUST_S
+        ago: GenerationDamaged when its files changed since publication."""
+        if time.monotonic() - self._checked.get(generation, -CHECK_TRUST_S) < CHECK_TRUST_S:
+            return
+        damage = self.stat_check(generation, trust=True)
+        if damage:
+            more = f" (+{len(damage) - 1} more)" if len(damage) > 1 else ""
+            raise GenerationDamaged(
+                f"generation {generation} of {self.root} is damaged: {damage[0]}{more} changed since it "
+                "was published; run `ga memory verify`, then `ga memory repair`")
+        self.trust(generation)
 
     def trust(self, generation: int) -> None:
         """This handle found `generation` intact (or just published it): pins skip the check for a while."""

@@ -5,6 +5,9 @@ Two kinds implement it: `MemoryStore` (store.py, a store on this filesystem) and
 node-local replicas, transactions are forwarded to the memory service actor). Code above memory_shared
 that is handed a store takes a `StoreHandle`; only the code that opens a store names `MemoryStore`.
 
+A worker's task reads `shared_snapshot()`: HEAD as it starts, held to its end, through one pin per generation
+that the tasks of a process share (memory_shared/shared.py); `snapshot()` is a pin of the caller's own.
+
 A transaction with a `key` (e.g. "run/task/attempt") commits at most once: when a commit with that key is
 already in the log, it commits nothing, `already_committed` is True and `generation` is the earlier one.
 This is the one way ga makes a commit idempotent (the worker's gate and exploration both use it).
@@ -12,7 +15,7 @@ This is the one way ga makes a commit idempotent (the worker's gate and explorat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 
 class SnapshotHandle(Protocol):
@@ -29,6 +32,14 @@ class SnapshotHandle(Protocol):
     def __enter__(self) -> "SnapshotHandle": ...
 
     def __exit__(self, *exc: Any) -> None: ...
+
+
+class SharedSnapshotHandle(SnapshotHandle, Protocol):
+    """A reader's reference to a pinned generation that other readers may share (a task's snapshot)."""
+
+    def derived(self, key: str, make: Callable[[], str]) -> str:
+        """A text that depends only on this generation (the prompt's L1), made at most once per shared pin."""
+        ...
 
 
 class TransactionHandle(Protocol):
@@ -70,6 +81,8 @@ class StoreHandle(Protocol):
     def l1_max_chars(self) -> int: ...
 
     def snapshot(self) -> SnapshotHandle: ...
+
+    def shared_snapshot(self) -> SharedSnapshotHandle: ...  # HEAD, its pin shared with the readers that hold it
 
     def transaction(self, message: str, author: str, base: Optional[int] = None,
                     key: Optional[str] = None) -> TransactionHandle: ...

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from .errors import L1TooLarge
+from .yamlsource import YamlError, load_text
 
 L0_DIR = "L0"
 L1_INDEX = "L1/index.md"
@@ -87,16 +88,17 @@ def read_l0(snapshot_path: Path | str) -> str:
     return "\n\n".join(p.read_text(encoding="utf-8").strip() for p in files)
 
 
-def parse_sop(text: str) -> tuple[dict[str, Any], str]:
-    """Split an L3 SOP into its YAML front matter and Markdown body; refuse a missing or incomplete header."""
+def parse_sop(text: str, where: str = "SOP") -> tuple[dict[str, Any], str]:
+    """Split an L3 SOP into its YAML front matter and Markdown body; refuse a missing or incomplete header. A model
+    writes it: it is read by the one bounded loader (size, depth, aliases, duplicate keys), errors as `where`:line."""
     match = _FRONT.match(text)
     if not match:
         raise ValueError("SOP has no YAML front matter: start it with a '---' line, the fields "
                          f"{', '.join(SOP_FIELDS)}, and a closing '---' line")
-    try:
-        front = yaml.safe_load(match.group(1) or "") or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"SOP front matter is not valid YAML: {' '.join(str(exc).split())}") from None
+    try:  # a blank line for the opening '---': the loader's lines are the file's
+        front = load_text("\n" + (match.group(1) or ""), where)[0] or {}
+    except YamlError as exc:
+        raise ValueError(f"SOP front matter is not valid YAML: {exc}") from None
     if not isinstance(front, dict):
         raise ValueError("SOP front matter must be a YAML mapping of " + ", ".join(SOP_FIELDS))
     missing = [key for key in SOP_FIELDS if key not in front]

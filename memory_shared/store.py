@@ -28,6 +28,7 @@ from .errors import MemoryStoreError, StoreMissing, StoreNeedsRepair
 from .fsutil import flocked, fsync_dir, remove_tree
 from .paths import resolve
 from .repair import repair
+from .shared import SharedPins, SharedSnapshot
 from .transaction import Transaction
 from .verify import verify, verify_locked
 
@@ -90,6 +91,7 @@ class MemoryStore:
         what recovery would fix is then reported by verify, not done."""
         self.root = Path(root).expanduser().absolute()
         self.core = StoreCore(self.root, l1_max_lines, l1_max_chars)
+        self.shared = SharedPins(self.core)  # the pins this handle's readers share (shared.py)
         if self.exists(self.root) and recover:
             fixes.recover(self.core)  # may finish an interrupted init, or undo one that never published
         if self.core.read_head() < 0 and not self.core.assess().problems:
@@ -149,6 +151,11 @@ class MemoryStore:
         else:
             pin = self.core.pin(generation)
         return Snapshot(generation, self.core.gen_path(generation), pin)
+
+    def shared_snapshot(self) -> SharedSnapshot:
+        """HEAD, pinned once for every reader of this handle that starts while it is HEAD (shared.py): a task's
+        snapshot. release() drops this reader's reference; the pin goes with the last one."""
+        return self.shared.acquire()
 
     def stat_check(self, generation: int) -> list[str]:
         """The cheap check of a pin: paths whose inode, size or mtime differ from the record."""

@@ -36,10 +36,10 @@ from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from orchestrator.views.progress import Display, choose_mode
 from orchestrator.views.runlist import resume_command
 from worker import telemetry
-from worker.models import nested_model_env
+from worker.modelconfig import nested_model_env
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")

@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 import threading
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -39,7 +39,7 @@ from worker.runlog import run_log
 
 if TYPE_CHECKING:
     from orchestrator.driver import Nesting
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -104,8 +104,13 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
         if not resume:
             discard_run(run)  # nothing ran: no empty run directory is left behind
         raise
-    with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
-        return driver.execute(todo, spent, resumed=resume is not None)
+    try:
+        with run_log(run.path):  # the run's info lines; stderr shows warnings unless --log-level says more
+            return driver.execute(todo, spent, resumed=resume is not None)
+    except BaseException:
+        if not resume and not run.planned():
+            discard_run(run)  # its plan could not be written (a full disk): a run nobody can show or resume
+        raise
 
 
 def choose_executor(executor: str, address: Optional[str]) -> str:
@@ -154,9 +159,9 @@ def build_plan(spec: SpecInput, **top: Any) -> Plan:
 
 
 # ---- the plan `ga fanout` runs ----
-# Its tasks file's, or for `--resume RUN` without a file the run's own (spec.yaml in the run directory), with the
+# Its tasks file's, or for `--resume RUN` without a file the run's own (spec.jsonl in the run directory), with the
 # model switch applied. Which model a task uses, first found of: `--model`, `GA_MODEL`
-# (worker.models.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
+# (worker.modelconfig.model_override), the tasks file's (the task's, else `defaults:`), settings.worker.model. The
 # switch covers the reduce step too.
 
 
@@ -170,7 +175,7 @@ def plan_for(file: Optional[Path], resume: Optional[str], runs_dir: Path, model:
         plan = stored = stored_plan(runs_dir, resume)
     else:
         raise FanoutError("give a tasks file (see configs/examples/quickstart.yaml), or --resume RUN to finish a run")
-    from worker.models import model_override
+    from worker.modelconfig import model_override
 
     plan = with_model(plan, model_override(model))
     if stored is not None:
@@ -191,7 +196,7 @@ def check_same_models(plan: Plan, stored: Plan) -> None:
 
 
 def stored_plan(runs_dir: Path, resume: str) -> Plan:
-    """The plan a run started with, from its spec.yaml (ga's own file, written when the run was created)."""
+    """The plan a run started with, from its spec.jsonl (ga's own file, written when the run was created)."""
     try:
         run = RunDir.existing(runs_dir, resume)
     except FileNotFoundError as exc:
@@ -199,7 +204,7 @@ def stored_plan(runs_dir: Path, resume: str) -> Plan:
     try:
         return Plan.from_dict(run.spec())
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise FanoutError(f"{run.path / 'spec.yaml'}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
+        raise FanoutError(f"{run.spec_path}: not a run's plan ({type(exc).__name__}: {exc}); resume with "
                           f"the tasks file instead: `ga fanout FILE --resume {run.run_id}`") from None
 
 
@@ -221,8 +226,8 @@ def with_model(plan: Plan, name: Optional[str]) -> Plan:
 
 
 def _absolute_script(name: str) -> str:
-    """`scripted:FILE` relative to the current directory, made absolute: the run's spec.yaml records it and
-    a resume from another directory must find the same file (worker.models finds shipped examples)."""
+    """`scripted:FILE` relative to the current directory, made absolute: the run's spec.jsonl records it and
+    a resume from another directory must find the same file (worker.modelconfig finds shipped examples)."""
     if not name.startswith("scripted:"):
         return name
     path = Path(name[len("scripted:"):]).expanduser()
@@ -231,7 +236,7 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     names = {t.model for t in plan.tasks}
     if plan.reduce:
@@ -269,10 +274,11 @@ def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Mo
 
 
 def discard_run(run: RunDir) -> None:
-    """Remove a run directory made by this process before any task started."""
+    """Remove a run directory made by this process: before any task started, or one without its plan."""
     import shutil
 
-    run.close()
+    with suppress(OSError):  # a full disk: it goes all the same
+        run.close()
     shutil.rmtree(run.path, ignore_errors=True)
 
 
@@ -291,7 +297,7 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
     try:
         before = specs.stored_fingerprints(run.spec())
     except (OSError, ValueError) as exc:
-        raise FanoutError(f"{run.path / 'spec.yaml'}: {exc}; start a new run without --resume") from None
+        raise FanoutError(f"{run.spec_path}: {exc}; start a new run without --resume") from None
     now = {t.id: t.fingerprint() for t in plan.tasks}
     changed = sorted(i for i in now if i in before and before[i] != now[i])
     added = sorted(set(now) - set(before))
@@ -434,7 +440,7 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
 
 def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
     """The plan of a nested request; refused when it would set sandbox options or read what sandboxes hide."""
-    from configs.yamlsource import YamlError, load_text
+    from memory_shared.yamlsource import YamlError, load_text
 
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir
@@ -503,7 +509,7 @@ def _refuse_foreign_models(plan: Plan, parent: gateway.Parent) -> None:
     """A nested run's models are the task's own or those the user configured (the shipped and the user's
     models.yaml): never a `scripted@URL`, `scripted:FILE` or project model a task names, which would send
     what the task chooses wherever it chooses, and hand back what comes from there."""
-    from worker.models import ModelConfigError, load_model_entries, user_model_files
+    from worker.modelconfig import ModelConfigError, load_model_entries, user_model_files
 
     own = parent.env.get("GA_MODEL") or parent.settings.worker.model
     try:

@@ -29,7 +29,7 @@ from worker.model import HookedModel, Model, ModelError, Reply
 from worker.usage import Usage
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 if TYPE_CHECKING:
     from configs.settings import FanoutSettings

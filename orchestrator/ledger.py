@@ -17,8 +17,10 @@ write each, written by the map loop ahead of the tasks that start (100,000 of th
 first task kept it waiting): they only say what the run means to do, and a crash leaves tasks without one,
 which a resume queues again. The "skipped" lines of a stopped run go in the same batches.
 
-spec.yaml is written as JSON (which YAML readers take too), one task a line, because dumping 100,000 tasks
-through PyYAML took minutes before the first task could start; `spec()` reads either form.
+spec.jsonl is the plan as JSON lines: its fields on the first line (`tasks` there is the number of tasks that
+follow), then one task a line. Dumping 100,000 tasks through PyYAML took minutes before the first task could start;
+JSON lines take a second, and a reader of task ids (`ga runs show`) reads one line at a time. A run made by an older
+ga has spec.yaml instead (YAML, or the same JSON as one document): `read_spec` reads both.
 """
 from __future__ import annotations
 
@@ -30,18 +32,20 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
-import yaml
 from pydantic import BaseModel
 
 from configs.idprefix import by_prefix
 from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
+from memory_shared.yamlsource import YamlError, load_yaml
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
 
 QUEUED_BATCH = 1000  # "queued" (and "skipped") ledger lines per write
 HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
 PACK_ANSWER_MAX = 200  # a packed task's answer is whole in results.jsonl; --json never cuts one this short
 BATCH_WINDOW = 1.0  # seconds within which the map loop's lines are durable (RunDir.sync(wait=False))
+SPEC = "spec.jsonl"  # the plan that ran: its fields, then one task a line
+OLD_SPEC = "spec.yaml"  # the plan of a run made by an older ga (read, never written)
 
 
 def new_run_id(name: str) -> str:
@@ -87,16 +91,63 @@ class JsonlFile:
         self._handle.close()
 
 
-def spec_text(spec: dict[str, Any]) -> str:
-    """The spec as JSON laid out for reading: one key a line, one task a line (YAML readers take it too)."""
-    lines = []
-    for key, value in spec.items():
-        if key == "tasks" and value:
-            body = ",\n".join("  " + json.dumps(task, ensure_ascii=False, default=str) for task in value)
-            lines.append(f"{json.dumps(key)}: [\n{body}\n]")
-        else:
-            lines.append(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False, default=str)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+def spec_lines(spec: dict[str, Any]) -> str:
+    """The spec as JSON lines: its fields on the first line (`tasks`: how many follow), then one task a line."""
+    tasks = spec.get("tasks") or []
+    head = {**{k: v for k, v in spec.items() if k != "tasks"}, "tasks": len(tasks)}
+    return "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in [head, *tasks])
+
+
+def spec_path(run_path: Path) -> Path:
+    """The run's plan file: spec.jsonl, or spec.yaml in a run made by an older ga."""
+    path = Path(run_path) / SPEC
+    return path if path.is_file() or not (Path(run_path) / OLD_SPEC).is_file() else Path(run_path) / OLD_SPEC
+
+
+def has_spec(run_path: Path) -> bool:
+    """A run directory: its plan file is there."""
+    return (Path(run_path) / SPEC).is_file() or (Path(run_path) / OLD_SPEC).is_file()
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    """The plan in a spec.jsonl (or an older ga's spec.yaml); ValueError, one line with the line number, when it
+    is damaged."""
+    if path.name == OLD_SPEC:
+        text = path.read_text(encoding="utf-8")
+        try:  # the older form: JSON as one document, or (older still, and small) YAML
+            data = json.loads(text) if text.startswith("{") else load_yaml(path)[0]
+        except (ValueError, YamlError) as exc:
+            raise ValueError(f"not JSON or YAML ({' '.join(str(exc).split())[:160]})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a mapping, found {type(data).__name__}")
+        return data
+    with path.open(encoding="utf-8") as handle:
+        head = _spec_line(handle.readline(), 1)
+        tasks = [_spec_line(line, number) for number, line in enumerate(handle, 2)]
+    if head.get("tasks") != len(tasks):
+        raise ValueError(f"line 1 says {head.get('tasks')!r} tasks follow, {len(tasks)} do")
+    return {**head, "tasks": tasks}
+
+
+def spec_task_ids(path: Path) -> Iterator[str]:
+    """The task ids of a spec.jsonl in order, read a line at a time (an older spec.yaml is read whole)."""
+    if path.name == OLD_SPEC:
+        yield from (str(task["id"]) for task in read_spec(path).get("tasks") or [])
+        return
+    with path.open(encoding="utf-8") as handle:
+        handle.readline()
+        for number, line in enumerate(handle, 2):
+            yield str(_spec_line(line, number)["id"])
+
+
+def _spec_line(line: str, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"line {number}: expected an object, found {type(value).__name__}")
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -147,12 +198,12 @@ class RunDir:
         self._finished: set[str] = set()  # ids in results.jsonl: the records themselves stay on disk (a run's memory
         # must not grow with its tasks), read back by results()
         self._lock_fd: Optional[int] = None  # held by lock()
-        self._spec_writer: Optional[threading.Thread] = None  # writing spec.yaml (create)
+        self._spec_writer: Optional[threading.Thread] = None  # writing spec.jsonl (create)
         self._spec_error: Optional[BaseException] = None
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, spec: Union[dict[str, Any], Callable[[], dict[str, Any]]]) -> "RunDir":
-        """A new run directory. `spec` as a function: spec.yaml is made and written by a thread of its own while the
+        """A new run directory. `spec` as a function: spec.jsonl is made and written by a thread of its own while the
         run starts (100,000 tasks take a second of CPU), and is in place before the first result line."""
         path = Path(runs_dir) / run_id
         path.mkdir(parents=True, exist_ok=False)
@@ -163,18 +214,18 @@ class RunDir:
             run._spec_writer = threading.Thread(target=run._write_spec, args=(spec,), daemon=True, name="ga-spec")
             run._spec_writer.start()
         else:
-            atomic_write_text(path / "spec.yaml", spec_text(spec))
+            atomic_write_text(path / SPEC, spec_lines(spec))
         run.lock()
         return run.open_files()
 
     def _write_spec(self, make: Callable[[], dict[str, Any]]) -> None:
         try:
-            atomic_write_text(self.path / "spec.yaml", spec_text(make()))
+            atomic_write_text(self.path / SPEC, spec_lines(make()))
         except BaseException as exc:  # noqa: BLE001  (raised where the run waits for it: _spec_written)
             self._spec_error = exc
 
     def _spec_written(self) -> None:
-        """spec.yaml is in place (results, the summary and a resume are built on it); its writer's error if not."""
+        """spec.jsonl is in place (results, the summary and a resume are built on it); its writer's error if not."""
         if self._spec_writer is not None:
             self._spec_writer.join()
             self._spec_writer = None
@@ -182,18 +233,24 @@ class RunDir:
             error, self._spec_error = self._spec_error, None
             raise error
 
+    def planned(self) -> bool:
+        """Its plan file is in place, once its writer is done (whose error, if any, was raised where the run waited)."""
+        if self._spec_writer is not None:
+            self._spec_writer.join()
+        return has_spec(self.path)
+
     @classmethod
     def existing(cls, runs_dir: Path, run_id: str) -> "RunDir":
         """A finished or interrupted run, found by id, by a unique prefix of its id, or by path. No such run, or
         a prefix several runs share: FileNotFoundError, one line (naming the candidates)."""
-        path = Path(run_id) if Path(run_id).is_dir() and (Path(run_id) / "spec.yaml").is_file() else Path(runs_dir) / run_id
-        if not (path / "spec.yaml").is_file() and "/" not in run_id:
+        path = Path(run_id) if Path(run_id).is_dir() and has_spec(Path(run_id)) else Path(runs_dir) / run_id
+        if not has_spec(path) and "/" not in run_id:
             try:
                 found = by_prefix(run_id, _run_names(Path(runs_dir)), "run id")
             except ValueError as exc:
                 raise FileNotFoundError(str(exc)) from None
             path = Path(runs_dir) / found if found else path
-        if not (path / "spec.yaml").is_file():
+        if not has_spec(path):
             raise FileNotFoundError(f"no run '{run_id}' in {runs_dir}; list runs with `ga runs list`")
         return cls(path)
 
@@ -236,16 +293,14 @@ class RunDir:
     # ---- reading ----
 
     def spec(self) -> dict[str, Any]:
-        """The plan the run started with; ValueError (one line) when spec.yaml is damaged."""
+        """The plan the run started with; ValueError (one line) when its file is damaged."""
         self._spec_written()
-        text = (self.path / "spec.yaml").read_text(encoding="utf-8")
-        try:
-            data = json.loads(text) if text.startswith("{") else yaml.safe_load(text)  # YAML: by an older ga
-        except (ValueError, yaml.YAMLError) as exc:
-            raise ValueError(f"not JSON or YAML ({' '.join(str(exc).split())[:160]})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"expected a mapping, found {type(data).__name__}")
-        return data
+        return read_spec(self.spec_path)
+
+    @property
+    def spec_path(self) -> Path:
+        """spec.jsonl, or spec.yaml in a run made by an older ga."""
+        return spec_path(self.path)
 
     def results(self) -> dict[str, TaskRecord]:
         """Every finished task's record, read from results.jsonl (whose lines are in the kernel once appended)."""
@@ -393,4 +448,4 @@ class RunDir:
 
 
 def _run_names(runs_dir: Path) -> list[str]:
-    return [p.name for p in runs_dir.iterdir() if (p / "spec.yaml").is_file()] if runs_dir.is_dir() else []
+    return [p.name for p in runs_dir.iterdir() if has_spec(p)] if runs_dir.is_dir() else []

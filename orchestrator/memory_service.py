@@ -19,7 +19,7 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ray
 
@@ -112,6 +112,9 @@ class ReplicaSnapshot:
     def release(self) -> None:
         pass  # the service keeps what it packed; the node-local copy is immutable
 
+    def derived(self, key: str, make: Callable[[], str]) -> str:
+        return make()
+
     def __enter__(self) -> "ReplicaSnapshot":
         return self
 
@@ -147,6 +150,9 @@ class ReplicaStore:
                 except OSError:  # another worker process of this node unpacked it first
                     shutil.rmtree(tmp, ignore_errors=True)
         return ReplicaSnapshot(generation, path)
+
+    def shared_snapshot(self) -> ReplicaSnapshot:
+        return self.snapshot()  # nothing to share: a replica is not pinned
 
     def transaction(self, message: str, author: str, base: Optional[int] = None,
                     key: Optional[str] = None) -> "RemoteTransaction":

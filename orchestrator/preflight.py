@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 if TYPE_CHECKING:
     from configs import Settings
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
@@ -226,7 +226,7 @@ def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float]
 
 def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]:
     if name and name.startswith("scripted:"):
-        from worker.models import DEFAULT_MAX_TOKENS
+        from worker.modelconfig import DEFAULT_MAX_TOKENS
         from worker.scripted import ScriptError, load_script
 
         try:
@@ -236,7 +236,7 @@ def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]
         return ModelFacts(float(fields.get("price_input", 0.0)), float(fields.get("price_output", 0.0)),
                           int(fields.get("max_tokens", DEFAULT_MAX_TOKENS)),
                           int(fields.get("context_window", DEFAULT_CONTEXT_WINDOW)))
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     try:
         config = resolve_model(name, settings)

@@ -124,7 +124,7 @@ class Fallback(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
     model_name: Optional[str]
-    endpoint: Any  # worker.models.ModelConfig
+    endpoint: Any  # worker.modelconfig.ModelConfig
     governor: Any = None  # the endpoint governor's actor handle, if it has one
 
 

@@ -1,7 +1,7 @@
 """`ga replay`: run a recorded run's tasks again from their histories, into a new run directory.
 
 Every task runs as it did in the fan-out (same task settings, tools, check, inputs copied from where
-the spec says, code_run sandboxed), but its model is a `worker.replaymodel.ReplayModel`: the recorded
+the spec says, code_run sandboxed), but its model is a `worker.model.playback.ReplayModel`: the recorded
 replies come back, no model is called, and each request ga builds now is compared with the recorded
 one. The first difference stops that task and is reported (task, turn, field; a changed tool output
 as task, turn, tool); `keep_going` lists them all. A fork (`from_turn`) replays one task's turns before
@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-import yaml
-
 from configs import Settings
 from orchestrator.actor import WorkerActor
 from orchestrator.fanout import (
@@ -39,10 +37,10 @@ from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
-from worker.replaymodel import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
+from worker.model.playback import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
@@ -186,8 +184,8 @@ def _from_run(ref: str, runs_dir: Path, task_ids: Optional[list[str]],
         raise ReplayError(str(exc)) from None
     try:
         plan = Plan.from_dict(old.spec())
-    except (TypeError, KeyError, ValueError, yaml.YAMLError) as exc:
-        raise ReplayError(f"{old.path / 'spec.yaml'}: written by a ga whose spec this one cannot read "
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ReplayError(f"{old.spec_path}: written by a ga whose spec this one cannot read "
                           f"({type(exc).__name__}: {exc}); that run cannot be replayed") from None
     known = {t.id: t for t in plan.tasks}
     unknown = [t for t in task_ids or [] if t not in known]
@@ -264,7 +262,7 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
                      tool_mode: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
     a replay calls no model, the config only sizes the context)."""
-    from worker.models import ModelConfig, ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 
     configs: dict[Optional[str], ModelConfig] = {}
     for name in {t.model for t in plan.tasks}:
@@ -284,7 +282,7 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
                  stored: Optional[dict] = None) -> dict[Optional[str], ModelConfig]:
     """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now (a task
     that ran on the run's default model: the default it recorded, not today's)."""
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     recorded_default = ((stored or {}).get("worker") or {}).get("model")
     try:

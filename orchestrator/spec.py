@@ -51,7 +51,7 @@ from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode, sandbox_shorthand
 from configs.usererrors import FieldError
-from configs.yamlsource import YamlError, line_of, load_mapping
+from memory_shared.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
@@ -207,7 +207,7 @@ class Plan:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as plain data (a run's spec.yaml); a task's unset fields are left out (100,000 tasks). The
+        """The plan as plain data (a run's spec.jsonl); a task's unset fields are left out (100,000 tasks). The
         fingerprints kept are those of tasks with inputs (they hash the inputs' content as the run found it); any
         other task's follows from its stored fields (`stored_fingerprints`)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: each value is replaced or plain
@@ -230,7 +230,7 @@ _UNSET_TASK_FIELDS: dict[str, Any] = {"inputs": [], "model": None, "max_turns": 
 
 
 def stored_fingerprints(data: dict[str, Any]) -> dict[str, str]:
-    """Every task's fingerprint in a stored plan (spec.yaml's data): as kept there (a task with inputs, or any task
+    """Every task's fingerprint in a stored plan (spec.jsonl's data): as kept there (a task with inputs, or any task
     of a run made by an older ga), else made from the task's stored fields, as when it was planned."""
     kept = dict(data.get("fingerprints") or {})
     for entry in data.get("tasks") or []:
@@ -449,7 +449,7 @@ class _Expander:
             return None
         if name.startswith("scripted@"):
             return None
-        from worker.models import ModelConfigError, load_model_entries
+        from worker.modelconfig import ModelConfigError, load_model_entries
 
         try:
             entries = load_model_entries()
@@ -609,7 +609,7 @@ class _Expander:
         return None
 
     def read_text(self, path: Path, loc: tuple) -> Optional[str]:
-        from configs.yamlsource import current_limits
+        from memory_shared.yamlsource import current_limits
 
         limit = current_limits().max_bytes
         with path.open("rb") as handle:

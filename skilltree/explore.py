@@ -14,7 +14,7 @@ Run directory (one fan-out run directory, docs/design.md §5, with two more file
     plan.json      every candidate with its scores, the selected batch (skilltree.plan)
     explore.json   the cycle: model, the tasks (plan values per task id), spec, planner usage, the
                    fan-out's status and usage, each task's consolidation outcome, totals
-The run directory is created (with spec.yaml, plan.json, explore.json) before any worker starts, and
+The run directory is created (with spec.jsonl, plan.json, explore.json) before any worker starts, and
 the fan-out then runs as a resume of it; so a crashed cycle is finished with `resume_cycle`, and
 `consolidate_run` may be re-run on any run: it never files a task twice.
 
@@ -48,7 +48,7 @@ from worker.runlog import run_log
 
 if TYPE_CHECKING:
     from worker.model import Model, Reply
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("skilltree.explore")
 CYCLE_FILE = "explore.json"
@@ -126,7 +126,7 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
     """`scripted:FILE` with FILE made absolute (the fan-out reads a dict spec's paths from the cwd)."""
     if not name or not name.startswith("scripted:"):
         return name
-    from worker.models import SHIPPED_FILE
+    from worker.modelconfig import SHIPPED_FILE
 
     path = Path(name[len("scripted:"):]).expanduser()
     if not path.is_absolute():
@@ -137,7 +137,7 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
 
 def planner_model(name: Optional[str], settings: Settings) -> CountingModel:
     from worker.model import LLMClient
-    from worker.models import ModelConfigError, resolve_model
+    from worker.modelconfig import ModelConfigError, resolve_model
 
     try:
         return CountingModel(LLMClient(resolve_model(name, settings)))

@@ -1,12 +1,21 @@
-"""report.md: the same facts as the HTML report, as text and tables."""
+"""report.md: the same facts as the HTML report, as text and tables.
+
+Names, titles, reasons and paths come from what exploration tasks wrote: each is escaped (`_cell`) so that no
+image, link or HTML of theirs renders in a Markdown viewer, and no table cell is closed.
+"""
 from __future__ import annotations
+
+import re
 
 from skilltree.report_data import ReportData
 from skilltree.vectors import DIMENSIONS
 
+MARKUP = re.compile(r"([\\\[\]<>|])")  # what makes a link, an image or HTML, or ends a table cell
+
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Task-written text as one line of Markdown text that makes no link, image or HTML and closes no table cell."""
+    return MARKUP.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def _date(value) -> str:
@@ -109,8 +118,8 @@ def _not_verified(data: ReportData) -> list[str]:
     for a in data.attempts:
         where = f", run {a.run} task {a.task}" if a.run else ""
         report = f", report {a.report}" if a.report else ""
-        out.append(f"- **{a.title}** ({a.category} / {a.skill}) — {a.outcome}, {_date(a.when)}{where}{report}: "
-                   + "; ".join(a.reasons))
+        out.append(f"- **{_cell(a.title)}** ({_cell(a.category)} / {_cell(a.skill)}) — {_cell(a.outcome)}, "
+                   f"{_date(a.when)}{_cell(where)}{_cell(report)}: " + _cell("; ".join(a.reasons)))
     return out
 
 

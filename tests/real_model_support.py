@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 from worker.taskcheck import TaskCheck
 

@@ -21,7 +21,7 @@ from worker.distill import Ran
 from worker.evidence import execution_of
 from worker.history import History
 from worker.model import ContextOverflow, LLMClient, Model, ModelError, Reply, ToolCall
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.record import Stop, TaskRecord
 from worker.taskcheck import run_check
 from worker.taskmemory import MemorySession

@@ -22,7 +22,7 @@ from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
 from worker.model import LLMClient
-from worker.models import nested_model_env, resolve_model
+from worker.modelconfig import nested_model_env, resolve_model
 from worker.record import TaskRecord
 from worker.runlog import run_log
 from worker.taskspec import Runtime, TaskSpec

@@ -104,12 +104,12 @@ def distil(task: str, answer: str, ran: Sequence[Ran], *, turns: int, today: dat
     raw, kind = str(last.arguments.get("script", "")), str(last.arguments.get("type", "python"))
     if not last.ok or is_trivial(raw, kind):
         return None, "the last code_run failed or computes nothing"
-    if _reads_memory(raw):
+    if reads_memory(raw):
         return None, "the run was a stored procedure"
     script, kind, why = _script_of(raw, kind, ran[:at])
     if not script:
         return None, why
-    if _reads_memory(script) or is_trivial(script, kind):
+    if reads_memory(script) or is_trivial(script, kind):
         return None, "the script it ran is a stored procedure or computes nothing"
     claim = claimed(answer, last.output, script)
     if not claim:
@@ -170,7 +170,8 @@ def _clean(path: str) -> str:
     return PurePosixPath(path.strip()).as_posix().removeprefix("./")
 
 
-def _reads_memory(script: str) -> bool:
+def reads_memory(script: str) -> bool:
+    """Whether a script names memory: $GA_MEMORY or memory/ (a stored procedure's run)."""
     return "GA_MEMORY" in script or "memory/" in script
 
 

@@ -43,7 +43,7 @@ from worker.keymask import KeyMask, Stream
 from worker.usage import Account, Usage, cost_of
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
 PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gateway adds the real one
@@ -113,7 +113,7 @@ class Gateway:
 
     def endpoint(self, name: Any) -> Optional[ModelConfig]:
         """The configured model a request goes to: the user's models.yaml entry it names, else the task's model."""
-        from worker.models import resolve_model, user_model_files
+        from worker.modelconfig import resolve_model, user_model_files
 
         if isinstance(name, str) and name in self._entry_names() and name != self._own_name():
             if name not in self._configs:
@@ -130,7 +130,7 @@ class Gateway:
     def _user_entries(self) -> dict[str, tuple[dict, dict[str, str]]]:
         """The models the user configured: the shipped file and ~/.config/ga/models.yaml, never the project's
         models.yaml (a task can write it) nor anything a request names (read once a task)."""
-        from worker.models import load_model_entries, user_model_files
+        from worker.modelconfig import load_model_entries, user_model_files
 
         if self._entries is None:
             self._entries = load_model_entries(user_model_files())

@@ -1,6 +1,7 @@
-"""The worker's view of memory: reads from its pinned snapshot (as memory.admit lets it see what tasks wrote:
+"""The worker's view of memory: reads from the task's snapshot (as memory.admit lets it see what tasks wrote:
 worker/memhints.py), writes staged for the consolidation gate. A write to L0 or to ga's own records is refused
-here, in one line, before anything is staged."""
+here, in one line, before anything is staged. `used` says whether the task touched memory/ at all (a read, a
+listing, a write or opening long-term memory): only then is its session archived (worker/taskmemory.py)."""
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
@@ -40,6 +41,7 @@ class MemoryView:
         self._staged: dict[str, Optional[str]] = {}  # rel -> current text (None: deleted)
         self._changes: list[StagedChange] = []
         self._staging = False
+        self.used = False  # the task read, listed or staged something under memory/, or opened long-term memory
 
     @property
     def generation(self) -> Optional[int]:
@@ -58,10 +60,11 @@ class MemoryView:
         return list(self._changes)
 
     def enable_staging(self) -> None:
-        self._staging = True
+        self._staging = self.used = True
 
     def read(self, rel: str) -> Optional[str]:
         """The text a worker sees: its own staged text, or the snapshot's as memory.admit shows it."""
+        self.used = True
         rel = _clean(rel)
         text = self._staged[rel] if rel in self._staged else self._shown(rel)
         if text is not None and rel not in self._staged and rel not in self.reads:
@@ -78,6 +81,7 @@ class MemoryView:
         return self._current(_clean(rel))
 
     def exists(self, rel: str) -> bool:
+        self.used = True
         rel = _clean(rel)
         if rel in self._staged:
             return self._staged[rel] is not None
@@ -85,6 +89,7 @@ class MemoryView:
 
     def list(self, prefix: str = "") -> list[str]:
         """Files (relative paths) under prefix, staged ones included, deleted ones left out."""
+        self.used = True
         prefix = _clean(prefix) if prefix.strip("/. ") else ""
         names: set[str] = set()
         root = self.root
@@ -128,6 +133,7 @@ class MemoryView:
     # ---- internals
 
     def _writable(self, rel: str) -> str:
+        self.used = True
         if not self._staging:
             raise PermissionError(STAGING_OFF)
         rel = _clean(rel)

@@ -10,8 +10,11 @@ more, and those rights are written down here once, built once per task (`Environ
 - **Never written, even inside a writable path** (the most specific path decides, as bubblewrap's mounts do):
   - ga's own state: GA_HOME, the memory store, the runs directory (`fanout.runs_dir`) and the task's run
     directory (its `steer/` folder included);
-  - in every writable path and in ga's working directory: `ga.yaml`, `models.yaml` (a missing one cannot
-    be created either), `.ga/` (code_run's scripts and their output) and `.git/`;
+  - in every writable path and in ga's working directory: `ga.yaml`, `models.yaml`, `.ga/` (code_run's scripts
+    and their output) and `.git/`; a missing one cannot be created either (an empty read-only mount point), and
+    where one is a symbolic link its target is protected too, made or not. A link itself cannot be kept from
+    being replaced (a mount follows it), so code_run refuses to start in a folder where one is a link
+    (`link_refusal`);
   - the virtual environments (a folder with `pyvenv.cfg`) and run directories (a folder with
     `ledger.jsonl`) found up to two levels below a writable path when the task started: code that later
     runs with the person's rights (a `.pth` file is imported by every Python of a venv) or records ga
@@ -21,7 +24,7 @@ more, and those rights are written down here once, built once per task (`Environ
 - **Network and models**: `sandbox.network`; the task's own model (`model`), spent against `account`.
 
 What a task can write is data, never authority: project configuration it could have planted may only tighten
-(configs/projecttrust.py, worker/models.py), and ga opens files in the writable area without following links
+(configs/projecttrust.py, worker/modelconfig.py), and ga opens files in the writable area without following links
 (memory_shared.fsutil).
 
 A refusal is one line naming the path, why, and what to do instead (`PathError`).
@@ -39,7 +42,7 @@ from configs.settings import NetworkMode
 from worker.paths import PathError, resolve_read, resolve_write
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
     from worker.usage import Account
 
 # Under the home directory: credentials, browser profiles (cookies, saved logins) and ga's own user config; a
@@ -51,7 +54,7 @@ SECRETS = (".ssh", ".aws", ".gnupg", ".config/ga", ".azure", ".config/gcloud", "
            ".config/google-chrome-beta", ".config/BraveSoftware", ".mozilla", ".cache/mozilla", "snap/chromium",
            "snap/firefox", ".var/app/org.mozilla.firefox", ".var/app/org.chromium.Chromium")
 GA_HIDDEN = ("sessions",)  # under GA_HOME: every task's prompt, model and workdir (the rest is read-only)
-# Project configuration ga reads from the directory it runs in (configs/settings.py, worker/models.py).
+# Project configuration ga reads from the directory it runs in (configs/settings.py, worker/modelconfig.py).
 PROJECT_FILES = ("ga.yaml", "models.yaml")
 PROTECTED_DIRS = (".ga", ".git")  # code_run's scripts and outputs; a repository's config and hooks
 VENV_MARK = "pyvenv.cfg"  # a folder holding it is a virtual environment
@@ -59,8 +62,10 @@ RUN_MARK = "ledger.jsonl"  # a folder holding it is a run directory (orchestrato
 STEER_DIR = "steer"  # a run directory's steering requests (orchestrator/local.py's Mailbox)
 SCAN_DEPTH = 2  # how far below a writable path venvs and run directories are looked for
 
-Access = Literal["rw", "ro", "absent", "hide"]  # absent: a file that must not come to exist (an empty mount)
-RANK = {"rw": 0, "ro": 1, "absent": 1, "hide": 2}
+# absent: a file that must not come to exist (an empty read-only mount point); absent_dir: a folder (.ga, .git)
+Access = Literal["rw", "ro", "absent", "absent_dir", "hide"]
+RANK = {"rw": 0, "ro": 1, "absent": 1, "absent_dir": 1, "hide": 2}
+ABSENT = ("absent", "absent_dir")
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,9 @@ def entries(writable: Iterable[Path], readonly: Iterable[tuple[Path, str]] = (),
     for folder in protected_folders(roots, existing(config_dirs)):
         if folder.is_dir():
             for entry in _protected_in(folder):
-                if entry.access == "absent" and not (entry.path.exists() or entry.path.is_symlink()):
-                    table[entry.path] = entry
-                else:
-                    table.update({real: Entry(real, "ro", entry.what) for real in existing([entry.path])})
+                found = _on_disk(entry, roots)
+                if found is not None:
+                    table[found.path] = found
     home = home or Path.home()
     for real in existing([*(home / name for name in SECRETS), *hidden]):
         table[real] = Entry(real, "hide", HIDDEN_WHAT)
@@ -103,11 +107,29 @@ def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
 
 
 def _protected_in(folder: Path) -> list[Entry]:
-    """The protected names in `folder`, whether they exist or not (project files as `absent`)."""
+    """The protected names in `folder`, whether they exist or not, as what they are when missing (`absent`)."""
     found = [Entry(folder / name, "absent", f"ga's project configuration ({name})") for name in PROJECT_FILES]
-    found += [Entry(folder / ".ga", "ro", "code_run's scripts and their output (.ga)"),
-              Entry(folder / ".git", "ro", "a repository's config and hooks (.git)")]
+    found += [Entry(folder / ".ga", "absent_dir", "code_run's scripts and their output (.ga)"),
+              Entry(folder / ".git", "absent_dir", "a repository's config and hooks (.git)")]
     return found
+
+
+def _on_disk(entry: Entry, roots: list[Path]) -> Optional[Entry]:
+    """How a protected name is mounted now: read-only where it is (a link: its target), an empty read-only mount
+    point where it is missing (a dangling link: at its target); None where its target lies outside every writable
+    root (read-only there already, and no mount point may be made there)."""
+    real = Path(os.path.realpath(entry.path))
+    if real.exists():
+        return Entry(real, "ro", entry.what)
+    if any(real.is_relative_to(root) for root in roots):
+        return Entry(real, entry.access, entry.what)
+    return None
+
+
+def linked_names(roots: Iterable[Path], config_dirs: Iterable[Path] = ()) -> list[Path]:
+    """The protected names that are symbolic links in the folders where names are protected."""
+    folders = protected_folders(existing(roots), existing(config_dirs))
+    return [e.path for folder in folders for e in _protected_in(folder) if e.path.is_symlink()]
 
 
 def decide(table: Iterable[Entry], path: Path) -> Optional[Entry]:
@@ -225,10 +247,21 @@ class Environment:
         return tuple(table)
 
     def _now(self) -> list[Entry]:
-        """The fixed rule, and where a protected name is a symlink now, its target too (as the sandbox binds)."""
-        linked = [Entry(real, "ro", e.what) for e in self._fixed if e.access in ("ro", "absent") and e.path.is_symlink()
-                  for real in existing([e.path])]
+        """The fixed rule, and where a protected name is a symlink now, its target too, made or not (as the sandbox
+        mounts it)."""
+        linked = [Entry(Path(os.path.realpath(e.path)), "ro", e.what) for e in self._fixed
+                  if e.access in ("ro", *ABSENT) and e.path.is_symlink()]
         return [*self._fixed, *linked]
+
+    def link_refusal(self) -> Optional[str]:
+        """Why a sandbox cannot start for this task (one line), or None: a protected name that is a symbolic link,
+        which a script could replace by a file of its own (a mount protects the target, not the link)."""
+        links = linked_names(self.writable, self.config_dirs)
+        if not links:
+            return None
+        return (f"{links[0]} is a symbolic link, which the sandbox cannot keep a task from replacing (ga and git read "
+                "it); make it the file or folder itself (cp -a --remove-destination \"$(readlink -f LINK)\" LINK), "
+                "or run from another folder")
 
     def check_write(self, path: str) -> Path:
         """The real path a file tool may write for `path`; PathError (one line: why, and what to do) when the

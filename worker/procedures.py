@@ -41,7 +41,7 @@ def named_scripts(path: str, text: str) -> tuple[list[str], str]:
     if _is_script(path):
         return [path], ""
     try:
-        front, body = parse_sop(text)
+        front, body = parse_sop(text, path)
     except ValueError:
         return [], ""
     listed = front.get("scripts", front.get("script"))
@@ -57,7 +57,7 @@ def _hosts(path: str, text: str) -> list[str]:
     if _is_script(path):
         return []
     try:
-        front, _ = parse_sop(text)
+        front, _ = parse_sop(text, path)
     except ValueError:
         return []
     hosts = front.get("network")

@@ -1,5 +1,7 @@
 """ga's own re-run of a procedure's script: in a fresh directory outside any task's, holding only the given files,
-with a minimal environment (no secrets, HOME inside it), under code_run's sandbox with the network off.
+with a minimal environment (no secrets, HOME inside it), under code_run's sandbox with the network off: what
+every sandbox hides (the credentials under the person's home, GA_HOME's sessions) it cannot read either, since
+its output comes back to the task (the gate's refusal quotes its last line).
 
 Both verifications use it: the consolidation gate's (worker/procedures.py, for what a task staged in L3) and
 `ga explore`'s (skilltree/verify.py, for what an exploration task left in its workdir).
@@ -17,7 +19,8 @@ from typing import Optional
 
 import structlog
 
-from configs.settings import SandboxSettings
+from configs import load_settings
+from configs.settings import ConfigError, SandboxSettings
 from memory_shared import fsutil
 from worker import sandbox as bwrap
 from worker.sandbox_limits import Limits, confine
@@ -51,7 +54,7 @@ def rerun(script: str, files: dict[str, str], timeout: float = RERUN_TIMEOUT,
         command = SCRIPT_RUNNERS[PurePosixPath(script).suffix] + [str(root / script)]
         limits = Limits.of(policy.limits)
         if policy.mode == "bwrap":
-            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), home=Path(tmp),
+            command = bwrap.wrap(command, bwrap.Policy(network=False, writable=(Path(tmp),), hidden=_hidden_state(),
                                                        tmp_size=limits.tmp_size),
                                  policy.bwrap, root, proc=bwrap.mounts_proc(policy.bwrap, network=False))
         else:
@@ -98,7 +101,15 @@ def _tail(fd: int, chars: int) -> str:
     return os.pread(fd, chars * 4, max(0, size - chars * 4)).decode("utf-8", errors="replace")
 
 
-def _settings_sandbox() -> SandboxSettings:
-    from configs import load_settings
+def _hidden_state() -> tuple[Path, ...]:
+    """GA_HOME's hidden folders (its sessions), GA_HOME as the settings say (GA_HOME, else ~/.ga, where they do
+    not load)."""
+    try:
+        home = load_settings().home_dir
+    except ConfigError:
+        home = Path(os.environ.get("GA_HOME") or "~/.ga").expanduser()
+    return tuple(home / name for name in bwrap.GA_HIDDEN)
 
+
+def _settings_sandbox() -> SandboxSettings:
     return load_settings().sandbox

@@ -28,12 +28,15 @@ each connection to its socket, and becomes the command.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +94,11 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
             argv += ["--ro-bind", str(path), str(path)]
         elif kind == "hide" and path.is_dir():
             argv += ["--tmpfs", str(path)]
-        else:  # a hidden file, or a project config file that does not exist yet (made as an empty mount point)
+        elif kind == "absent_dir":  # a protected folder that does not exist (.git): empty and read-only
+            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif kind == "absent":  # a protected file that does not exist: an empty regular file, read-only
+            argv += ["--ro-bind", str(empty_file()), str(path)]
+        else:  # a hidden file
             argv += ["--ro-bind", "/dev/null", str(path)]
     argv += _hide_host_sockets(policy)
     for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
@@ -103,6 +110,25 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
         relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
         command = [sys.executable, "-I", "-S", "-c", launcher_source(), *relays, "--", *command]
     return argv + ["--chdir", str(cwd), "--", *command]
+
+
+def empty_file() -> Path:
+    """An empty read-only regular file of this process's (removed at exit; made again if a cleaner took it), bound
+    over a protected file that does not exist: a script reads it as empty. /dev/null there would be a device on
+    a nodev mount, which every `cat *`, `grep -r` or `tar` of the working directory fails to read."""
+    with _EMPTY_LOCK:
+        if _EMPTY and os.path.isfile(_EMPTY[0]) and os.stat(_EMPTY[0]).st_size == 0:
+            return _EMPTY[0]
+        folder = Path(tempfile.mkdtemp(prefix="ga-empty-"))
+        path = folder / "empty"
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+        atexit.register(shutil.rmtree, str(folder), True)
+        _EMPTY[:] = [path]
+        return path
+
+
+_EMPTY: list[Path] = []
+_EMPTY_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -180,11 +206,14 @@ def _mounts(policy: Policy) -> list[tuple[Path, str]]:
 
 
 def placeholders(argv: list[str]) -> list[Path]:
-    """The files `argv` will create as empty mount points (missing before it runs: the project config files a
-    sandbox may not create): code_run removes them afterwards, when they are still the empty regular files
-    bubblewrap made. A hidden file exists, so it is never one."""
-    return [Path(argv[i + 2]) for i in range(len(argv) - 2)
-            if argv[i] == "--ro-bind" and argv[i + 1] == "/dev/null" and not os.path.lexists(argv[i + 2])]
+    """The files and folders `argv` will create as empty mount points (missing before it runs: the protected names
+    a sandbox may not create): code_run removes them afterwards, when they are still the empty regular files or
+    folders made for them. A hidden path exists, so it is never one."""
+    empty = ("/dev/null", str(empty_file()))
+    files = [argv[i + 2] for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] in empty]
+    folders = [argv[i + 1] for i in range(len(argv) - 3)
+               if argv[i] == "--tmpfs" and argv[i + 2] == "--remount-ro" and argv[i + 3] == argv[i + 1]]
+    return [Path(p) for p in [*files, *folders] if not os.path.lexists(p)]
 
 
 def remove_placeholders(paths: Iterable[Path]) -> None:
@@ -193,6 +222,8 @@ def remove_placeholders(paths: Iterable[Path]) -> None:
             info = path.lstat()
             if stat.S_ISREG(info.st_mode) and info.st_size == 0:
                 path.unlink()
+            elif stat.S_ISDIR(info.st_mode):
+                path.rmdir()  # only while empty
         except OSError:
             pass
 

@@ -1,4 +1,12 @@
-"""A worker's tie to the memory tier: pin a snapshot at start, verify and gate staged writes and archive at the end.
+"""A worker's tie to the memory tier: a snapshot held from start to end, verify and gate staged writes, and archive
+the session of a task that used memory.
+
+A task sees one generation for its whole life: the one HEAD was when it started, which its prompt's L1 index
+comes from too. It pins nothing of its own: it holds a reference to that generation's one pin, which every task
+of the process that starts while it is HEAD shares (memory_shared/shared.py), and its L1 text is rendered once
+per such pin (so the system prompt is the same, byte for byte, for all of them). gc keeps the generation while
+any of them runs. Only a task that used memory (read, listed or staged under memory/, opened long-term memory,
+ran a stored procedure from $GA_MEMORY, or had something to commit) has its raw history archived (L4).
 
 At the end of a task that succeeded, ga first distils it (worker/distill.py, `memory.distill`): the script of the
 computing run behind its answer, an SOP naming it and an L1 pointer, staged beside the task's own writes. Every
@@ -16,13 +24,13 @@ from typing import Any, Optional, Sequence
 import structlog
 
 from configs import Settings
-from memory_shared import AccessLog, Archive, SnapshotHandle, StoreHandle, consolidate
+from memory_shared import AccessLog, Archive, SharedSnapshotHandle, StoreHandle, consolidate
 from memory_shared.bounds import Bounds
 from memory_shared.fsutil import Unsafe
 from memory_shared.gate import Admit, GatePolicy, StagedChange
 from memory_shared.layers import L1_INDEX, render_l1
 from memory_shared.provenance import Verification
-from worker.distill import Distillation, Ran, distil
+from worker.distill import Distillation, Ran, distil, reads_memory
 from worker.memhints import present_l1
 from worker.memview import MemoryView
 from worker.procedures import procedure_paths, verify
@@ -32,7 +40,7 @@ log = structlog.get_logger("worker.memory")
 
 
 class MemorySession:
-    """Context manager: the snapshot stays pinned for the whole task."""
+    """Context manager: the task's generation (HEAD at its start) stays pinned for the whole task."""
 
     def __init__(self, store: Optional[StoreHandle], task_id: str, archive_keep_months: int = 12,
                  commit_key: Optional[str] = None, settings: Optional[Settings] = None, model: str = ""):
@@ -40,7 +48,7 @@ class MemorySession:
         self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its commit is made once
         self.settings, self.model = settings, model
         self.admit: Admit = settings.memory.admit if settings is not None else "verified"
-        self.snapshot: Optional[SnapshotHandle] = None
+        self.snapshot: Optional[SharedSnapshotHandle] = None
         self.view: MemoryView
         self.l1_text = ""
         self.outcome: Optional[dict[str, Any]] = None  # what the gate kept (GateReport.outcome), after finish()
@@ -49,10 +57,11 @@ class MemorySession:
         if self.store is None:
             self.view = MemoryView(None, None, self.task_id, None, admit=self.admit)
             return self
-        self.snapshot = self.store.snapshot()  # pinned until __exit__ releases it
-        self.view = MemoryView(self.store, self.snapshot, self.task_id, AccessLog(self.store.root), admit=self.admit)
-        tree = Path(self.snapshot.path)
-        self.l1_text = present_l1(tree, render_l1(tree, self.store.l1_max_lines, self.store.l1_max_chars), self.admit)
+        snapshot = self.snapshot = self.store.shared_snapshot()  # held until __exit__ releases it
+        self.view = MemoryView(self.store, snapshot, self.task_id, AccessLog(self.store.root), admit=self.admit)
+        store, admit, tree = self.store, self.admit, Path(snapshot.path)
+        self.l1_text = snapshot.derived(f"l1 admit={admit}", lambda: present_l1(
+            tree, render_l1(tree, store.l1_max_lines, store.l1_max_chars), admit))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -89,7 +98,7 @@ class MemorySession:
             if distilled is not None:
                 self.outcome["distilled"] = distilled.sop_path
         history = Path(result.history_path) if result.history_path else None
-        if history is not None and _recorded(history):
+        if history is not None and (self.view.used or changes or _ran_stored(ran)) and _recorded(history):
             try:
                 Archive(self.store.root, keep_months=self.archive_keep_months).store_session(self.task_id, history)
             except Unsafe as exc:  # the task's code put something else at the history's path
@@ -150,6 +159,11 @@ def _key_parts(key: Optional[str]) -> tuple[Optional[str], Optional[str]]:
         return None, None
     run, _, rest = key.partition("/")
     return run, rest.rpartition("/")[2] or None
+
+
+def _ran_stored(ran: Sequence[Ran]) -> bool:
+    """Whether a code_run of the task named memory ($GA_MEMORY, memory/): a stored procedure, read in the sandbox."""
+    return any(r.tool == "code_run" and reads_memory(str(r.arguments.get("script", ""))) for r in ran)
 
 
 def _recorded(history: Path) -> bool:

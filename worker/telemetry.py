@@ -27,7 +27,7 @@ from configs.logs import redact_text
 
 if TYPE_CHECKING:
     from worker.model import Model, Reply, ToolCall
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
     from worker.record import TaskRecord
     from worker.types import ToolResult
     from worker.usage import Usage

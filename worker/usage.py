@@ -12,7 +12,7 @@ from typing_extensions import Self
 from worker.types import Record
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 
 def cost_of(prices: ModelConfig, prompt: int, completion: int, cached: int) -> float:

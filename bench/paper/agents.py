@@ -64,7 +64,7 @@ def run_ga(task_id: str, prompt: str, prepare: Prepare, endpoint: Endpoint, prox
     from memory_shared import MemoryStore
     from worker import Runtime, TaskSpec, Worker
     from worker.model import LLMClient
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
     from worker.taskcheck import TaskCheck
 
     label = f"ga-{task_id}-{time.monotonic_ns()}"

@@ -26,7 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import ErrorDetails
 
 from configs.usererrors import FieldError, field_errors
-from configs.yamlsource import YamlError, line_of, load_mapping
+from memory_shared.yamlsource import YamlError, line_of, load_mapping
 from orchestrator.triggers.durations import parse_duration
 
 EXAMPLE = "configs/examples/jobs.yaml"

@@ -7,7 +7,8 @@ A trigger file defines
     def check() -> str | None:
         return "a task for the agent" or None
 
-The file is reloaded when it changes (a broken edit is logged and the previous version kept).
+The file is reloaded when it changes (a broken edit is logged and the previous version kept). It runs with the
+person's rights, so it may not lie where its tasks write (orchestrator/triggers/authority.py).
 Every task's result goes to structlog and to <home>/reflect/<trigger name>.jsonl.
 """
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import structlog
 
 from configs import Settings
 from configs.logs import redact_text
 from orchestrator.triggers.activity import Clock, local_now
+from orchestrator.triggers.authority import writable_by_tasks, writable_problem
 from orchestrator.triggers.pyfile import PyFileError, load_python_file
 from orchestrator.triggers.worktask import append_jsonl, run_task
 
@@ -56,9 +58,13 @@ class ReflectSummary:
     stopped_by: str = ""  # once | max_cycles | signal
 
 
-def load_trigger(path: Path) -> Trigger:
-    """Load and validate a trigger file; TriggerError (one line) if it cannot be used."""
+def load_trigger(path: Path, writable: Iterable[Path] = ()) -> Trigger:
+    """Load and validate a trigger file; TriggerError (one line) if it cannot be used, or lies in `writable`
+    (where its tasks may write)."""
     path = Path(path)
+    problem = writable_problem(path, "reflect trigger", writable)
+    if problem:
+        raise TriggerError(problem)
     try:
         module = load_python_file(path, "reflect trigger", required={"check": CHECK_HOW})
     except PyFileError as exc:
@@ -84,7 +90,8 @@ def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str]
     """Call check() every INTERVAL seconds and run the tasks it returns, until ONCE, max_cycles or `stop`."""
     clock = now or local_now
     stop = stop or threading.Event()
-    trigger = load_trigger(trigger_path)
+    writable = writable_by_tasks(settings, [workdir])
+    trigger = load_trigger(trigger_path, writable)
     summary = ReflectSummary(trigger.path, reflect_log_path(settings.home_dir, trigger.path))
 
     def note(record: dict[str, Any]) -> None:
@@ -96,7 +103,7 @@ def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str]
 
     log.info("reflect_started", trigger=str(trigger.path), interval=trigger.interval, once=trigger.once)
     while not stop.is_set():
-        trigger = _reloaded(trigger, note)
+        trigger = _reloaded(trigger, note, writable)
         summary.cycles += 1
         task = _check(trigger, note)
         if task is not None:
@@ -135,12 +142,12 @@ def _check(trigger: Trigger, note: Callable[[dict[str, Any]], None]) -> Optional
     return task
 
 
-def _reloaded(trigger: Trigger, note: Callable[[dict[str, Any]], None]) -> Trigger:
+def _reloaded(trigger: Trigger, note: Callable[[dict[str, Any]], None], writable: Iterable[Path]) -> Trigger:
     stamp = _stamp(trigger.path)
     if stamp == trigger.stamp:
         return trigger
     try:
-        fresh = load_trigger(trigger.path)
+        fresh = load_trigger(trigger.path, writable)
     except TriggerError as exc:
         trigger.stamp = stamp  # report a broken edit once, keep running the last good version
         note({"event": "reload_failed", "error": str(exc)})

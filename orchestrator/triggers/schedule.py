@@ -26,6 +26,7 @@ import structlog
 from configs import Settings
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
 from orchestrator.triggers.activity import Clock, local_now
+from orchestrator.triggers.authority import writable_by_tasks, writable_problem
 from orchestrator.triggers.jobrules import JobState, after_run_started, after_skip, decide
 from orchestrator.triggers.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
 from orchestrator.triggers.worktask import append_jsonl, run_task
@@ -114,7 +115,7 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
     stop = stop or threading.Event()
     folder = schedule_dir(settings.home_dir)
     state_path, history = folder / "state.json", folder / "history.jsonl"
-    jobs = load_jobs(jobs_path)
+    jobs = checked_jobs(jobs_path, settings)
     stamp = _stamp(jobs_path)
     summary = ScheduleSummary()
 
@@ -132,7 +133,7 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
         while not stop.is_set():
             if _stamp(jobs_path) != stamp:
                 stamp = _stamp(jobs_path)
-                jobs = _reloaded(jobs_path, jobs, note)
+                jobs = _reloaded(jobs_path, jobs, note, settings)
             for job in jobs:
                 if stop.is_set():
                     break
@@ -217,9 +218,20 @@ def _note_interrupted(stored: dict[str, StoredJob], state_path: Path, note: Call
         save_state(state_path, stored)
 
 
-def _reloaded(path: Path, current: list[Job], note: Callable[[dict[str, Any]], None]) -> list[Job]:
+def checked_jobs(path: Path, settings: Settings) -> list[Job]:
+    """The jobs of `path`; JobsError (one line) also when the file lies where its task jobs may write: it says
+    what runs next, in which directory and with which model (orchestrator/triggers/authority.py)."""
+    jobs = load_jobs(path)
+    workdirs = [None, *(job.workdir for job in jobs if job.task)]
+    problem = writable_problem(path, "jobs file", writable_by_tasks(settings, workdirs))
+    if problem:
+        raise JobsError(problem)
+    return jobs
+
+
+def _reloaded(path: Path, current: list[Job], note: Callable[[dict[str, Any]], None], settings: Settings) -> list[Job]:
     try:
-        jobs = load_jobs(path)
+        jobs = checked_jobs(path, settings)
     except JobsError as exc:
         note({"event": "reload_failed", "error": str(exc)})
         log.error("schedule_reload_failed", error=str(exc), kept="the previous jobs")

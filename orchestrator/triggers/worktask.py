@@ -21,7 +21,7 @@ def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[s
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
     from memory_shared import MemoryStoreError
     from worker.model import ModelError
-    from worker.models import ModelConfigError
+    from worker.modelconfig import ModelConfigError
     from worker.oneshot import run_one
 
     clock = now or local_now

@@ -1,6 +1,11 @@
 """`ga runs report`: one self-contained HTML page for a run (opens from a file, loads nothing from the
 network) and a report.md beside it with the same facts in text.
 
+What tasks wrote (answers, reasons, conversations) is hostile text: the page embeds it as JSON that cannot close
+its <script> element and shows it escaped, under a Content-Security-Policy that loads nothing; report.md escapes
+what would make a link, an image or HTML in a Markdown viewer (`md_text`), so none of a task's renders
+there.
+
 The page embeds a compact table of tasks and attempts, drawn as a timeline (one row per worker slot),
 and every conversation, compressed in chunks of CHUNK tasks and inflated in the browser only when a
 task is opened, so a run of 10,000 tasks stays a page of a few MB.
@@ -10,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 import time
 import zlib
 from importlib import resources
@@ -24,6 +30,13 @@ CHUNK = 64  # tasks per compressed block of conversations
 TEXT_CHARS = 2000  # of each text, argument and tool result kept in the page; full sizes are shown
 MIN_TEXT_CHARS = 160
 CONVERSATIONS_BUDGET = 4_000_000  # bytes of embedded conversations; big runs keep less of each text
+MARKUP = re.compile(r"([\\\[\]<>|])")  # what makes a link, an image or HTML, or ends a table cell
+
+
+def md_text(text: object) -> str:
+    """Task-written text as one line of Markdown text that makes no link, image or HTML and closes no table cell
+    (emphasis and code spans stay: they load nothing)."""
+    return MARKUP.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def write_report(view: RunView, out_dir: Path) -> tuple[Path, Path]:
@@ -77,12 +90,12 @@ def render_markdown(view: RunView) -> str:
                      f"| ${u['cost']:.4f} |")
     failures = view.failures_by_reason()
     lines += ["", "## Failures by reason", ""]
-    lines += [f"- {len(ids)} × {reason}: {', '.join(ids[:20])}{' …' if len(ids) > 20 else ''}"
+    lines += [f"- {len(ids)} × {md_text(reason)}: {', '.join(ids[:20])}{' …' if len(ids) > 20 else ''}"
               for reason, ids in failures.items()] or ["None."]
     lines += ["", "## Tasks", "", "| task | status | attempts | turns | tokens | cost | seconds | answer or reason |",
               "|---|---|---|---|---|---|---|---|"]
     for t in view.tasks:
-        text = " ".join((t.answer if t.status == "succeeded" else t.reason or t.answer).split())[:120].replace("|", "\\|")
+        text = md_text(" ".join((t.answer if t.status == "succeeded" else t.reason or t.answer).split())[:120])
         lines.append(f"| {t.task_id} | {t.status} | {len(t.attempts)} | {t.turns} | {t.usage.get('total', 0):,} "
                      f"| ${t.usage.get('cost', 0):.4f} | {t.seconds:.1f} | {text} |")
     kept = view.summary.get("memory_kept") or {}

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from orchestrator.ledger import RunDir
+from orchestrator.ledger import RunDir, has_spec
 
 LAST = "last"  # the newest run, wherever a run id is taken
 
@@ -44,7 +44,7 @@ def scan(runs_dir: Path) -> tuple[list[dict[str, Any]], list[DamagedRun]]:
     if not root.is_dir():
         return rows, damaged
     for path in root.iterdir():
-        if not (path / "spec.yaml").is_file():
+        if not has_spec(path):
             continue
         try:
             rows.append(run_row(path))

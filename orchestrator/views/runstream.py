@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
-import yaml
 from rich.console import Console
 from rich.text import Text
 
-from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.ledger import RunDir, read_jsonl, spec_task_ids
 from orchestrator.records import TaskRecord
 from orchestrator.views.columns import INDENT, Column, Paragraph, fit, join
 from orchestrator.views.progress import status_counts, status_style
@@ -41,24 +40,10 @@ def finished(run_path: Path) -> Iterator[TaskRecord]:
 
 
 def planned_ids(run: RunDir) -> list[str]:
-    """The plan's task ids in order; spec.yaml's JSON form is read a line at a time. A damaged spec: none."""
-    path = run.path / "spec.yaml"
+    """The plan's task ids in order, its spec.jsonl read a line at a time. A damaged spec: none."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            if handle.read(1) != "{":  # by an older ga: YAML, small
-                handle.seek(0)
-                data = yaml.safe_load(handle)
-                return [str(t["id"]) for t in (data or {}).get("tasks") or [] if isinstance(t, dict) and "id" in t]
-            ids, inside = [], False
-            for line in handle:
-                if line.startswith('"tasks": ['):
-                    inside = not line.rstrip().endswith("]")
-                elif inside and line.startswith("  {"):
-                    ids.append(str(json.loads(line.rstrip().rstrip(","))["id"]))
-                elif inside:
-                    inside = False
-            return ids
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return list(spec_task_ids(run.spec_path))
+    except (OSError, ValueError, KeyError, TypeError):
         return []
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from configs.yamlsource import YamlError, load_yaml
+from memory_shared.yamlsource import YamlError, load_yaml
 from tests.ga_support import run_ga
 from tests.hostile_support import SCRIPT, alias_bomb, one_line_error, tasks_file
 
@@ -303,7 +303,7 @@ def test_an_os_error_keeps_its_traceback_only_when_asked(tmp_path: Path) -> None
 
 def test_a_dead_endpoint_with_a_live_fallback_passes_pre_flight(tmp_path: Path) -> None:
     from orchestrator.preflight import PreflightError, check_endpoints
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
     from worker.scripted import ScriptedServer
 
     server = ScriptedServer({"tasks": [{"match": "x", "turns": [{"content": "fine"}]}]})

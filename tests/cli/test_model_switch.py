@@ -8,8 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-import yaml
-
+from orchestrator.ledger import read_spec
 from tests.fanout_support import answer_task, read_jsonl, start_server
 from tests.ga_support import run_ga
 
@@ -45,7 +44,7 @@ def test_the_model_flag_an_error_suggests_runs_every_task_and_the_reduce(tmp_pat
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["status"] == "succeeded" and result["reduce"]["status"] == "succeeded"
-        spec = yaml.safe_load((Path(result["run_dir"]) / "spec.yaml").read_text())
+        spec = read_spec(Path(result["run_dir"]) / "spec.jsonl")
         assert {t["model"] for t in spec["tasks"]} == {f"scripted@{server.base_url}"}
         assert spec["reduce"]["model"] == f"scripted@{server.base_url}"
         asked = [json.dumps(r) for r in read_jsonl(tmp_path / "requests.jsonl")]
@@ -98,7 +97,7 @@ def test_resume_without_the_tasks_file_as_runs_tell_suggests(tmp_path: Path) -> 
         server.stop()
 
 
-def test_a_damaged_spec_yaml_is_one_line_on_resume_and_the_viewers_still_show_the_run(tmp_path: Path) -> None:
+def test_a_damaged_spec_jsonl_is_one_line_on_resume_and_the_viewers_still_show_the_run(tmp_path: Path) -> None:
     server = start_server(SCRIPT, tmp_path / "requests.jsonl")
     try:
         tasks = _tasks_file(tmp_path)
@@ -106,11 +105,12 @@ def test_a_damaged_spec_yaml_is_one_line_on_resume_and_the_viewers_still_show_th
         first = run_ga("fanout", str(tasks), "--model", model, "--json", cwd=tmp_path, env=KEYLESS)
         assert first.returncode == 0, first.stderr
         run_id = json.loads(first.stdout)["run_id"]
-        (tmp_path / "runs" / run_id / "spec.yaml").write_text("tasks: [\n")
+        spec = tmp_path / "runs" / run_id / "spec.jsonl"
+        spec.write_text(spec.read_text().splitlines()[0] + "\n" + '{"id": "a", "prompt": \n')
         for args in (("fanout", "--resume", run_id), ("fanout", str(tasks), "--model", model, "--resume", run_id)):
             done = run_ga(*args, cwd=tmp_path, env=KEYLESS)
             assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-            assert len(done.stderr.strip().splitlines()) == 1 and "spec.yaml" in done.stderr, done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1 and "spec.jsonl: " in done.stderr and "line 2: not JSON" in done.stderr, done.stderr
         for args in (("runs", "show", run_id), ("runs", "tail", run_id)):
             assert run_ga(*args, cwd=tmp_path, env=KEYLESS).returncode == 0
     finally:

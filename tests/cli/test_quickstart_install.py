@@ -17,10 +17,10 @@ import pytest
 from tests.ga_support import REPO
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-# what would point at the test's own Python, and the make variables of a `make test` around the test (MAKEFLAGS
-# carries its command line, `VENV=.venv-system` in .ci/run, into every make below it)
+# what would point at the test's own Python, and the make variables of a `make test` around the test: make hands
+# its command line (`VENV=.venv-system` in .ci/run) to every recipe both in MAKEFLAGS and as plain variables
 NOT_OURS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "MAKEFLAGS", "MFLAGS", "MAKELEVEL",
-            "MAKEOVERRIDES")
+            "MAKEOVERRIDES", "VENV", "PYTHON", "BIN")
 
 
 @pytest.mark.slow

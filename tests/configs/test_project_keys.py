@@ -11,7 +11,7 @@ import yaml
 from configs import ConfigError, load_settings
 from configs.projecttrust import PROJECT_KEYS, PROJECT_MODEL_FIELDS
 from configs.settings import DEFAULT_FILE, Section, Settings
-from worker.models import ModelConfig
+from worker.modelconfig import ModelConfig
 
 
 def leaves(node: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -504,6 +504,17 @@ def test_sop_round_trip_and_errors() -> None:
         parse_sop("---\nname: [a\n---\n")
 
 
+def test_sop_front_matter_is_read_by_the_bounded_loader() -> None:
+    """A model writes SOPs: its front matter gets the bounds of every YAML file ga reads, errors as file:line."""
+    fields = "category: b\ndescription: c\ncreated: 2025-01-31\nevidence: e\n"
+    with pytest.raises(ValueError, match=r"L3/x\.md:3: duplicate key 'name' \(first at line 2\)"):
+        parse_sop(f"---\nname: a\nname: b\n{fields}---\nbody", "L3/x.md")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcde", "bcdef"))
+    with pytest.raises(ValueError, match="aliases expand to more than"):
+        parse_sop(f"---\nname: n\n{fields}{bomb}---\nbody", "L3/x.md")
+
+
 def test_conflict_found_under_the_lock_when_head_moves_after_the_early_check(store: MemoryStore) -> None:
     from memory_shared import faults
 

@@ -8,7 +8,7 @@ from configs import load_settings
 from memory_shared import MemoryStore
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 
 TURNS = [

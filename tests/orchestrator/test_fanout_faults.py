@@ -152,7 +152,7 @@ def test_an_actor_cancels_the_task_of_a_driver_that_stops_renewing_its_lease(tmp
     from orchestrator.pool import RemoteWorkerActor
     from orchestrator.records import Job
     from tests.kill_support import code_run_pids
-    from worker.models import resolve_model
+    from worker.modelconfig import resolve_model
 
     marker = f"ga-lease-{tmp_path.name}"
     work = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])"

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from orchestrator.ledger import QUEUED_BATCH
+from orchestrator.ledger import QUEUED_BATCH, read_spec
 from orchestrator.views.digest import FULL_TABLE_MAX
 from tests.fanout_support import first_user_message, read_jsonl, result_lines, start_server
 from tests.ga_support import GA, REPO, ga_env, run_ga
@@ -75,7 +75,7 @@ def test_a_small_run_keeps_its_full_table(tmp_path: Path) -> None:
 
 
 def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp_path: Path) -> None:
-    """kill -9 as soon as the ledger holds a queued line and the run its spec.yaml (written while the first tasks
+    """kill -9 as soon as the ledger holds a queued line and the run its spec.jsonl (written while the first tasks
     start; the batches of QUEUED_BATCH lines may be partly written), then `ga fanout --resume`: every task ends with
     one result, none is sent twice, all are queued."""
     n = QUEUED_BATCH + QUEUED_BATCH // 5
@@ -90,7 +90,7 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
         ledger_path = None
         while time.monotonic() < deadline:
             found = list(runs.glob("*/ledger.jsonl"))
-            if found and b'"queued"' in found[0].read_bytes() and (found[0].parent / "spec.yaml").is_file():
+            if found and b'"queued"' in found[0].read_bytes() and (found[0].parent / "spec.jsonl").is_file():
                 ledger_path = found[0]
                 break
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
@@ -119,8 +119,8 @@ def test_kill_while_queued_lines_are_written_then_resume_runs_each_task_once(tmp
     assert {e["task_id"] for e in events if e["event"] == "queued"} == {f"t{i:04d}" for i in range(n)}
 
 
-def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
-    """spec.yaml is written as JSON without a task's unset fields; the plan read back (what `--resume RUN`
+def test_the_run_keeps_its_plan_whole_in_spec_jsonl(tmp_path: Path) -> None:
+    """spec.jsonl is written as JSON lines (the plan's fields, then one task a line) without a task's unset fields; the plan read back (what `--resume RUN`
     without a file runs) is the plan that ran, a task with no tools and one with a check included."""
     from orchestrator import spec as specs
     from orchestrator.fanout import stored_plan
@@ -137,11 +137,12 @@ def test_the_run_keeps_its_plan_whole_in_spec_yaml(tmp_path: Path) -> None:
         server.stop()
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     run_dir = next((tmp_path / "runs").iterdir())
-    assert (run_dir / "spec.yaml").read_text().startswith("{")
+    lines = [json.loads(line) for line in (run_dir / "spec.jsonl").read_text().splitlines()]
+    assert lines[0]["name"] == "kept" and lines[0]["tasks"] == 2 and [t["id"] for t in lines[1:]] == ["bare", "checked"]
     kept = stored_plan(tmp_path / "runs", run_dir.name)
     planned = specs.load(tasks)
     assert [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in kept.tasks] == \
         [(t.id, t.tools, t.max_turns, t.check, t.truncate, t.timeout, t.model, t.inputs) for t in planned.tasks]
     assert kept.tasks[0].tools == [] and kept.fingerprints == {}  # no task has inputs: each follows from its fields
-    stored = specs.stored_fingerprints(json.loads((run_dir / "spec.yaml").read_text()))
+    stored = specs.stored_fingerprints(read_spec(run_dir / "spec.jsonl"))
     assert stored == {t.id: t.fingerprint() for t in planned.tasks}

@@ -82,7 +82,7 @@ def test_map_reduce_run_writes_the_run_directory_and_accounts_usage(tmp_path: Pa
     assert [r.status for r in run.results] == ["succeeded"] * 4
     ids = ["a.txt", "b.txt", "c.txt", "d.txt"]
     assert_each_task_ran_once_on_its_own_input(run, ids)
-    assert (run.run_dir / "spec.yaml").is_file()
+    assert (run.run_dir / "spec.jsonl").is_file()
     assert (run.run_dir / "reduce" / "merged.md").read_text().strip() == "merged: all four files counted"
     assert run.reduce.status == "succeeded" and run.reduce.reason == "backed by its 4 succeeded input(s)"
     assert_usage_adds_up(run, ids, read_jsonl(tmp_path / "requests.jsonl"))

@@ -63,7 +63,7 @@ def test_batched_results_survive_kill_9(tmp_path: Path) -> None:
 
 
 def test_no_result_is_written_before_the_spec_that_a_resume_needs(tmp_path: Path) -> None:
-    """spec.yaml may be written by a thread while the run starts (RunDir.create given a function): a result line
+    """spec.jsonl may be written by a thread while the run starts (RunDir.create given a function): a result line
     waits until it is in place, and a spec that cannot be written fails the first result (nothing is half-done)."""
     release = threading.Event()
 
@@ -76,8 +76,8 @@ def test_no_result_is_written_before_the_spec_that_a_resume_needs(tmp_path: Path
     adder = threading.Thread(target=lambda: (run.add_result(TaskRecord(task_id="t0", status="succeeded", attempt=1,
                                                                        finished=time.time())), added.set()))
     adder.start()
-    assert not added.wait(0.5), "a result was written before the run's spec.yaml"
-    assert not (run.path / "spec.yaml").exists() and not (run.path / "results.jsonl").read_text()
+    assert not added.wait(0.5), "a result was written before the run's spec.jsonl"
+    assert not (run.path / "spec.jsonl").exists() and not (run.path / "results.jsonl").read_text()
     release.set()
     assert added.wait(60)
     adder.join()

@@ -8,7 +8,7 @@ from skilltree.plan import read_plan
 from skilltree.planner import parse_json_array, plan_exploration
 from skilltree.tree import Category, Skill, SkillTree
 from worker.model import LLMClient
-from worker.models import ModelConfig
+from worker.modelconfig import ModelConfig
 from worker.scripted import ScriptedServer
 
 NOW = datetime(2026, 5, 1, tzinfo=timezone.utc)

@@ -14,7 +14,7 @@ import pytest
 from configs import load_settings
 from configs.logs import setup_logging
 from worker.model import LLMClient, ModelError
-from worker.models import ModelConfig, ModelConfigError, resolve_model
+from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 from worker.scripted import ScriptedServer, scripted_server
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from orchestrator.governor import FailoverModel
 from skilltree.explore import CountingModel
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient, Model
-from worker.models import ModelConfig
-from worker.replaymodel import Normaliser, ReplayModel
+from worker.model.playback import Normaliser, ReplayModel
+from worker.modelconfig import ModelConfig
 from worker.scripted import ScriptedServer
 from worker.telemetry import TracedModel
 from worker.tools import REGISTRY

@@ -222,7 +222,7 @@ def test_a_server_that_refuses_stop_gets_requests_without_it(tmp_path, settings)
 
 
 def test_context_budget_comes_from_the_model_window(tmp_path, settings):
-    from worker.models import resolve_model
+    from worker.modelconfig import resolve_model
 
     local = resolve_model("llama-server", settings)  # configs/models.yaml: a 16k llama.cpp slot
     assert (local.context_window, local.max_tokens) == (16384, 1536)
@@ -233,7 +233,7 @@ def test_context_budget_comes_from_the_model_window(tmp_path, settings):
 
 def test_without_tools_offered_a_json_reply_is_just_text(settings):
     from worker.model import LLMClient
-    from worker.models import resolve_model
+    from worker.modelconfig import resolve_model
     from worker.scripted import ScriptedServer
 
     reply_text = '{"name": "code_run", "arguments": {"script": "print(1)"}}'

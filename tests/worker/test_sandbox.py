@@ -23,7 +23,7 @@ from memory_shared import MemoryStore
 from skilltree.verify import Artifact, rerun
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from configs import load_settings
 from worker import Runtime, TaskSpec, Worker
 from worker.history import replay
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 from worker.taskcheck import TaskCheck
 

@@ -12,7 +12,7 @@ from configs import load_settings
 from tests.ga_support import run_ga
 from worker.model import LLMClient
 from worker.model.streaming import StreamAssembler, completion_events
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from configs import load_settings
 from orchestrator.records import Run, RunSummary, TaskRecord
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.record import Failure, Stop
 from worker.scripted import ScriptedServer
 

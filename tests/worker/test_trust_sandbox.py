@@ -184,7 +184,7 @@ def test_a_project_file_may_tighten_or_repeat_what_the_user_allows(place: Path) 
 
 
 def test_a_project_models_yaml_cannot_move_an_endpoint_or_add_a_model(place: Path, monkeypatch) -> None:
-    from worker.models import ModelConfigError, load_model_entries
+    from worker.modelconfig import ModelConfigError, load_model_entries
 
     monkeypatch.chdir(place / "project")
     home = place / "home" / ".config" / "ga"

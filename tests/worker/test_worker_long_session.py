@@ -6,7 +6,7 @@ import json
 from configs import load_settings
 from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 
 TURNS = 300

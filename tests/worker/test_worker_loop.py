@@ -11,7 +11,7 @@ from memory_shared.proposals import load_proposals
 from worker import Runtime, TaskSpec, Worker
 from worker.history import replay
 from worker.model import LLMClient
-from worker.models import resolve_model
+from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
 
 

@@ -53,7 +53,7 @@ from worker.model.replies import (
 from worker.model.streaming import StreamAssembler, StreamCut
 from worker.model.textproto import protocol_block, to_text_messages
 from worker.model.transport import BadURL, ReplyTooLarge, answers, post
-from worker.models import ModelConfig
+from worker.modelconfig import ModelConfig
 from worker.usage import Usage
 
 RETRY_STATUS = {408, 409, 429} | set(range(500, 600))

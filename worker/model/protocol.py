@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 from worker.model.replies import Reply
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 
 class ModelError(RuntimeError):

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from configs import Settings
 from worker.memview import MemoryView
-from worker.models import ModelConfig
+from worker.modelconfig import ModelConfig
 from worker.policy import Environment
 from worker.types import ToolResult
 from worker.usage import Account

@@ -28,7 +28,7 @@ from memory_shared import fsutil
 from worker import egress, gateway, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
-from worker.models import key_env_names
+from worker.modelconfig import key_env_names
 from worker.paths import PathError, resolve_read
 from worker.sandbox_disk import DiskWatch
 from worker.sandbox_limits import Limits, SandboxCgroup, confine, verdict
@@ -123,6 +123,8 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
     wrap = policy.mode == "bwrap"
     shared = policy.network == "open"
     problem = sandbox.support_problem(policy.bwrap, shared) if wrap else None
+    if wrap and not problem and (linked := ctx.policy.link_refusal()):  # worker/policy.py: a link cannot be held
+        problem = f"code_run refused: {linked}"
     if problem:  # fail closed: never run unsandboxed because the sandbox is missing
         log.error("sandbox_unavailable", task=ctx.task_id, problem=problem)
         return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})

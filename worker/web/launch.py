@@ -8,9 +8,12 @@ Playwright's launch starts the wrapper with Chromium's flags and `--remote-debug
 browser over fds 3 and 4, which the shell's exec, bubblewrap and the sandbox's launcher all pass on: the
 browser has no DevTools port. The wrapper (a shell script in a folder of ga's own, outside every writable
 root) writes its pid (after its exec, bubblewrap's), moves the profile into the sandbox's private /tmp, where
-no other sandbox (code_run's) sees it, and execs bubblewrap with the task's policy. The network is the
-task's: `gateway` and `off` reach no host at all (the sandbox's own network namespace, nothing forwarded),
-a host list goes through the egress proxy (loopback included), `open` shares the host's.
+no other sandbox (code_run's) sees it, and execs bubblewrap with the task's policy, under code_run's
+`sandbox.limits` (worker/sandbox_limits.py: the browser's own cgroup for its memory and processes where one can
+be made, rlimits for each process's memory, CPU time and file size). ga makes the sandbox's mount points
+itself, as for code_run (worker/sandbox.py, CVE-2026-87766). The network is the task's: `gateway` and `off`
+reach no host at all (the sandbox's own network namespace, nothing forwarded), a host list goes through the
+egress proxy (loopback included), `open` shares the host's.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from typing import Optional
 
 from configs import Settings
 from worker import egress, sandbox
+from worker.sandbox_limits import Limits, SandboxCgroup, confine
 from worker.web.chromium import CLOSED_NETWORK_FLAGS, PROFILE, proxy_flags
 
 # The browser's environment: an allow-list (nothing of ga's keys, tokens or sockets reaches it).
@@ -48,8 +52,9 @@ class Launch:
     env: dict[str, str]
     headless: bool
     folder: Path  # ga's folder of the wrapper and its pid file (removed by remove())
-    placeholders: list[Path] = field(default_factory=list)  # project config mount points bubblewrap makes
+    placeholders: list[Path] = field(default_factory=list)  # the protected names' empty mount points
     sandboxed: bool = True
+    cgroup: Optional[SandboxCgroup] = None  # the browser's own (sandbox.limits), removed by remove()
 
     def pid(self) -> Optional[int]:
         """The browser's first process (bubblewrap's outer process when sandboxed), while it runs."""
@@ -100,6 +105,8 @@ class Launch:
         """Remove the wrapper's folder and the mount points bubblewrap made (after the browser stopped)."""
         shutil.rmtree(self.folder, ignore_errors=True)
         sandbox.remove_placeholders(self.placeholders)
+        if self.cgroup is not None:
+            self.cgroup.remove(tries=10)
 
 
 def sandboxed(binary: Path, policy: sandbox.Policy, settings: Settings, cwd: Path) -> Launch:
@@ -119,11 +126,20 @@ def sandboxed(binary: Path, policy: sandbox.Policy, settings: Settings, cwd: Pat
         shutil.rmtree(folder, ignore_errors=True)
         raise BrowserRefused(f"the web tools refused: the browser's launcher {folder} would be writable from the "
                              "sandbox; point TMPDIR outside the task's writable paths")
-    _write_wrapper(folder, argv, profile=PROFILE)
+    placeholders = sandbox.placeholders(argv)
+    try:
+        sandbox.make_mount_points(argv, policy.writable)
+        confinement, cgroup = confine(Limits.of(options.limits), sandboxed=True)
+    except OSError as exc:  # a link where a mount point goes; no prlimit (fail closed)
+        shutil.rmtree(folder, ignore_errors=True)
+        sandbox.remove_placeholders(placeholders)
+        said = str(exc).replace("code_run refused: ", "", 1)
+        raise BrowserRefused(f"the web tools refused: the browser's sandbox cannot be made ({said})") from None
+    _write_wrapper(folder, [*confinement, *argv], profile=PROFILE)
     network = options.network
     args = [*CLOSED_NETWORK_FLAGS, *(proxy_flags(egress.PORT) if isinstance(network, list) else [])]
-    return Launch(folder / "chromium", args, {**browser_env(), "HOME": "/tmp"}, True, folder,
-                  sandbox.placeholders(argv))
+    return Launch(folder / "chromium", args, {**browser_env(), "HOME": "/tmp"}, True, folder, placeholders,
+                  cgroup=cgroup)
 
 
 def unsandboxed(binary: Path, settings: Settings) -> Launch:

@@ -1,94 +1,24 @@
-"""`ga fake-llm`, `ga sessions ...`, and the turn-by-turn display `ga run` and `ga chat` share.
+"""What `ga run` and `ga chat` share while they work: the model checked before they start, each turn shown as a
+line (with the running tool's clock on a terminal), and the person asked a question.
 
-Modules that load the agent loop (worker.agent: the tools, playwright) or the scripted server (~25 ms)
-are imported inside the command that runs them, so that `ga --help` does not pay for them.
+The text stream comes with the agent loop (worker.chat: the tools, playwright): it is imported inside the function,
+so that `ga --help` does not pay for it.
 """
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-import typer
 from rich.live import Live
 from rich.prompt import Prompt
 from rich.text import Text
 
-from cli.kit import console, emit_json, err_console, fail, settings
+from cli.kit import console, err_console, fail
 from configs import Settings
 from orchestrator.views.progress import doing
-from worker.models import ModelConfigError, resolve_model
-
-commands = typer.Typer()
-sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and `ga chat`: list them, show one; "
-                                                      "continue one with `ga chat --resume ID` or `ga run --continue "
-                                                      "ID`.")
-
-
-@sessions_app.command("list")
-def sessions_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-                  everything: bool = typer.Option(False, "--all", help="Also sessions whose first turn got no reply")) -> None:
-    """The sessions with a completed turn, the latest activity first: first task, turns, cost, last activity."""
-    from worker.chat import sessions_table  # the agent loop: see the module's docstring
-    from worker.conversations import list_sessions
-
-    rows = list_sessions(settings(ctx), everything)
-    if as_json:
-        emit_json([row.model_dump() for row in rows])
-    elif rows:
-        console.print(sessions_table(rows))
-    else:
-        hidden = len(list_sessions(settings(ctx))) if not everything else 0
-        console.print("no sessions yet: `ga run \"TASK\"` or `ga chat` starts one"
-                      + (f" ({hidden} without a reply: `ga sessions list --all`)" if hidden else ""), highlight=False)
-
-
-@sessions_app.command("show")
-def sessions_show(ctx: typer.Context,
-                  session_id: str = typer.Argument(..., help="A session id (see `ga sessions list`), a unique prefix "
-                                                   "of one, or `last`"),
-                  as_json: bool = typer.Option(False, "--json", help="Print the session's record as JSON")) -> None:
-    """A session's transcript: what was asked at each exchange and every turn that answered it."""
-    from orchestrator.views.conversation import print_session
-    from worker.conversations import SessionError, find
-
-    try:
-        session = find(settings(ctx), session_id)
-    except SessionError as exc:
-        fail(str(exc))
-    if as_json:
-        emit_json(session.model_dump())
-    else:
-        print_session(console, session)
-
-
-@commands.command("fake-llm")
-def fake_llm(
-    ctx: typer.Context,
-    script: Path = typer.Option(..., "--script", help="Script YAML (format: worker/scripted/script.py)"),
-    port: int = typer.Option(8765, help="Port on 127.0.0.1 (0: any free port)"),
-    log: Optional[Path] = typer.Option(None, "--log", help="Append every request received to this JSONL file"),
-) -> None:
-    """Serve the scripted OpenAI-compatible model on 127.0.0.1 until Ctrl-C."""
-    from worker.scripted import ScriptedServer, ScriptError  # see the module's docstring
-
-    try:
-        server = ScriptedServer(script, port=port, log_path=log, keep=0)
-        url = server.start()
-    except ScriptError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); pass another --port")
-    try:  # the line inside: a Ctrl-C that follows it at once (a script that waits for it) is a clean stop too
-        console.print(f"scripted model at {url}: use --model scripted@{url} (Ctrl-C stops)", highlight=False,
-                      soft_wrap=True)
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+from worker.modelconfig import ModelConfigError, resolve_model
 
 
 def check_model(model: Optional[str], current: Settings, needed_by: str = "") -> None:

@@ -21,7 +21,7 @@ from worker.model.replies import interpret, tool_parameters
 from worker.usage import Usage
 
 if TYPE_CHECKING:
-    from worker.models import ModelConfig
+    from worker.modelconfig import ModelConfig
 
 LENGTH_PROBLEM = "max_tokens limit"  # worker.model.Reply.problem()'s words for a reply cut at max_tokens
 TEXT_CALLS_NOTE = "from the reply's text"  # worker.model.replies.interpret's note for calls read from a native reply's text

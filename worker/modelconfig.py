@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from configs.projecttrust import model_field_refusal
 from configs.usererrors import field_errors
-from configs.yamlsource import YamlError, line_of, load_yaml
+from memory_shared.yamlsource import YamlError, line_of, load_yaml
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
