@@ -13,8 +13,8 @@ import structlog
 from pydantic import ValidationError
 
 from configs.settings import ContextSettings
-from configs.usererrors import validation_line
 from memory_shared import Execution
+from memory_shared.usererrors import validation_line
 from worker import answers, context, prompt, telemetry
 from worker.context.budget import Message
 from worker.distill import Ran
