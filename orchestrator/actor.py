@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import structlog
 
-import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from memory_shared import StoreHandle, fsutil
 from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
