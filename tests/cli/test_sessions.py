@@ -60,7 +60,7 @@ def test_last_is_the_persons_session_never_a_triggers(tmp_path: Path) -> None:
     person = run_ga("run", "Hello", "--model", f"scripted:{HELLO}", "--json", cwd=tmp_path, env=NO_MODEL)
     assert person.returncode == 0, person.stderr
     mine = json.loads(person.stdout)["task_id"]
-    trigger = tmp_path / "trigger.py"
+    trigger = tmp_path.parent / f"{tmp_path.name}-trigger.py"  # never where its tasks may write (triggers/authority.py)
     trigger.write_text("INTERVAL = 0\nONCE = True\n\ndef check():\n    return 'Hello from the trigger'\n")
     reflected = run_ga("reflect", str(trigger), "--model", f"scripted:{HELLO}", "--max-cycles", "2", cwd=tmp_path,
                        env=NO_MODEL)
