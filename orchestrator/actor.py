@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import structlog
 
 import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
+from configs.logs import in_context
 from memory_shared import StoreHandle, fsutil
 from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
@@ -218,7 +219,7 @@ class WorkerActor:
         timeout = job.timeout
         if self.in_process:
             return self._run_here(worker, state, timeout, outcome)
-        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
+        thread = threading.Thread(target=in_context(_run_worker), args=(worker, outcome), daemon=True,
                                   name=f"{WORKER_THREAD}{job.task_id}"[:60])
         thread.start()
         thread.join(timeout)
