@@ -17,9 +17,10 @@ from rich.text import Text
 
 from configs.settings import ConfigError, Settings, load_settings
 from orchestrator.views.columns import Paragraph
+from orchestrator.views.printable import guard, printable
 
-console = Console()
-err_console = Console(stderr=True)
+console = guard(Console())  # text a model wrote is shown, never obeyed (orchestrator/views/printable.py)
+err_console = guard(Console(stderr=True))
 NOW_HELP = "Pretend it is this ISO time (for tests and replays)"
 
 
@@ -75,3 +76,7 @@ def must_be_dir(flag: str, path: Optional[Any]) -> None:
     if path is not None and not path.is_dir():
         fail(f"{flag} {path}: not a directory; create it or pass an existing one")
 
+
+def write_text(text: str) -> None:
+    """A file's text (memory, a diff) to stdout: as it is into a pipe or file, printable() on a terminal."""
+    sys.stdout.write(printable(text) if sys.stdout.isatty() else text)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import difflib
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -15,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
-from cli.kit import console, emit_json, fail, say, settings
+from cli.kit import console, emit_json, fail, say, settings, write_text
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
 from memory_shared import review as reviews
 from memory_shared.demo import run_demo
@@ -119,7 +118,7 @@ def memory_show(
             _print_provenance(path or "", text, snap.path)
             return
         if text is not None:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            write_text(text if text.endswith("\n") else text + "\n")
             return
         rows = []
         for rel in files:
@@ -223,7 +222,7 @@ def memory_review(
             console.print(f"  {data.get('path')}: {data.get('trust')}; backed by: {backs or 'nothing'}"
                           f"{'; read: ' + read if read else ''}", highlight=False, markup=False, soft_wrap=True)
         for diff in diffs.get(proposal.id, []):
-            sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
+            write_text(diff if diff.endswith("\n") or not diff else diff + "\n")
     if not proposals:
         console.print("no proposals wait for review" if not every else "no proposals")
 
@@ -288,7 +287,7 @@ def memory_diff(
             old, new = texts[change.path]
             lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"{gen_a}/{change.path}",
                                          f"{gen_b}/{change.path}")
-            sys.stdout.write("".join(lines))
+            write_text("".join(lines))
     if not changes:
         console.print(f"generations {gen_a} and {gen_b} are identical")
 

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from cli.kit import console, err_console, fail
 from configs import Settings
+from orchestrator.views.printable import printable
 from orchestrator.views.progress import doing
 from worker.modelconfig import ModelConfigError, resolve_model
 
@@ -62,7 +63,7 @@ def model_problem(name: Optional[str], current: Settings) -> str:
 def text_stream() -> Any:
     from worker.chat import TextStream  # the agent loop: see the module's docstring
 
-    return TextStream(sys.stdout.write, sys.stdout.flush)
+    return TextStream(lambda text: sys.stdout.write(printable(text)), sys.stdout.flush)  # shown, never obeyed
 
 
 class ToolClock:

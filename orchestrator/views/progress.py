@@ -11,6 +11,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.views.printable import Shown
+
 log = structlog.get_logger("ga.fanout")
 LOG_EVERY = 10.0
 
@@ -33,7 +35,7 @@ class Display:
         self._live: Optional[Live] = None
         if mode == "live":
             # drawn anew at each refresh, so that the seconds of a long tool call keep counting between updates
-            self._live = Live(console=Console(stderr=True), get_renderable=self._render, refresh_per_second=4,
+            self._live = Live(console=Console(stderr=True), get_renderable=lambda: Shown(self._render()), refresh_per_second=4,
                               transient=False)
             self._live.start()
 

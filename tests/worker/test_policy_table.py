@@ -42,7 +42,7 @@ from configs import load_settings
 from memory_shared import MemoryStore
 from tests.ga_support import run_ga
 from worker import gateway
-from worker.models import ModelConfig
+from worker.modelconfig import ModelConfig
 from worker.scripted import ScriptedServer
 from worker.taskcheck import TaskCheck, run_check
 from worker.tools import REGISTRY, ToolContext
