@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -57,12 +58,14 @@ def start(driver_pid: Optional[int] = None) -> Optional[subprocess.Popen]:
 
 
 _THIS_PROCESS: list[Optional[subprocess.Popen]] = []  # kept referenced: the reaper outlives this process on purpose
+_STARTING = threading.Lock()  # two runs starting at once in one process start one reaper
 
 
 def ensure() -> None:
     """This process's reaper, started the first time an executor asks (one is enough for every run in it)."""
-    if not _THIS_PROCESS:
-        _THIS_PROCESS.append(start())
+    with _STARTING:
+        if not _THIS_PROCESS:
+            _THIS_PROCESS.append(start())
 
 
 def start_time(pid: int) -> Optional[int]:
@@ -98,12 +101,13 @@ class DriverCgroup:
         if base is None:
             return None
         _sweep(base)
-        folder = base / f"ga-driver-{driver.pid}"
+        name = f"ga-driver-{driver.pid}"
+        folder = base if base.name == name else base / name  # placed there already (a second reaper of it)
         try:
             folder.mkdir(exist_ok=True)
             for _ in range(2):  # a child forked while the first pass moved its parent is moved by the second
                 for process in [driver, *driver.children(recursive=True)]:
-                    if process.pid != os.getpid():  # this reaper, a child of the driver, stays out
+                    if not _is_reaper(process):  # this one, a child of the driver, stays out (and any other)
                         (folder / "cgroup.procs").write_text(str(process.pid))
         except psutil.NoSuchProcess:
             return cls(folder)  # the driver is gone already: its cgroup holds what it had
@@ -137,6 +141,15 @@ class DriverCgroup:
             time.sleep(SWEEP_PAUSE)
 
 
+def _is_reaper(process: psutil.Process) -> bool:
+    if process.pid == os.getpid():
+        return True
+    try:
+        return str(Path(__file__).resolve()) in process.cmdline()
+    except psutil.Error:
+        return False
+
+
 def _freezer_cgroup(pid: int) -> Optional[Path]:
     """The freezer cgroup `pid` is in, where it is mounted (v1) and ours to write."""
     try:
@@ -152,8 +165,8 @@ def _freezer_cgroup(pid: int) -> Optional[Path]:
 
 
 def _sweep(base: Path) -> None:
-    """Remove the empty cgroups of reapers that were killed before their driver."""
-    for folder in base.glob("ga-driver-*"):
+    """Remove the empty cgroups of reapers that were killed before their driver (the deepest first)."""
+    for folder in sorted(base.rglob("ga-driver-*"), key=lambda f: -len(f.parts)):
         _remove(folder)
 
 
