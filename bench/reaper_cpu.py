@@ -5,7 +5,8 @@ idle children (stand-ins for code_run scripts and Ray's daemons), and idles. The
 stime, from /proc) over --seconds is the figure: the old reaper walks all of /proc every 0.3 s, so its cost grows
 with the machine's process count, printed too. At the end each driver is killed -9 and the children still alive
 a moment later are counted (both must be 0: a reaper that costs nothing because it kills nothing is no win).
-The two drivers idle at the same time, so that the machine's load hits both alike.
+The two drivers idle at the same time, so that the machine's load hits both alike. `ensure() ms` is what starting
+the reaper costs the driver (the new one waits until the reaper has placed its tree).
 
     python bench/reaper_cpu.py --baseline integ            # 10 s, 8 children
     python bench/reaper_cpu.py --baseline HEAD~3 --seconds 30 --children 20
@@ -32,9 +33,11 @@ DRIVER = """
 import os, subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
 from orchestrator import reaper
+started = time.perf_counter()
 reaper.ensure()
+spent = time.perf_counter() - started
 children = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(int(sys.argv[2]))]
-print(reaper._THIS_PROCESS[0].pid, *[c.pid for c in children], flush=True)
+print(spent, reaper._THIS_PROCESS[0].pid, *[c.pid for c in children], flush=True)
 time.sleep(3600)
 """
 
@@ -48,12 +51,12 @@ def cpu_seconds(pid: int) -> Optional[float]:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def start_driver(tree: Path, children: int) -> tuple[subprocess.Popen, int, list[int]]:
+def start_driver(tree: Path, children: int) -> tuple[subprocess.Popen, int, list[int], float]:
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tree), str(children)], stdout=subprocess.PIPE,
                             text=True, cwd=tree)
     assert proc.stdout is not None
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    return proc, pids[0], pids[1:]
+    spent, *pids = proc.stdout.readline().split()
+    return proc, int(pids[0]), [int(p) for p in pids[1:]], float(spent)
 
 
 def main(baseline: Optional[str], seconds: float, children: int) -> None:
@@ -61,18 +64,18 @@ def main(baseline: Optional[str], seconds: float, children: int) -> None:
         trees = {"this tree": ROOT}
         if baseline:
             trees[f"baseline {baseline}"] = extract(baseline, Path(tmp) / "baseline")
-        drivers = {name: start_driver(tree, children) for name, tree in trees.items()}
+        drivers = {name: start_driver(tree, children) for name, tree in trees.items()}  # one after the other
         time.sleep(1.0)  # past the start-up
-        before = {name: cpu_seconds(reaper) for name, (_, reaper, _) in drivers.items()}
+        before = {name: cpu_seconds(reaper) for name, (_, reaper, _, _) in drivers.items()}
         time.sleep(seconds)
-        after = {name: cpu_seconds(reaper) for name, (_, reaper, _) in drivers.items()}
+        after = {name: cpu_seconds(reaper) for name, (_, reaper, _, _) in drivers.items()}
         processes = sum(1 for entry in os.scandir("/proc") if entry.name.isdigit())
         left = {}
-        for proc, _, _ in drivers.values():
+        for proc, _, _, _ in drivers.values():
             proc.send_signal(signal.SIGKILL)
             proc.wait()
         time.sleep(2.0)
-        for name, (_, _, kids) in drivers.items():
+        for name, (_, _, kids, _) in drivers.items():
             left[name] = sum(1 for pid in kids if cpu_seconds(pid) is not None and _not_zombie(pid))
             for pid in kids:
                 try:
@@ -80,10 +83,11 @@ def main(baseline: Optional[str], seconds: float, children: int) -> None:
                 except OSError:
                     pass
     print(f"idle driver with {children} children for {seconds:g} s; {processes} processes on this machine")
-    print(f"{'':<24}{'reaper CPU ms':>14}{'ms per s':>10}{'left after kill -9':>20}")
+    print(f"{'':<24}{'ensure() ms':>12}{'reaper CPU ms':>14}{'ms per s':>10}{'left after kill -9':>20}")
     for name in drivers:
         spent = (after[name] or 0.0) - (before[name] or 0.0)
-        print(f"{name:<24}{spent * 1000:>14.0f}{spent * 1000 / seconds:>10.2f}{left[name]:>20}")
+        start = drivers[name][3] * 1000
+        print(f"{name:<24}{start:>12.0f}{spent * 1000:>14.0f}{spent * 1000 / seconds:>10.2f}{left[name]:>20}")
     if baseline:
         this, base = ((after[n] or 0.0) - (before[n] or 0.0) for n in drivers)
         print(f"ratio this/baseline: {this / base:.3f}" if base else "ratio this/baseline: baseline spent 0 ticks")
