@@ -39,7 +39,7 @@ from configs import load_settings  # noqa: E402
 from configs.logs import setup_logging  # noqa: E402
 from configs.settings import ContextSettings  # noqa: E402
 from memory_shared import MemoryStore  # noqa: E402
-from worker import Worker  # noqa: E402
+from worker import Runtime, TaskSpec, Worker  # noqa: E402
 from worker.model import Reply, ToolCall  # noqa: E402
 from worker.usage import Usage  # noqa: E402
 
@@ -202,9 +202,9 @@ def run_session(name: str, turns: int, context_tokens: Any, policy: str) -> dict
             model.chat_returned = now
 
         with timed_context_control(replacement) as context_seconds:
-            task = Worker("Tidy the data files and report what changed.", task_id=f"bench-context-{name}",
-                          workdir=root / "work", settings=settings, history_path=root / "history.jsonl",
-                          model=model, store=MemoryStore(root / "memory", create=True), on_turn=on_turn)
+            task = Worker(TaskSpec("Tidy the data files and report what changed.", task_id=f"bench-context-{name}",
+                                   workdir=root / "work", settings=settings, history_path=root / "history.jsonl"),
+                          Runtime(model=model, store=MemoryStore(root / "memory", create=True), on_turn=on_turn))
             started = time.perf_counter()
             result = task.run()
             wall = time.perf_counter() - started

@@ -44,11 +44,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from configs import load_settings  # noqa: E402
-from worker import sandbox, web  # noqa: E402
+from worker import sandbox  # noqa: E402
 from worker.modelconfig import resolve_model  # noqa: E402
 from worker.scripted import ScriptedServer  # noqa: E402
 from worker.tools import REGISTRY, ToolContext  # noqa: E402
-from worker.tools.web import browser_policy  # noqa: E402
+from worker.tools.web import Browser  # noqa: E402
 from worker.web import WebSession  # noqa: E402
 from worker.web import loop as web_loop  # noqa: E402
 from worker.web.chromium import find_chromium  # noqa: E402
@@ -258,8 +258,7 @@ def browser_ctx(mode: str, settings, root: Path, name: str) -> ToolContext:
     work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
     ctx = ToolContext(f"bench-{name}", work, settings, memory=None)
     if mode == "today":
-        ctx.web = WebSession(browser_today.TodaysBrowser(find_chromium(None)), 60.0)
-        ctx.cleanup.callback(web.close_for, ctx)
+        ctx.state(Browser).session = WebSession(browser_today.TodaysBrowser(find_chromium(None)), 60.0)
     return ctx
 
 
@@ -267,7 +266,7 @@ def start_once(mode: str, settings, root: Path) -> tuple[float, float]:
     """(ms from nothing to a tab that answered, ms to close it all) for one task's browser."""
     ctx = browser_ctx(mode, settings, root, f"start-{mode}")
     started = time.perf_counter()
-    session = web.session_for(ctx, browser_policy)
+    session = ctx.state(Browser).open()
     session.call(_evaluate_one)
     up = time.perf_counter()
     ctx.close()

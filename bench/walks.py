@@ -314,12 +314,13 @@ class ScriptedModel:
 
 def _worker(folder: Path, model: ScriptedModel, store: Any) -> Any:
     from configs import load_settings
-    from worker import Worker
+    from worker import Runtime, TaskSpec, Worker
 
     settings = load_settings({"worker.max_turns": 10}, user_file=folder / "no-user-config",
                              project_file=folder / "no-project-config")
-    return Worker("walk", task_id="walk", workdir=folder / "work", settings=settings,
-                  history_path=folder / "walk" / "history.jsonl", model_name=f"scripted@{model.url}", store=store)
+    return Worker(TaskSpec("walk", task_id="walk", workdir=folder / "work", settings=settings,
+                           history_path=folder / "walk" / "history.jsonl", model_name=f"scripted@{model.url}"),
+                  Runtime(store=store))
 
 
 def run_worker(tracer: Tracer, folder: Path, turns: list[dict[str, Any]], store: Any = None) -> list[Event]:

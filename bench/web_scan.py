@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from configs import load_settings  # noqa: E402
 from web_fixtures.server import ROOT as FIXTURES  # noqa: E402
 from web_fixtures.server import SITE_NETWORK, js, scan, serve  # noqa: E402
+from web_fixtures.server import session as browser_session  # noqa: E402
 from worker.context import cut_head_tail  # noqa: E402
 from worker.tools.base import ToolContext  # noqa: E402
 
@@ -202,7 +203,7 @@ def baseline_script(ref: str) -> Optional[str]:
 
 def measure_baseline(ctx: ToolContext, source: str, truth: Counter, repeat: int) -> dict:
     """The old scan in the same tab: one output cut head+tail at the cap, as the old tool did."""
-    session, runs = ctx.web, []
+    session, runs = browser_session(ctx), []
     for _ in range(repeat):
         started = time.perf_counter()
         _, result = session.call(_evaluate, source, {"textOnly": False})
@@ -386,7 +387,7 @@ def bench_memory(counts: list[int]) -> None:
                 raise RuntimeError(nav.output)
             ctxs.append(ctx)
         time.sleep(1.0)  # let renderers finish starting
-        rss, pss = tree_memory([pid for ctx in ctxs for pid in ctx.web.processes()])
+        rss, pss = tree_memory([pid for ctx in ctxs for pid in browser_session(ctx).processes()])
         for ctx in ctxs:
             finish(ctx)
         mb = 1024 * 1024

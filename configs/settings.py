@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from configs.projecttrust import WeakerSetting, check_project
-from configs.usererrors import FieldError
+from memory_shared.usererrors import FieldError
 from memory_shared.yamlsource import (
     YamlError,
     YamlLimits,

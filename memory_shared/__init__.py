@@ -70,7 +70,7 @@ __all__ = [
 
 # L4 archive, access statistics and the consolidation gate (beside the store)
 from .archive import Archive
-from .gate import Execution, GateReport, StagedChange, consolidate, register_format
+from .gate import Execution, GateReport, StagedChange, consolidate
 from .stats import AccessLog
 
-__all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate", "register_format"]
+__all__ += ["AccessLog", "Archive", "Execution", "GateReport", "StagedChange", "consolidate"]

@@ -18,10 +18,8 @@ patches on an anchor line, so concurrent commits adding lines to L1 or L2 all la
 on the new HEAD with a 3-way merge (memory_shared.merge), and what still conflicts is kept as a proposal,
 so no learning is lost. With a `key`, a task that runs again commits nothing a second time.
 
-Files with a known format are validated before a task's change to them commits. memory_shared knows which
-paths have a format (layers.SKILLTREE) but not the format itself: the layer that owns it registers a
-validator (skilltree/tree.py registers its parser). Where none is registered in the process the check
-cannot be made, and a change to the path is refused (fail closed).
+Files with a known format are validated before a task's change to them commits, by the parser that ships
+with the format: `skilltree.json` by memory_shared/skilltree_format.py (FORMATS).
 """
 from __future__ import annotations
 
@@ -42,6 +40,7 @@ from .merge import merge
 from .paths import check_rel
 from .proposals import Proposal, ProposedChange
 from .provenance import Record, Verification, digest, is_reserved, line_key, record_id, records_for
+from .skilltree_format import parse as parse_skilltree
 from .transaction import occurrences
 
 log = structlog.get_logger("memory.gate")
@@ -51,25 +50,17 @@ NO_EVIDENCE = ("no evidence before this change: a successful code_run that compu
                "a file write), or a page or file it was read from")
 L0_REFUSED = "only a person writes L0: a task's change to memory/L0/ is refused"
 RESERVED = "provenance records (.<name>.<id>.prov) and proposals/ are ga's own: a task cannot write them"
-KNOWN_FORMATS = frozenset({SKILLTREE})
 Admit = Literal["review", "verified", "auto"]
 ATTEMPTS = 6
-_validators: dict[str, Callable[[str], object]] = {}
-
-
-def register_format(path: str, validator: Callable[[str], object]) -> None:
-    """Validate every gated change to `path` with `validator` (it raises ValueError on bad text)."""
-    _validators[path] = validator
+# the files that have a format, each with its parser (which raises ValueError, one line, on bad text)
+FORMATS: dict[str, Callable[[str], object]] = {SKILLTREE: parse_skilltree}
 
 
 def format_problem(path: str, text: str) -> Optional[str]:
     """One line saying why `text` cannot be committed at `path`, or None when it is valid (or has no format)."""
-    if not _has_format(path):
-        return None
-    validator = _validators.get(path)
+    validator = FORMATS.get(path)
     if validator is None:
-        return (f"{path} has a format but no validator for it is loaded in this process, so it cannot be checked; "
-                "change it from a `ga` command instead")
+        return None
     try:
         validator(text)
     except ValueError as exc:
@@ -511,15 +502,11 @@ def _count_l3(tree: Optional[Path]) -> int:
 def _check_formats(txn: TransactionHandle, landed: list[_Path]) -> None:
     """Raise FormatRefused when a file of a known format would be committed invalid."""
     for entry in sorted(landed, key=lambda e: e.path):
-        if not _has_format(entry.path) or entry.after is None:
+        if entry.path not in FORMATS or entry.after is None:
             continue
         problem = format_problem(entry.path, entry.after)
         if problem is not None:
             raise FormatRefused(problem)
-
-
-def _has_format(path: str) -> bool:
-    return path in KNOWN_FORMATS or path in _validators
 
 
 def _message(task_id: str, landed: list[_Path], proposal: Optional[str], executions: list[Execution]) -> str:

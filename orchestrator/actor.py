@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import structlog
 
-import skilltree.tree  # noqa: F401  (registers skilltree.json's validator: the memory gate refuses it without one)
 from configs.logs import in_context
 from memory_shared import StoreHandle, fsutil
 from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.record import Failure, Stop
+from worker.taskcheck import TaskCheck
+from worker.taskspec import Runtime, TaskSpec
 from worker.types import Status
 from worker.usage import Usage
 
@@ -174,11 +175,14 @@ class WorkerActor:
             os.environ.setdefault(name, value)
         task_id = job.task_id
         model = self.task_model(job, f"{self.uid}:{task_id}")
-        worker = Worker(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
-                        history_path=task_dir / "history.jsonl", model=model, store=self._store(job, settings),
-                        env=job.env, on_turn=lambda event: self._on_turn(task_id, event), tools=job.tools,
-                        check=job.check, commit_key=job.commit_key, budget_tokens=job.budget_tokens,
-                        budget_cost=job.budget_cost, on_tool_start=lambda event: self._on_tool_start(task_id, event))
+        spec = TaskSpec(job.prompt, task_id=task_id, workdir=workdir, settings=settings,
+                        history_path=task_dir / "history.jsonl", tools=tuple(job.tools) if job.tools is not None else None,
+                        check=TaskCheck.model_validate(job.check) if job.check else None, commit_key=job.commit_key,
+                        budget_tokens=job.budget_tokens, budget_cost=job.budget_cost)
+        runtime = Runtime(model=model, store=self._store(job, settings), env=job.env,
+                          on_turn=lambda event: self._on_turn(task_id, event),
+                          on_tool_start=lambda event: self._on_tool_start(task_id, event))
+        worker = Worker(spec, runtime)
         outcome: dict[str, Any] = {}
         try:
             return self._finish(job, started, worker, model, task_dir, outcome)

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode, sandbox_shorthand
-from configs.usererrors import FieldError
+from memory_shared.usererrors import FieldError
 from memory_shared.yamlsource import YamlError, line_of, load_mapping
 from worker.taskcheck import TaskCheck
 

@@ -1,10 +1,10 @@
 """Skill tree, exploration planner (scoring §6, selection), weight adaptation and reports.
 
-tree.py        SkillTree model and the skilltree.json format; load(snapshot_path), save(txn, tree)
+tree.py        load(snapshot_path), save(txn, tree); the SkillTree model and skilltree.json format: memory_shared/skilltree_format.py
 commit.py      commit_tree(store, update): one atomic memory commit, re-applied on a conflict
 usage.py       usage(tree, access_log, since, until): distinct tasks that read each skill's SOP
 summary.py     summary_for_prompt(tree, max_chars): the compact view the planner prompt carries
-vectors.py     the four dimensions, ScoreVector, Weights
+vectors.py     the four dimensions, ScoreVector, Weights (defined with the format, in memory_shared)
 scoring.py     §6 breadth/depth/score (pure); selection.py the >= 4-category batch (pure)
 demand.py      the demand term of `planner.rule: demand` (docs/design.md §6b; pure) blended into the ranking
 plan.py        ExplorationPlan, score_and_select (pure) and plan.json; planner.py plan_exploration:

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 import structlog
 from pydantic import ConfigDict, Field, ValidationError
 
-from configs.usererrors import validation_line
+from memory_shared.usererrors import validation_line
 from skilltree.plan import Dropped, ExplorationPlan, score_and_select, write_plan
 from skilltree.reports import ExplorationReport
 from skilltree.scoring import Candidate, Judgement

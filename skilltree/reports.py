@@ -27,8 +27,8 @@ import structlog
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from configs.usererrors import validation_line
 from memory_shared.paths import tree_files
+from memory_shared.usererrors import validation_line
 from memory_shared.yamlsource import load_text
 from skilltree.tree import utc
 from skilltree.vectors import ScoreVector

@@ -36,8 +36,8 @@ import yaml
 from pydantic import ValidationError
 
 from configs.settings import SandboxSettings
-from configs.usererrors import validation_line
 from memory_shared import fsutil
+from memory_shared.usererrors import validation_line
 from skilltree.reports import ExplorationReport, split_front_matter
 from worker.evidence import backed, is_trivial
 from worker.rerun import RERUN_TIMEOUT, SCRIPT_RUNNERS

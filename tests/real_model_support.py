@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
+from worker.taskcheck import TaskCheck
 
 FIXTURES = Path(__file__).resolve().parent / "real_model"
 ALPHA_WORDS = "the quick brown fox jumps over dogs\n"  # 7 words: what the recorded real run counted
@@ -66,8 +67,10 @@ def replay_run(tmp_path: Path, settings: Any, name: str, mode: str, *, stop: boo
     with ScriptedServer(body, log_path=log_path) as server:
         config = resolve_model(f"scripted@{server.base_url}", settings)
         config = config.model_copy(update={"tool_mode": mode, "stop_sequences": stop, **(model or {})})
-        worker = Worker(task_of(name) if name else "do the task", task_id="t1", workdir=workdir, settings=settings,
-                        history_path=tmp_path / "t1" / "history.jsonl", model=LLMClient(config), check=check)
+        worker = Worker(TaskSpec(task_of(name) if name else "do the task", task_id="t1", workdir=workdir,
+                                 settings=settings, history_path=tmp_path / "t1" / "history.jsonl",
+                                 check=TaskCheck.model_validate(check) if check else None),
+                        Runtime(model=LLMClient(config)))
         result = worker.run()
     requests = [json.loads(line)["body"] for line in log_path.read_text().splitlines()]
     return result, requests, tmp_path / "t1" / "history.jsonl"

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from worker.agent import Worker
     from worker.record import TaskRecord
+    from worker.taskspec import Runtime, TaskSpec
     from worker.usage import Usage
 
-__all__ = ["TaskRecord", "Usage", "Worker"]
+__all__ = ["Runtime", "TaskRecord", "TaskSpec", "Usage", "Worker"]
 # Loaded on first use: worker.agent pulls the tools (playwright, ~0.1 s) that `ga --help` and the
 # light modules of this package (types, record, models, conversations) never need.
-_HOMES = {"Worker": "worker.agent", "Usage": "worker.usage", "TaskRecord": "worker.record"}
+_HOMES = {"Worker": "worker.agent", "TaskSpec": "worker.taskspec", "Runtime": "worker.taskspec", "Usage": "worker.usage",
+          "TaskRecord": "worker.record"}
 
 
 def __getattr__(name: str) -> Any:

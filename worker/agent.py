@@ -5,25 +5,28 @@ import functools
 import json
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import structlog
 from pydantic import ValidationError
 
-from configs import Settings
 from configs.settings import ContextSettings
-from configs.usererrors import validation_line
 from memory_shared import Execution
+from memory_shared.usererrors import validation_line
 from worker import answers, context, prompt, telemetry
+from worker.context.budget import Message
 from worker.distill import Ran
 from worker.evidence import execution_of
 from worker.history import History
-from worker.model import ContextOverflow, Model, ModelError, Reply, ToolCall
+from worker.model import ContextOverflow, LLMClient, Model, ModelError, Reply, ToolCall
+from worker.modelconfig import resolve_model
 from worker.record import Stop, TaskRecord
-from worker.taskcheck import TaskCheck, run_check
+from worker.taskcheck import run_check
 from worker.taskmemory import MemorySession
-from worker.tools import REGISTRY, Tool, ToolContext
+from worker.taskspec import Runtime, TaskSpec
+from worker.tools import REGISTRY, Schema, Tool, ToolContext
 from worker.types import Status, ToolResult
 from worker.usage import Account, Usage
 
@@ -32,30 +35,22 @@ MAX_MALFORMED_IN_A_ROW = 3
 
 
 class Worker:
-    """One GenericAgent task: its own directory, history, pinned memory snapshot, model and tools."""
+    """One GenericAgent task: its own directory, history, pinned memory snapshot, model and tools. Built from
+    the task and what serves it (worker/taskspec.py)."""
 
-    def __init__(self, task: str, *, task_id: str, workdir: Path, settings: Settings, history_path: Path,
-                 model: Optional[Model] = None, model_name: Optional[str] = None, store: Any = None,
-                 interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
-                 env: Optional[dict[str, str]] = None, on_turn: Optional[Callable[[dict], None]] = None,
-                 tools: Optional[list[str]] = None, messages: Optional[list[dict[str, Any]]] = None,
-                 check: Optional[dict[str, Any]] = None, commit_key: Optional[str] = None,
-                 on_tool_start: Optional[Callable[[dict], None]] = None,
-                 budget_tokens: Optional[int] = None, budget_cost: Optional[float] = None):
-        """budget_tokens/budget_cost: what the run's budget leaves this task (its gateway refuses past it)."""
-        self.task, self.task_id, self.settings = task, task_id, settings
-        self.commit_key = commit_key  # (run, task, attempt) of a fan-out task: its memory commit is made once
-        self.workdir = Path(workdir)
-        self.history = History(history_path)
-        self.resumed = messages  # a session's follow-up: the conversation so far and the new user message
-        self.model = telemetry.traced_model(model or _client(model_name, settings), settings)
-        self._run_tool = telemetry.traced_tool_calls(self._dispatch, settings)
+    def __init__(self, spec: TaskSpec, runtime: Optional[Runtime] = None):
+        runtime = runtime or Runtime()
+        self.spec, self.runtime = spec, runtime
+        self.task, self.task_id, self.settings, self.env = spec.prompt, spec.task_id, spec.settings, runtime.env
+        self.workdir = Path(spec.workdir)
+        self.history = History(spec.history_path)
+        model = runtime.model or LLMClient(resolve_model(spec.model_name, spec.settings))
+        self.model = telemetry.traced_model(model, self.settings)
+        self._run_tool = telemetry.traced_tool_calls(self._dispatch, self.settings)
         self._run_task = telemetry.traced_agent(self._run, self)
-        self.store, self.interactive, self.ask, self.env, self.on_turn = store, interactive, ask, env or {}, on_turn
-        self.on_tool_start = on_tool_start  # before each well-formed call; on_turn comes after it
-        self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (tools or REGISTRY)}
-        limits = settings.worker
-        self.account = Account(_lowest(limits.max_tokens, budget_tokens), _lowest(limits.max_cost, budget_cost))
+        self.tools: dict[str, Tool] = {name: REGISTRY[name] for name in (spec.tools or REGISTRY)}
+        limits = self.settings.worker
+        self.account = Account(_lowest(limits.max_tokens, spec.budget_tokens), _lowest(limits.max_cost, spec.budget_cost))
         self._cancelled = threading.Event()
         self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
         self._notes_lock = threading.Lock()
@@ -65,7 +60,6 @@ class Worker:
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
         self._unread: Optional[ToolCall] = None  # the last malformed call, until a well-formed one runs
         self._second_chances = 0  # notes sent instead of taking an answer (worker.second_chance)
-        self.check = TaskCheck.model_validate(check) if check else None
 
     @property
     def usage(self) -> Usage:
@@ -88,14 +82,15 @@ class Worker:
         return self._run_task()
 
     def _run(self) -> TaskRecord:
+        spec, runtime = self.spec, self.runtime
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with MemorySession(self.store, self.task_id, self.settings.memory.archive_keep_months,
-                           commit_key=self.commit_key, settings=self.settings,
+        with MemorySession(runtime.store, self.task_id, self.settings.memory.archive_keep_months,
+                           commit_key=spec.commit_key, settings=self.settings,
                            model=self.model.config.name if self.model.config is not None else "") as memory:
-            self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, self.interactive,
-                                    self.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
+            self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, runtime.interactive,
+                                    runtime.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
                                     account=self.account, model_config=self.model.config)
-            with self._ctx.cleanup:
+            with closing(self._ctx):
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions, self._ran, self.task)
             result.memory = memory.outcome
@@ -103,7 +98,7 @@ class Worker:
         return result
 
     def _loop(self, memory: MemorySession) -> TaskRecord:
-        messages = self.resumed or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
+        messages = self.spec.messages or [{"role": "system", "content": prompt.build_system_prompt(memory.l1_text)},
                                     {"role": "user", "content": prompt.build_first_user_message(self.task)}]
         schemas = _schemas(tuple(self.tools))
         cfg = self._context_settings(schemas)
@@ -149,7 +144,7 @@ class Worker:
                                             f"last: {_one_line(reply.content) or '(empty)'}")
                     messages.append({"role": "user", "content": correction})
                     continue
-                verdict = run_check(self.check, reply.content, self._ctx) if self.check is not None else None
+                verdict = run_check(self.spec.check, reply.content, self._ctx) if self.spec.check is not None else None
                 chance = self._second_chances < self.settings.worker.second_chance
                 note = answers.second_chance_note(answers.Backing(self._last_run, self._unread, verdict),
                                                   self._mode) if chance else ""
@@ -169,7 +164,7 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
-    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[dict[str, Any]], anchor: context.Anchor,
+    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[Message], anchor: context.Anchor,
                    malformed: int) -> tuple[list[tuple[ToolCall, ToolResult]], int]:
         """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
         too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
@@ -211,7 +206,7 @@ class Worker:
             return self._result("limit", "", turn, limit)
         return None
 
-    def _context_settings(self, schemas: list[dict[str, Any]]) -> ContextSettings:
+    def _context_settings(self, schemas: list[Schema]) -> ContextSettings:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
@@ -222,7 +217,7 @@ class Worker:
         tokens = config.context_tokens(cfg.context_tokens, overhead)
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
-    def _window_too_small(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], cfg: ContextSettings) -> str:
+    def _window_too_small(self, messages: list[Message], schemas: list[Schema], cfg: ContextSettings) -> str:
         """One line when the model's known context window cannot hold the first request (the system prompt, the task
         and the tool schemas, which are never cut) and a reply of max_tokens; "" otherwise."""
         config = self.model.config
@@ -238,8 +233,8 @@ class Worker:
                 "for the reply (max_tokens); raise context_window (the server's -c per slot) or lower max_tokens in "
                 "models.yaml")
 
-    def _ask(self, messages: list[dict[str, Any]], request: list[dict[str, Any]], schemas: list[dict[str, Any]],
-             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[dict[str, Any]], Reply, ContextSettings]:
+    def _ask(self, messages: list[Message], request: list[Message], schemas: list[Schema],
+             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[Message], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
@@ -280,7 +275,7 @@ class Worker:
     def _mode(self) -> str:
         """The tool mode the model reads calls in (the shapes the loop shows it follow it)."""
         return self.model.config.tool_mode if self.model.config is not None else "native"
-    def _with_notes(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _with_notes(self, messages: list[Message]) -> list[Message]:
         """Notes told since the last request, put at the head of the newest user message, before its anchor
         (that message is not sent yet, so the cached prefix stays whole)."""
         with self._notes_lock:
@@ -309,8 +304,8 @@ class Worker:
             return self._malformed(call, f"bad arguments for {call.name}: {problems}"), False
         seq = len(self._executions) + 1
         self._ctx.seq, self._ctx.call_id = seq, call.id
-        if self.on_tool_start:
-            self.on_tool_start({"task_id": self.task_id, "turn": turn, "tool": call.name})
+        if self.runtime.on_tool_start:
+            self.runtime.on_tool_start({"task_id": self.task_id, "turn": turn, "tool": call.name})
         started = time.monotonic()
         try:
             result = tool.run(self._ctx, args)
@@ -339,8 +334,8 @@ class Worker:
         return ""
 
     def _notify(self, turn: int, call: ToolCall, result: ToolResult) -> None:
-        if self.on_turn:
-            self.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
+        if self.runtime.on_turn:
+            self.runtime.on_turn({"task_id": self.task_id, "turn": turn, "tool": call.name, "arguments": call.arguments[:120],
                           "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
     def _result(self, status: Status, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
@@ -353,7 +348,7 @@ class Worker:
 
 
 @functools.lru_cache(maxsize=64)
-def _schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
+def _schemas(names: tuple[str, ...]) -> list[Schema]:
     """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
     (read-only: the model client encodes them once per list, worker/model/client.py)."""
     return [REGISTRY[name].schema() for name in names]
@@ -366,7 +361,7 @@ def _lowest(limit: Optional[Limit], budget: Optional[Limit]) -> Optional[Limit]:
     return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 
-def _skipped(calls: list[ToolCall], why: str) -> list[dict[str, Any]]:
+def _skipped(calls: list[ToolCall], why: str) -> list[Message]:
     """Results for calls not run (after a stop, or past the per-reply limit), so no assistant tool_call is left
     without its result."""
     return [{"role": "tool", "tool_call_id": c.id, "content": why} for c in calls]
@@ -388,10 +383,3 @@ def _one_line(text: str, limit: int = 80) -> str:
 
 def _model_name(model: Model) -> str:
     return f"model '{model.config.name}'" if model.config is not None else "this model"
-
-
-def _client(model_name: Optional[str], settings: Settings) -> Model:
-    from worker.model import LLMClient
-    from worker.modelconfig import resolve_model
-
-    return LLMClient(resolve_model(model_name, settings))

@@ -6,6 +6,8 @@ history come from readline. Ctrl-C stops the current turn, not the session; Ctrl
 """
 from __future__ import annotations
 
+import atexit
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -18,6 +20,7 @@ from configs import Settings
 from worker import conversations
 from worker.oneshot import new_id, open_exchange, open_store, run_interruptibly, with_nested_usage
 from worker.record import Stop
+from worker.taskspec import Runtime
 from worker.usage import Usage
 
 COMMANDS = (("/help", "these commands"), ("/cost", "tokens and cost so far, its fan-outs' included"),
@@ -86,9 +89,10 @@ class Chat:
         continues."""
         session = self.session.model_copy(update={"model": self.model or self.session.model}) if self.session else None
         try:
-            session, worker = open_exchange(self.settings, text, session, model_name=self.model, workdir=Path.cwd(),
-                                            store=self.store, on_turn=self.show_turn, on_text=self.stream,
-                                            on_tool_start=self.show_tool, session_id=self.new_id, origin="chat")
+            runtime = Runtime(store=self.store, on_turn=self.show_turn, on_tool_start=self.show_tool)
+            session, worker = open_exchange(self.settings, text, session, runtime, model_name=self.model,
+                                            workdir=Path.cwd(), on_text=self.stream, session_id=self.new_id,
+                                            origin="chat")
         except (conversations.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
@@ -210,8 +214,6 @@ def sessions_table(rows: list[conversations.Session]) -> Table:
 
 def _when(moment: float) -> str:
     """As `ls -l` shows a time: `Dec  1 15:27` this year, `Dec  1  2025` before."""
-    import time
-
     shown = time.localtime(moment)
     return time.strftime("%b %e %H:%M" if shown.tm_year == time.localtime().tm_year else "%b %e  %Y", shown)
 
@@ -227,8 +229,6 @@ def _line_editing(history_file: Path) -> None:
         readline.read_history_file(history_file)
     except OSError:
         pass
-    import atexit
-
     atexit.register(lambda: _save_history(readline, history_file))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -20,9 +21,11 @@ from configs.idprefix import by_prefix
 from memory_shared.fsutil import Unsafe, atomic_replace
 from worker.agent import Worker
 from worker.history import read_text, replay
-from worker.modelconfig import nested_model_env
+from worker.model import LLMClient
+from worker.modelconfig import nested_model_env, resolve_model
 from worker.record import TaskRecord
 from worker.runlog import run_log
+from worker.taskspec import Runtime, TaskSpec
 from worker.usage import Usage
 
 PERSON = ("run", "chat")  # the origins of a person's sessions: `last` means the latest of these
@@ -137,32 +140,27 @@ def continuation(session: Session, follow_up: str) -> Optional[tuple[list[dict[s
     return requests[-1], [reply, *answered, {"role": "user", "content": follow_up}]
 
 
-def prepare(settings: Settings, task: str, session: Session, *, model: Optional[Any] = None, resume: bool,
-            interactive: bool = False, ask: Optional[Callable[[str, list[str]], str]] = None,
-            on_turn: Optional[Callable[[dict], None]] = None, store: Any = None,
-            on_text: Optional[Callable[[str], None]] = None,
-            on_tool_start: Optional[Callable[[dict], None]] = None) -> Worker:
-    """The worker for the session's next exchange (its first task, or a follow-up when `resume`);
-    `on_text` streams the model's text to it as it arrives."""
+def prepare(settings: Settings, task: str, session: Session, runtime: Runtime, *, resume: bool,
+            on_text: Optional[Callable[[str], None]] = None) -> Worker:
+    """The worker for the session's next exchange (its first task, or a follow-up when `resume`), served by
+    `runtime` with the session's model (unless `runtime` brings one) and environment; `on_text` streams the
+    model's text to it as it arrives."""
     continued = continuation(session, task) if resume else None
-    resume = continued is not None
     previous, new = continued or ([], [])
-    if model is None and on_text is not None:
-        from worker.model import LLMClient
-        from worker.modelconfig import resolve_model
-
-        model = LLMClient(resolve_model(session.model, settings))
+    model = runtime.model or LLMClient(resolve_model(session.model, settings))
+    if on_text is not None and isinstance(model, LLMClient):
         model.on_text = on_text
+    env = {**nested_model_env(session.model or settings.worker.model, model.config), **runtime.env,
+           "GA_SESSION": session.id}
+    spec = TaskSpec(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
+                    history_path=session.history_path, model_name=session.model,
+                    messages=previous + new if continued is not None else None)
     try:
-        worker = Worker(task, task_id=session.id, workdir=Path(session.workdir), settings=settings,
-                        history_path=session.history_path, model=model, model_name=session.model, store=store,
-                        interactive=interactive, ask=ask, on_turn=on_turn, messages=previous + new if resume else None,
-                        env={"GA_SESSION": session.id}, on_tool_start=on_tool_start)
+        worker = Worker(spec, replace(runtime, model=model, env=env))
     except Unsafe as exc:  # its history's place holds what the session's scripts put there
         raise SessionError(f"session {session.id}: {exc}") from None
-    if resume:
+    if continued is not None:
         worker.history.resume(previous)
-    worker.env = {**nested_model_env(session.model or settings.worker.model, worker.model.config), **worker.env}
     return worker
 
 

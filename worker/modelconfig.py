@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from configs.projecttrust import model_field_refusal
-from configs.usererrors import field_errors
+from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"

@@ -6,13 +6,15 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from configs import Settings
 from configs.logs import in_context
+from memory_shared import MemoryStore
 from worker import conversations
 from worker.agent import Worker
 from worker.record import NestedUsage, TaskRecord
+from worker.taskspec import Runtime
 
 
 class Abandoned(Exception):
@@ -27,9 +29,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
-def open_store(settings: Settings) -> Any:
-    from memory_shared import MemoryStore
-
+def open_store(settings: Settings) -> MemoryStore:
     return MemoryStore(settings.memory_root, create=True, l1_max_lines=settings.memory.l1_max_lines,
                        l1_max_chars=settings.memory.l1_max_chars)
 
@@ -51,9 +51,10 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
         session = conversations.find(settings, continue_session)
         if model_name:
             session = session.model_copy(update={"model": model_name})
-    session, worker = open_exchange(settings, task, session, model_name=model_name, workdir=workdir,
-                                    interactive=interactive, ask=ask, on_turn=on_turn, store=open_store(settings),
-                                    on_text=on_text, on_tool_start=on_tool_start, origin=origin)
+    runtime = Runtime(store=open_store(settings), interactive=interactive, ask=ask, on_turn=on_turn,
+                      on_tool_start=on_tool_start)
+    session, worker = open_exchange(settings, task, session, runtime, model_name=model_name, workdir=workdir,
+                                    on_text=on_text, origin=origin)
     with conversations.session_log(session):
         try:
             result = run_interruptibly(worker, on_interrupt) if on_interrupt else worker.run()
@@ -103,18 +104,19 @@ def with_nested_usage(result: TaskRecord, worker: Worker) -> TaskRecord:
     return result
 
 
-def open_exchange(settings: Settings, task: str, session: Optional[conversations.Session], *,
+def open_exchange(settings: Settings, task: str, session: Optional[conversations.Session], runtime: Runtime, *,
                   model_name: Optional[str] = None, workdir: Optional[Path] = None, session_id: Optional[str] = None,
-                  origin: str = "run", **worker_options: Any) -> tuple[conversations.Session, Any]:
+                  origin: str = "run", on_text: Optional[Callable[[str], None]] = None,
+                  ) -> tuple[conversations.Session, Worker]:
     """The session (a new one when None, its first task `task`, its id `session_id` or a new one) and the worker
-    for its next exchange, the session saved so that it can go on even if this process dies. When the worker
-    cannot be made (a bad model, home or store) nothing ran: a new session leaves nothing behind, an old one is
-    unchanged."""
+    for its next exchange, served by `runtime`, the session saved so that it can go on even if this process dies.
+    When the worker cannot be made (a bad model, home or store) nothing ran: a new session leaves nothing behind,
+    an old one is unchanged."""
     new = session is None
     if session is None:
         session = start_session(settings, task, model_name, workdir, session_id, origin)
     try:
-        worker = conversations.prepare(settings, task, session, resume=not new, **worker_options)
+        worker = conversations.prepare(settings, task, session, runtime, resume=not new, on_text=on_text)
     except BaseException:
         if new:
             shutil.rmtree(session.run_dir, ignore_errors=True)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Literal, Optional, Union
 
@@ -99,6 +99,18 @@ def entries(writable: Iterable[Path], readonly: Iterable[tuple[Path, str]] = (),
 
 
 HIDDEN_WHAT = "hidden from tasks (credentials, ga's user config, sessions)"
+
+
+@lru_cache(maxsize=16)
+def hidden_entries(home: Path, hidden: tuple[Path, ...]) -> tuple[Entry, ...]:
+    """The names hidden from tasks (SECRETS under `home`, and `hidden`), each at its real path, existing or not.
+
+    Made once per process for each (home, hidden) pair: 30-odd realpaths were half of what a trivial task
+    spent on its Environment, and every task of a run has the same. Where a name leads changes only when the
+    person moves it; no task can: an existing one is hidden from every actor (the sandbox mounts over it, the
+    file tools refuse it), and where a task makes a missing one itself, the entry still covers the name."""
+    return tuple(Entry(Path(os.path.realpath(os.path.expanduser(str(p)))), "hide", HIDDEN_WHAT)
+                 for p in [*(home / name for name in SECRETS), *hidden])
 
 
 def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
@@ -242,9 +254,7 @@ class Environment:
         table += [Entry(p, "ro", what) for p, what in self.state]
         for folder in protected_folders(list(self.writable), list(self.config_dirs)):
             table += _protected_in(folder)
-        table += [Entry(Path(os.path.expanduser(str(p))).resolve(), "hide", HIDDEN_WHAT)
-                  for p in [*(self.home / name for name in SECRETS), *self.hidden]]
-        return tuple(table)
+        return (*table, *hidden_entries(self.home, self.hidden))
 
     def _now(self) -> list[Entry]:
         """The fixed rule, and where a protected name is a symlink now, its target too, made or not (as the sandbox

@@ -62,9 +62,10 @@ def run_ga(task_id: str, prompt: str, prepare: Prepare, endpoint: Endpoint, prox
            check: Optional[dict[str, Any]] = None) -> Outcome:
     from configs import load_settings
     from memory_shared import MemoryStore
-    from worker import Worker
+    from worker import Runtime, TaskSpec, Worker
     from worker.model import LLMClient
     from worker.modelconfig import ModelConfig
+    from worker.taskcheck import TaskCheck
 
     label = f"ga-{task_id}-{time.monotonic_ns()}"
     home = out / "ga" / task_id
@@ -78,8 +79,9 @@ def run_ga(task_id: str, prompt: str, prepare: Prepare, endpoint: Endpoint, prox
                          context_window=endpoint.context_window, max_tokens=endpoint.max_tokens,
                          request_timeout=endpoint.request_timeout, max_retries=1)
     store = MemoryStore(memory_root or home / "memory", create=True)
-    worker = Worker(prompt, task_id=task_id, workdir=workspace, settings=settings, history_path=home / "history.jsonl",
-                    model=LLMClient(config), store=store, check=check)
+    worker = Worker(TaskSpec(prompt, task_id=task_id, workdir=workspace, settings=settings,
+                             history_path=home / "history.jsonl", check=TaskCheck.model_validate(check) if check else None),
+                    Runtime(model=LLMClient(config), store=store))
     timer = _Deadline(timeout, worker.cancel)
     started = time.monotonic()
     try:

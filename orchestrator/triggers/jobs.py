@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from configs.usererrors import FieldError, field_errors
+from memory_shared.usererrors import FieldError, field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_mapping
 from orchestrator.triggers.durations import parse_duration
 

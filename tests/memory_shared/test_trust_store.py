@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,31 @@ def test_a_task_cannot_commit_a_skilltree_that_does_not_parse(root: Path, tmp_pa
     assert ga_memory("show", "L2/note.md").returncode != 0
     result = run_task_writing_skilltree(tmp_path, '{"version": 1, "skills": {"x": {"name": "X"}}}')  # no created
     assert MemoryStore(root).head() == head and run_ga("skills", "show").returncode == 0
+
+
+GATE_ALONE = """
+import json, sys
+from memory_shared.gate import format_problem
+valid = {"version": 1, "skills": {"x": {"name": "X", "category": "web", "created": "2026-01-01T00:00:00Z"}}}
+print(json.dumps({"broken": format_problem("skilltree.json", "not json{"),
+                  "no_created": format_problem("skilltree.json", '{"skills": {"x": {"name": "X", "category": "w"}}}'),
+                  "valid": format_problem("skilltree.json", json.dumps(valid)),
+                  "loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("skilltree", "orchestrator", "worker"))}))
+"""
+
+
+def test_the_memory_tier_checks_a_skilltree_with_no_other_layer_loaded(tmp_path: Path) -> None:
+    """skilltree.json's format ships with memory_shared: a process that imports only the memory tier (a store tool,
+    a Ray actor that never imported skilltree) still checks it, rather than refusing every change for want of a
+    validator."""
+    done = subprocess.run([sys.executable, "-c", GATE_ALONE], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["loaded"] == [], said["loaded"]
+    assert said["broken"].startswith("skilltree.json:1: not valid JSON"), said["broken"]
+    assert "'skills.x.created': Field required" in said["no_created"], said["no_created"]
+    assert said["valid"] is None
 
 
 def test_a_task_can_commit_a_valid_skilltree(root: Path, tmp_path: Path) -> None:

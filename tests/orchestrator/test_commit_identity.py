@@ -6,7 +6,7 @@ from typing import Optional
 
 from configs import load_settings
 from memory_shared import MemoryStore
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
@@ -23,8 +23,9 @@ def _run(tmp_path: Path, store: MemoryStore, commit_key: Optional[str], name: st
     settings = load_settings(user_file=tmp_path / "none", project_file=tmp_path / "none")
     with ScriptedServer({"tasks": [{"match": ".*", "turns": TURNS}]}) as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        worker = Worker("remember 6*7", task_id="t1", workdir=tmp_path / name / "work", settings=settings,
-                        history_path=tmp_path / name / "history.jsonl", model=model, store=store, commit_key=commit_key)
+        worker = Worker(TaskSpec("remember 6*7", task_id="t1", workdir=tmp_path / name / "work", settings=settings,
+                                 history_path=tmp_path / name / "history.jsonl", commit_key=commit_key),
+                        Runtime(model=model, store=store))
         result = worker.run()
     assert result.status == "succeeded"
     return result.memory_generation

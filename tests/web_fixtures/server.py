@@ -19,8 +19,9 @@ import pytest
 
 from configs import load_settings
 from worker.tools.base import ToolContext
-from worker.tools.web import WebExecuteJsArgs, WebScanArgs, web_execute_js, web_scan
+from worker.tools.web import WebExecuteJsArgs, WebScanArgs, browser_of, web_execute_js, web_scan
 from worker.types import ToolResult
+from worker.web import WebSession
 
 ROOT = Path(__file__).parent
 SITE_NETWORK = {"sandbox.network": ["127.0.0.1"]}  # the fixture site's host: what a test's sandbox.network lists
@@ -89,6 +90,13 @@ def js(ctx: ToolContext, script: str, **options) -> ToolResult:
 
 def scan(ctx: ToolContext, **options) -> ToolResult:
     return web_scan(ctx, WebScanArgs(**options))
+
+
+def session(ctx: ToolContext) -> WebSession:
+    """The task's browser session, which a web call of the test has opened."""
+    opened = browser_of(ctx)
+    assert opened is not None, f"{ctx.task_id}: no web call opened a browser"
+    return opened
 
 
 def goto(ctx: ToolContext, url: str) -> ToolResult:

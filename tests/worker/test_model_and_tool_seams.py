@@ -11,7 +11,7 @@ from configs import load_settings
 from orchestrator import spec
 from orchestrator.governor import FailoverModel
 from skilltree.explore import CountingModel
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient, Model
 from worker.model.playback import Normaliser, ReplayModel
 from worker.modelconfig import ModelConfig
@@ -51,8 +51,8 @@ def test_the_loop_sizes_its_context_from_a_wrapped_model(tmp_path: Path, setting
     with ScriptedServer(script) as server:
         small = _config("small", server.base_url, context_window=6000, max_tokens=1000)
         model = FailoverModel([("small", LLMClient(small))])
-        worker = Worker("what is the answer?", task_id="t1", workdir=tmp_path / "w", settings=settings,
-                        history_path=tmp_path / "h.jsonl", model=model)
+        worker = Worker(TaskSpec("what is the answer?", task_id="t1", workdir=tmp_path / "w", settings=settings,
+                                 history_path=tmp_path / "h.jsonl"), Runtime(model=model))
         sized = worker._context_settings([])
         result = worker.run()
     assert result.status == "unverified" and result.answer == "the answer is 42"
@@ -63,8 +63,8 @@ def test_the_loop_sizes_its_context_from_a_wrapped_model(tmp_path: Path, setting
 def _run(tmp_path: Path, settings, turns: list[dict]) -> tuple[str, str]:
     with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}) as server:
         model = LLMClient(_config("scripted", server.base_url))
-        worker = Worker("do it", task_id="t1", workdir=tmp_path / "w", settings=settings,
-                        history_path=tmp_path / "h.jsonl", model=model)
+        worker = Worker(TaskSpec("do it", task_id="t1", workdir=tmp_path / "w", settings=settings,
+                                 history_path=tmp_path / "h.jsonl"), Runtime(model=model))
         result = worker.run()
     return result.status, result.reason
 

@@ -46,7 +46,9 @@ from worker.modelconfig import ModelConfig
 from worker.scripted import ScriptedServer
 from worker.taskcheck import TaskCheck, run_check
 from worker.tools import REGISTRY, ToolContext
+from worker.tools import web as web_tools
 from worker.usage import Account
+from worker.web import WebSession
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 ORIGINAL = "original content\n"
@@ -442,11 +444,8 @@ class Browser:
             self.contexts[key] = place.context(network)
         return self.contexts[key]
 
-    def session(self, place: Place, network: Optional[list[str]] = None) -> Any:
-        from worker import web
-        from worker.tools.web import browser_policy
-
-        return web.session_for(self.context(place, network), browser_policy)
+    def session(self, place: Place, network: Optional[list[str]] = None) -> WebSession:
+        return self.context(place, network).state(web_tools.Browser).open()
 
     def close(self) -> None:
         for ctx in self.contexts.values():
@@ -456,7 +455,7 @@ class Browser:
     def placeholders(self) -> set[Path]:
         found: set[Path] = set()
         for ctx in self.contexts.values():
-            launch = getattr(getattr(getattr(ctx.web, "source", None), "launch", None), "placeholders", None)
+            launch = getattr(getattr(getattr(web_tools.browser_of(ctx), "source", None), "launch", None), "placeholders", None)
             found.update(launch or ())
         return found
 

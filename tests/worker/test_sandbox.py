@@ -21,7 +21,7 @@ import pytest
 from configs import load_settings
 from memory_shared import MemoryStore
 from skilltree.verify import Artifact, rerun
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
@@ -60,8 +60,8 @@ def run_worker(tmp_path: Path, settings, turns: list[dict], store=None):
     script = {"tasks": [{"match": ".*", "turns": turns}]}
     with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        worker = Worker("probe the sandbox", task_id="t1", workdir=tmp_path / "work", settings=settings,
-                        history_path=tmp_path / "t1" / "history.jsonl", model=model, store=store)
+        worker = Worker(TaskSpec("probe the sandbox", task_id="t1", workdir=tmp_path / "work", settings=settings,
+                                 history_path=tmp_path / "t1" / "history.jsonl"), Runtime(model=model, store=store))
         return worker.run()
 
 

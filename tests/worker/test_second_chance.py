@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 from configs import load_settings
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.history import replay
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
+from worker.taskcheck import TaskCheck
 
 BROKEN = {"name": "code_run", "arguments": {"script": "print(totl)", "type": "python"}}
 FIXED = {"name": "code_run", "arguments": {"script": "total = 6 * 7\nprint(total)", "type": "python"}}
@@ -23,8 +24,9 @@ def run(tmp_path: Path, turns: list[dict], chances: int = 1, check: dict | None 
     log_path = tmp_path / "requests.jsonl"
     with ScriptedServer({"tasks": [{"match": ".*", "turns": turns}]}, log_path=log_path) as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        worker = Worker("print six times seven", task_id="t1", workdir=tmp_path / "work", settings=settings,
-                        history_path=tmp_path / "t1" / "history.jsonl", model=model, check=check)
+        worker = Worker(TaskSpec("print six times seven", task_id="t1", workdir=tmp_path / "work", settings=settings,
+                                 history_path=tmp_path / "t1" / "history.jsonl",
+                                 check=TaskCheck.model_validate(check) if check else None), Runtime(model=model))
         result = worker.run()
     requests = [json.loads(line)["body"] for line in log_path.read_text().splitlines()]
     return result, requests

@@ -9,7 +9,7 @@ import pytest
 
 from configs import load_settings
 from orchestrator.records import Run, RunSummary, TaskRecord
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.record import Failure, Stop
@@ -23,8 +23,8 @@ def _run_against(tmp_path: Path, fault: dict) -> TaskRecord:
     with ScriptedServer(script) as server:
         config = resolve_model(f"scripted@{server.base_url}", settings)
         model = LLMClient(config.model_copy(update={"max_retries": 1, "backoff_base": 0.01, "backoff_max": 0.02}))
-        worker = Worker("do the task", task_id="t1", workdir=tmp_path / "work", settings=settings,
-                        history_path=tmp_path / "t1" / "history.jsonl", model=model)
+        worker = Worker(TaskSpec("do the task", task_id="t1", workdir=tmp_path / "work", settings=settings,
+                                 history_path=tmp_path / "t1" / "history.jsonl"), Runtime(model=model))
         return worker.run()
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from configs import load_settings
 from worker.tools import REGISTRY, ToolContext
-from worker.tools.code import kill_leftovers
+from worker.tools.code import Scripts
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_background_child_does_not_block_and_is_killed_at_end(ctx):
     while not processes_with(marker) and time.monotonic() < deadline:  # the fork may not have exec'd sleep yet
         time.sleep(0.05)
     assert processes_with(marker)
-    assert kill_leftovers(ctx) >= 1
+    assert ctx.state(Scripts).kill_leftovers() >= 1
     assert wait_none_with(marker)
 
 
@@ -162,7 +162,7 @@ def test_sandboxed_background_child_ends_with_its_script(ctx):
     assert time.monotonic() - started < 10
     assert result.ok and "done" in result.output
     assert wait_none_with(marker)
-    assert kill_leftovers(ctx) == 0
+    assert ctx.state(Scripts).kill_leftovers() == 0
 
 
 def test_scripts_kept_numbered(ctx):

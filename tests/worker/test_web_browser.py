@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
-from web_fixtures.server import SITE_NETWORK, goto, js, scan
+from web_fixtures.server import SITE_NETWORK, goto, js, scan, session
 from worker.tools import REGISTRY
 from worker.tools.base import ToolContext
+from worker.tools.web import browser_of
 from worker.web.browser_context import TABS_LOST
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -60,14 +61,14 @@ def test_each_task_has_its_own_browser_cookies_storage_and_tabs(make_ctx, site):
     while "t2" not in scan(alice, tabs_only=True).output and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "t2" in scan(alice, tabs_only=True).output and "t2" not in scan(bob, tabs_only=True).output
-    mine, theirs = alice.web.processes(), bob.web.processes()
+    mine, theirs = session(alice).processes(), session(bob).processes()
     assert mine and theirs and not set(mine) & set(theirs)
 
 
 def test_the_browser_runs_in_bubblewrap_over_a_pipe_with_its_profile_in_the_sandboxs_tmp(make_ctx):
     ctx = make_ctx("boxed")
     assert js(ctx, "1 + 1", no_monitor=True).output == "value: 2"
-    first, *rest = ctx.web.processes()
+    first, *rest = session(ctx).processes()
     assert cmdline(first).startswith(shutil.which("bwrap") or "bwrap") and "--unshare-net" in cmdline(first)
     browsers = [pid for pid in rest if "--user-data-dir=" in cmdline(pid)]
     assert browsers, [cmdline(pid)[:200] for pid in rest]
@@ -163,7 +164,7 @@ def test_the_browser_sees_files_as_the_tasks_sandbox_does(tmp_path, monkeypatch)
     (ctx.workdir / "notes.txt").write_text("the task's own notes")
     try:
         assert js(ctx, "1", no_monitor=True).ok
-        seen = {name: ctx.web.call(_file_text, f"file://{path}")[1] for name, path in [
+        seen = {name: session(ctx).call(_file_text, f"file://{path}")[1] for name, path in [
             ("key", home / ".ssh" / "id_rsa"), ("session", settings.home_dir / "sessions" / "old.json"),
             ("notes", ctx.workdir / "notes.txt")]}
     finally:
@@ -187,14 +188,14 @@ def test_a_killed_browser_is_started_again_and_the_task_is_told_its_tabs_are_gon
     ctx = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home"), **SITE_NETWORK}), "crash")
     try:
         goto(ctx, f"{site}/index.html")
-        old = ctx.web.processes()
+        old = session(ctx).processes()
         main = next(pid for pid in old if "--user-data-dir=" in cmdline(pid) and "--type=" not in cmdline(pid))
         os.kill(main, signal.SIGKILL)  # the browser crashes (its sandbox ends with it)
         assert wait_until(lambda: not any(alive(pid) for pid in old)), "the crashed browser's sandbox lived on"
         after = scan(ctx, tabs_only=True)
         assert after.ok and after.output.startswith(TABS_LOST)
         assert "*t1 '' about:blank" in after.output  # a fresh blank tab
-        assert ctx.web.processes() and not set(ctx.web.processes()) & set(old)
+        assert session(ctx).processes() and not set(session(ctx).processes()) & set(old)
         goto(ctx, f"{site}/details.html")
         assert "Tomato care sheet" in scan(ctx, text_only=True).output
         assert not scan(ctx, tabs_only=True).output.startswith("note:")  # told once
@@ -206,8 +207,8 @@ def test_at_the_tasks_end_nothing_of_its_browser_is_left(tmp_path):
     settings = load_settings({"home": str(tmp_path / "home")})
     ctx = own_ctx(tmp_path, settings, "ending")
     assert js(ctx, "1", no_monitor=True).ok
-    pids = ctx.web.processes()
-    launcher = ctx.web.source.launch.folder
+    pids = session(ctx).processes()
+    launcher = session(ctx).source.launch.folder
     assert pids and launcher.is_dir()
     assert (ctx.workdir / "ga.yaml").exists()  # bubblewrap's mount point while the browser runs
     ctx.close()
@@ -221,7 +222,7 @@ def test_a_cancelled_task_loses_its_browser_at_once(tmp_path):
     ctx = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home")}), "cancelled")
     try:
         assert js(ctx, "1", no_monitor=True).ok
-        pids = ctx.web.processes()
+        pids = session(ctx).processes()
         for kill in list(ctx.kill):  # what the loop's cancel() does from another thread
             kill()
         assert wait_until(lambda: not any(alive(pid) for pid in pids)), "a browser outlived its task's cancel"
@@ -235,14 +236,14 @@ def test_where_the_sandbox_cannot_be_built_the_web_tools_refuse_in_one_line(tmp_
     for result in (scan(ctx), js(ctx, "1 + 1")):
         assert not result.ok and "\n" not in result.output, result.output
         assert result.output.startswith("error: the web tools refused: no sandbox: bubblewrap not found")
-    assert ctx.web is None
+    assert browser_of(ctx) is None
     windowed = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home"), "web.headless": False}), "windowed")
     result = js(windowed, "1")
     assert not result.ok and "web.headless: false needs a display" in result.output and "\n" not in result.output
     off = own_ctx(tmp_path, load_settings({"home": str(tmp_path / "home"), "sandbox.mode": "off"}), "off")
     try:  # the person turned the sandbox off: the browser runs as it is
         assert js(off, "1 + 1", no_monitor=True).output == "value: 2"
-        assert not any(cmdline(pid).startswith(shutil.which("bwrap") or "bwrap") for pid in off.web.processes())
+        assert not any(cmdline(pid).startswith(shutil.which("bwrap") or "bwrap") for pid in session(off).processes())
     finally:
         off.close()
 

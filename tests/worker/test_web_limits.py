@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from configs import load_settings
-from web_fixtures.server import SITE_NETWORK
+from web_fixtures.server import SITE_NETWORK, session
 from worker.tools import REGISTRY, ToolContext
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -48,7 +48,7 @@ def test_every_browser_process_runs_under_the_sandbox_limits(tmp_path: Path) -> 
         spec = REGISTRY["web_execute_js"]
         said = spec.run(ctx, spec.args.model_validate({"script": "1 + 1"})).output
         assert said.startswith("value: 2"), said
-        pids = ctx.web.processes()
+        pids = session(ctx).processes()
         assert len(pids) >= 3, pids  # bubblewrap, Chromium, its helpers
         for pid in pids:
             assert limit(pid, "Max data size") == str(MEMORY), pid

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from configs import load_settings
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
 from worker.scripted import ScriptedServer
@@ -38,8 +38,8 @@ def test_300_turns_stay_under_budget_keep_key_info_and_never_orphan_a_tool_resul
     log_path = tmp_path / "requests.jsonl"
     with ScriptedServer(script(), log_path=log_path) as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        result = Worker("run the long ledger job", task_id="long", workdir=workdir, settings=settings,
-                        history_path=tmp_path / "history.jsonl", model=model).run()
+        result = Worker(TaskSpec("run the long ledger job", task_id="long", workdir=workdir, settings=settings,
+                                 history_path=tmp_path / "history.jsonl"), Runtime(model=model)).run()
     assert result.status == "succeeded", result.reason
     assert result.turns == TURNS
     requests = [json.loads(line)["body"]["messages"] for line in log_path.read_text().splitlines()]

@@ -8,7 +8,7 @@ import pytest
 
 from configs import load_settings
 from memory_shared.proposals import load_proposals
-from worker import Worker
+from worker import Runtime, TaskSpec, Worker
 from worker.history import replay
 from worker.model import LLMClient
 from worker.modelconfig import resolve_model
@@ -33,8 +33,9 @@ def run_script(tmp_path: Path, settings, turns: list[dict], store=None, task="do
     script = {"tasks": [{"match": ".*", "turns": turns}]}
     with ScriptedServer(script, log_path=log_path) as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        worker = Worker(task, task_id="t1", workdir=tmp_path / "work", settings=settings,
-                        history_path=tmp_path / "t1" / "history.jsonl", model=model, store=store, **worker_args)
+        worker = Worker(TaskSpec(task, task_id="t1", workdir=tmp_path / "work", settings=settings,
+                                 history_path=tmp_path / "t1" / "history.jsonl"),
+                        Runtime(model=model, store=store, **worker_args))
         result = worker.run()
     requests = [json.loads(line)["body"] for line in log_path.read_text().splitlines()]
     return result, requests
@@ -175,6 +176,6 @@ def test_model_error_fails_the_task_with_reason(tmp_path, settings):
                          "faults": [{"turn": 0, "kind": "unauthorized"}]}]}
     with ScriptedServer(script) as server:
         model = LLMClient(resolve_model(f"scripted@{server.base_url}", settings))
-        result = Worker("t", task_id="t9", workdir=tmp_path / "w", settings=settings,
-                        history_path=tmp_path / "h.jsonl", model=model).run()
+        result = Worker(TaskSpec("t", task_id="t9", workdir=tmp_path / "w", settings=settings,
+                                 history_path=tmp_path / "h.jsonl"), Runtime(model=model)).run()
     assert result.status == "failed" and "model error" in result.reason

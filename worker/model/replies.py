@@ -37,7 +37,7 @@ from typing import Any, Iterable, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from configs.usererrors import validation_line
+from memory_shared.usererrors import validation_line
 from worker.model.callshape import is_script_tool
 from worker.model.codeblocks import needs_script, recovered_script, with_script
 from worker.model.lenient import MAX_LENIENT_CHARS, read_value

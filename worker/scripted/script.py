@@ -46,7 +46,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from configs.usererrors import field_errors
+from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_mapping
 
 EXAMPLE = "configs/examples/scripts/hello.yaml"

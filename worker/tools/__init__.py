@@ -1,5 +1,25 @@
-"""The atomic tools. Importing this package registers them all in REGISTRY."""
-from worker.tools import ask, code, files, memory_tools, web  # noqa: F401  (registration)
-from worker.tools.base import REGISTRY, FunctionTool, Tool, ToolContext, optional_str, tool
+"""The atomic tools (docs/design.md §1), listed in one place: what a worker offers the model, in this order.
 
-__all__ = ["REGISTRY", "FunctionTool", "Tool", "ToolContext", "optional_str", "tool"]
+A tool is a `Tool` (worker/tools/base.py); what it keeps for a task is its own `ToolState`. A new tool is a
+module here and a line in TOOLS.
+"""
+from types import MappingProxyType
+from typing import Mapping
+
+from worker.tools import ask, code, files, memory_tools, web
+from worker.tools.base import FunctionTool, Schema, Tool, ToolContext, ToolState, optional_str
+
+TOOLS: tuple[Tool, ...] = (
+    ask.ASK_USER,
+    code.CODE_RUN,
+    files.FILE_READ,
+    files.FILE_PATCH,
+    files.FILE_WRITE,
+    memory_tools.UPDATE_WORKING_CHECKPOINT,
+    memory_tools.START_LONG_TERM_UPDATE,
+    web.WEB_SCAN,
+    web.WEB_EXECUTE_JS,
+)
+REGISTRY: Mapping[str, Tool] = MappingProxyType({tool.name: tool for tool in TOOLS})
+
+__all__ = ["REGISTRY", "TOOLS", "FunctionTool", "Schema", "Tool", "ToolContext", "ToolState", "optional_str"]

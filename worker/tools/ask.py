@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from worker.tools.base import ToolContext, tool
+from worker.tools.base import FunctionTool, ToolContext
 from worker.types import ToolResult
 
 
@@ -12,8 +12,6 @@ class AskArgs(BaseModel):
     candidates: list[str] = []
 
 
-@tool("ask_user", "Ask the user when you need a decision or information you cannot get yourself;"
-      " candidates: suggested answers.", AskArgs, answer_evidence=False)
 def ask_user(ctx: ToolContext, args: AskArgs) -> ToolResult:
     if ctx.interactive and ctx.ask is not None:
         answer = ctx.ask(args.question, list(args.candidates))
@@ -21,3 +19,7 @@ def ask_user(ctx: ToolContext, args: AskArgs) -> ToolResult:
     return ToolResult(f"question recorded for the user: {args.question}; the task waits for the answer",
                       evidence=False, stop="needs_input",
                       data={"question": args.question, "candidates": list(args.candidates)})
+
+
+ASK_USER = FunctionTool("ask_user", "Ask the user when you need a decision or information you cannot get yourself;"
+                        " candidates: suggested answers.", AskArgs, ask_user, answer_evidence=False)

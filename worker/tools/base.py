@@ -1,76 +1,100 @@
-"""What every tool is (the Tool protocol; FunctionTool, what `@tool` registers) and what it runs in."""
+"""What every tool is (the Tool protocol, FunctionTool) and what it runs in: the task's ToolContext, and the
+ToolState each tool keeps for the task itself."""
 from __future__ import annotations
 
 import copy
 import threading
-from contextlib import ExitStack, closing
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from configs import Settings
-from memory_shared import fsutil
+from worker.memview import MemoryView
+from worker.modelconfig import ModelConfig
 from worker.policy import Environment
 from worker.types import ToolResult
+from worker.usage import Account
 
-if TYPE_CHECKING:
-    from worker.modelconfig import ModelConfig
+Schema = dict[str, Any]  # a tool's JSON schema, as the model's API takes it
+
+
+class ToolState:
+    """What one tool keeps for one task (code_run's process groups and gateway, the browser, the workdir held
+    open). The tool makes it at its first use in the task (`ctx.state(Kind)`, which calls `Kind(ctx)`: the
+    task's context, its Environment in `ctx.policy`), and the loop closes it at the task's end."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+
+    def close(self) -> None:
+        """Let go of what the task held (called once, at its end; the default holds nothing)."""
+
+
+State = TypeVar("State", bound=ToolState)
 
 
 @dataclass
 class ToolContext:
-    """Everything a tool may touch for one task. What a tool opens for the task it registers on
-    `cleanup`, which the loop closes at task end (`close()`)."""
+    """What every tool call of one task is handed: the task (id, directory, settings, the environment its scripts
+    get), its one policy (`policy`), its memory view, the person, where the loop is, cancellation, and the
+    tools' own state (`state`). The loop closes it at the task's end (`close()`)."""
 
     task_id: str
     workdir: Path
     settings: Settings
-    memory: Any  # worker.memview.MemoryView: snapshot reads, staged writes, access stats
+    memory: Optional[MemoryView]  # snapshot reads, staged writes, access stats; None: no memory tier
     interactive: bool = False
-    ask: Optional[Callable[[str, list[str]], str]] = None  # asks the person when interactive
-    key_info: str = ""
-    env: dict[str, Any] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
+    ask: Optional[Callable[[str, list[str]], str]] = None  # asks the person when interactive (taskspec.Ask)
+    env: dict[str, str] = field(default_factory=dict)  # added to code_run's environment (GA_RUN_DIR, GA_DEPTH...)
     kill: list[Callable[[], object]] = field(default_factory=list)  # the loop's cancel() calls these from another thread
     cancelled: threading.Event = field(default_factory=threading.Event)  # set by the loop's cancel(), before `kill`
-    account: Any = None  # worker.usage.Account: what the task spent and may spend
+    account: Optional[Account] = None  # what the task spent and may spend
     model_config: Optional[ModelConfig] = None  # the task's model entry: where its gateway forwards model calls
-    cleanup: ExitStack = field(default_factory=ExitStack)
+    key_info: str = ""  # the working note (update_working_checkpoint) the loop's anchor shows every turn
     # where the loop is: staged memory changes are ordered by (seq, call_id); a turn's calls share the output caps
     seq: int = 0
     call_id: str = ""
     calls_in_turn: int = 1
-    # what the tools keep for the task
-    web: Any = None  # worker.web.WebSession, opened on first use
-    pgids: Optional[list[int]] = None  # process groups code_run started that may still be alive
-    code_runs: int = 0  # the last .ga/code_N number
-    warned_unsandboxed: bool = False
-    gateway: Any = None  # worker.gateway.Gateway, started by the first code_run
-    workdir_folder: Optional[fsutil.Folder] = None  # the workdir held open (workdir_fd)
-    environment: Optional[Environment] = None  # the task's policy, built at its first use (`policy`)
+    cleanup: ExitStack = field(default_factory=ExitStack)  # what closes at the task's end: the tools' states
+    _states: dict[type[ToolState], ToolState] = field(default_factory=dict, init=False, repr=False)
+    _policy: Optional[Environment] = field(default=None, init=False, repr=False)
 
     @property
     def policy(self) -> Environment:
         """The task's one policy (worker/policy.py): what every actor working for it may read, write and reach.
         Built once per task, at the first tool call that asks."""
-        if self.environment is None:
-            store = getattr(getattr(self.memory, "store", None), "root", None)
+        if self._policy is None:
+            memory = self.memory
+            store = memory.store.root if memory is not None and memory.store is not None else None
             run_dir = self.env.get("GA_RUN_DIR")
-            self.environment = Environment.for_task(
+            self._policy = Environment.for_task(
                 self.settings, self.workdir, run_dir=Path(run_dir) if run_dir else None,
-                memory_roots=(store, getattr(self.memory, "root", None)), model=self.model_config,
+                memory_roots=(store, memory.root if memory is not None else None), model=self.model_config,
                 account=self.account)
-        return self.environment
+        return self._policy
 
-    def workdir_fd(self) -> int:
-        """The worker's directory, opened once per task: the file tools walk below it from this fd."""
-        if self.workdir_folder is None:
-            self.workdir_folder = self.cleanup.enter_context(closing(fsutil.Folder(self.workdir)))
-        return self.workdir_folder.fd
+    def state(self, kind: type[State]) -> State:
+        """The state the tool of `kind` keeps for this task: made at its first use, closed at the task's end."""
+        found = self._states.get(kind)
+        if found is None:
+            found = self._states[kind] = kind(self)
+            self.cleanup.callback(self._close_state, kind)
+        assert isinstance(found, kind)
+        return found
+
+    def kept(self, kind: type[State]) -> Optional[State]:
+        """The state of `kind` if a tool made one in this task (and the task has not ended), else None."""
+        found = self._states.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def _close_state(self, kind: type[ToolState]) -> None:
+        self._states.pop(kind).close()
 
     def close(self) -> None:
-        """Run what the tools registered on `cleanup` (each one, even if another fails)."""
+        """Close what the tools keep for the task (each one, even if another fails); closing twice is harmless."""
         self.cleanup.close()
 
 
@@ -90,12 +114,12 @@ class Tool(Protocol):
         ...
 
     def run(self, ctx: ToolContext, args: Any) -> ToolResult: ...
-    def schema(self) -> dict[str, Any]: ...
+    def schema(self) -> Schema: ...
 
 
 @dataclass(frozen=True)
 class FunctionTool:
-    """A Tool made of a function (what `@tool` registers)."""
+    """A Tool made of a function; each tool module makes its own, and worker/tools/__init__.py lists them."""
 
     name: str
     description: str
@@ -106,7 +130,7 @@ class FunctionTool:
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         return self.function(ctx, args)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> Schema:
         cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
         if cached is None:
             params = self.args.model_json_schema()
@@ -118,24 +142,10 @@ class FunctionTool:
         return copy.deepcopy(cached)
 
 
-_SCHEMAS: dict[FunctionTool, dict[str, Any]] = {}
+_SCHEMAS: dict[FunctionTool, Schema] = {}
 
 
-REGISTRY: dict[str, Tool] = {}
-
-
-def tool(name: str, description: str, args: type[BaseModel], *, answer_evidence: bool = True,
-         ) -> Callable[[Callable[[ToolContext, Any], ToolResult]], Callable[[ToolContext, Any], ToolResult]]:
-    """Register a tool function under GenericAgent's name (answer_evidence: see Tool)."""
-
-    def register(func: Callable[[ToolContext, Any], ToolResult]) -> Callable[[ToolContext, Any], ToolResult]:
-        REGISTRY[name] = FunctionTool(name, description, args, func, answer_evidence)
-        return func
-
-    return register
-
-
-def optional_str(schema: dict[str, Any]) -> None:
+def optional_str(schema: Schema) -> None:
     """`json_schema_extra` for an optional string argument: plain {"type": "string"}, fewer prompt tokens than
     anyOf/null."""
     schema.pop("default", None)

@@ -28,10 +28,11 @@ from memory_shared import fsutil
 from worker import egress, gateway, sandbox, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
+from worker.modelconfig import key_env_names
 from worker.paths import PathError, resolve_read
 from worker.sandbox_disk import DiskWatch
 from worker.sandbox_limits import Limits, SandboxCgroup, confine, verdict
-from worker.tools.base import ToolContext, optional_str, tool
+from worker.tools.base import FunctionTool, ToolContext, ToolState, optional_str
 from worker.types import ToolResult
 from worker.usage import Account
 
@@ -100,10 +101,12 @@ def plainly_shell(script: str) -> bool:
     return bool(found) and (found.group(1) in SHELL_COMMANDS or found.group(1).startswith(("./", "/bin/", "/usr/bin/")))
 
 
-@tool("code_run", "Run a python or bash script in the working directory; returns the exit code and"
-      " output.", CodeRunArgs)
 def code_run(ctx: ToolContext, args: CodeRunArgs) -> ToolResult:
     return run_script(ctx, args)
+
+
+CODE_RUN = FunctionTool("code_run", "Run a python or bash script in the working directory; returns the exit code and"
+                        " output.", CodeRunArgs, code_run)
 
 
 def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] = None) -> ToolResult:
@@ -128,7 +131,7 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
     limit = max(1, ctx.settings.worker.code_timeout_max)
     timeout = min(max(1, args.timeout), limit)
     try:
-        script_path, output = _script_files(workdir, args.type, args.script, ctx)
+        script_path, output = _script_files(workdir, args.type, args.script, ctx.state(Scripts))
     except OSError as exc:  # the task made its .ga unusable (a symlink there): say so, run nothing
         return ToolResult(f"error: {SCRIPT_DIR}/{exc}", ok=False, evidence=False)
     python = [sys.executable, "-I", "-u"] if isolated else [sys.executable, "-u"]
@@ -139,7 +142,8 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         confinement, cgroup = confine(limits, sandboxed=wrap)
     except FileNotFoundError as exc:
         return ToolResult(str(exc), ok=False, evidence=False, stop="failed", data={"reason": str(exc)})
-    gate = None if policy.network == "off" else _gateway(ctx)
+    scripts = ctx.state(Scripts)
+    gate = None if policy.network == "off" else scripts.gateway_for_task()
     if gate is not None:
         env[gateway.ENV_SOCKET] = str(gate.socket_path)
         gate.traceparent = env.get("TRACEPARENT")
@@ -172,13 +176,13 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         if shared:
             _warn_open_network(ctx)
     elif policy.mode == "off":
-        _warn_unsandboxed(ctx)
+        _warn_unsandboxed(ctx.task_id, scripts)
     command = [*confinement, *command]
     with os.fdopen(os.dup(output.fileno()), "wb") as out:  # read back through `output`, never by its path
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    _track(ctx, proc.pid)
+    scripts.groups.append(proc.pid)  # killed at the task's end if still alive then
     killer = partial(_kill_group, proc.pid)
     ctx.kill.append(killer)
     if ctx.cancelled.is_set():  # cancelled while it started: cancel() may have run before the killer was listed
@@ -197,15 +201,14 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         if gate is not None:  # a nested run lives only as long as the code_run that asked for it
             gate.cancel_nested(wait=gateway.NESTED_GRACE)
     if not _group_alive(proc.pid):  # nothing left in the background: forget it (its id may be reused)
-        assert ctx.pgids is not None  # _track listed it
-        ctx.pgids.remove(proc.pid)
+        scripts.groups.remove(proc.pid)
     sandbox.remove_placeholders(placeholders)
     if args.timeout > limit:
         status += f"; timeout capped at {limit}s"
     cap = output_cap(ctx.settings.context, "code_run", ctx.calls_in_turn)
     with output:
         text, size = _read_ends(output.fileno(), cap)
-    hits = _limits_hit(ctx, cgroup)
+    hits = _limits_hit(scripts, cgroup)
     if hit or (not status.startswith("timeout") and (hit := verdict(code, text, limits, *hits))):
         status += f"; {hit}"
     if size > cap:
@@ -214,14 +217,14 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
 
 
-def _limits_hit(ctx: ToolContext, cgroup: Optional[SandboxCgroup]) -> tuple[int, int]:
+def _limits_hit(scripts: Scripts, cgroup: Optional[SandboxCgroup]) -> tuple[int, int]:
     """(forks refused, processes killed for memory) in the script's cgroup; the cgroup is removed now, or at the
     task's end if still busy."""
     if cgroup is None:
         return 0, 0
     hits = cgroup.refused_forks(), cgroup.oom_kills()
     if not cgroup.remove():
-        ctx.cleanup.callback(cgroup.remove, tries=10)
+        scripts.busy_cgroups.append(cgroup)
     return hits
 
 
@@ -246,16 +249,45 @@ def task_policy(ctx: ToolContext, env: dict[str, str], gate: Optional[gateway.Ga
                           tmp_size=limits.tmp_size if limits else None, config_dirs=rules.config_dirs)
 
 
-def _gateway(ctx: ToolContext) -> gateway.Gateway:
-    """The task's model gateway, started at its first code_run and closed at its end."""
-    if ctx.gateway is None:
-        account = ctx.account if ctx.account is not None else Account()
-        parent = gateway.Parent(ctx.task_id, ctx.workdir, ctx.settings, {k: str(v) for k, v in ctx.env.items()},
-                                account)
-        ctx.gateway = gateway.Gateway(ctx.settings, ctx.model_config, parent)
-        ctx.cleanup.callback(ctx.gateway.close)
-        ctx.kill.append(ctx.gateway.cancel_nested)  # the task's cancel (timeout, stop) stops its nested runs
-    return ctx.gateway
+class Scripts(ToolState):
+    """What code_run keeps for a task: the process groups it started that may still be alive, the number of its
+    last .ga/code_N script, the sandbox cgroups still busy when their script ended, and the task's model gateway
+    (started at the first code_run that needs one). At the task's end the leftovers are killed, then their
+    cgroups removed, then the gateway closed."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        super().__init__(ctx)
+        self.groups: list[int] = []
+        self.numbered = 0
+        self.busy_cgroups: list[SandboxCgroup] = []
+        self.gateway: Optional[gateway.Gateway] = None
+        self.warned_unsandboxed = False
+
+    def gateway_for_task(self) -> gateway.Gateway:
+        """The task's model gateway, started at its first use."""
+        if self.gateway is None:
+            ctx = self.ctx
+            account = ctx.account if ctx.account is not None else Account()
+            parent = gateway.Parent(ctx.task_id, ctx.workdir, ctx.settings, {k: str(v) for k, v in ctx.env.items()},
+                                    account)
+            self.gateway = gateway.Gateway(ctx.settings, ctx.model_config, parent)
+            ctx.kill.append(self.gateway.cancel_nested)  # the task's cancel (timeout, stop) stops its nested runs
+        return self.gateway
+
+    def kill_leftovers(self) -> int:
+        """Kill the process groups still alive; returns how many."""
+        killed = sum(_kill_group(pgid) for pgid in self.groups)
+        self.groups.clear()
+        return killed
+
+    def close(self) -> None:
+        try:
+            self.kill_leftovers()
+            for cgroup in self.busy_cgroups:
+                cgroup.remove(tries=10)
+        finally:
+            if self.gateway is not None:
+                self.gateway.close()
 
 
 def _warn_shared_mount_race(bwrap: str, shared: tuple[Path, ...]) -> None:
@@ -281,8 +313,6 @@ def _key_names(ctx: ToolContext) -> set[str]:
 @functools.lru_cache(maxsize=1)
 def _configured_key_names() -> frozenset[str]:
     """Read once a process: the model files are the user's and this process's, not a task's."""
-    from worker.modelconfig import key_env_names
-
     return key_env_names()
 
 
@@ -297,26 +327,11 @@ def _warn_open_network(ctx: ToolContext) -> None:
 _WARNED_OPEN: set[str] = set()
 
 
-def _warn_unsandboxed(ctx: ToolContext) -> None:
-    if not ctx.warned_unsandboxed:  # once per task: every run that uses `sandbox: off` says so
-        ctx.warned_unsandboxed = True
-        log.warning("sandbox_off", task=ctx.task_id,
+def _warn_unsandboxed(task_id: str, scripts: Scripts) -> None:
+    if not scripts.warned_unsandboxed:  # once per task: every run that uses `sandbox: off` says so
+        scripts.warned_unsandboxed = True
+        log.warning("sandbox_off", task=task_id,
                     note="code_run runs unsandboxed (sandbox.mode: off): it can write wherever this user can")
-
-
-def kill_leftovers(ctx: ToolContext) -> int:
-    """Kill process groups code_run started that are still alive (call at task end); returns how many."""
-    groups = ctx.pgids or []
-    killed = sum(_kill_group(pgid) for pgid in groups)
-    groups.clear()
-    return killed
-
-
-def _track(ctx: ToolContext, pgid: int) -> None:
-    if ctx.pgids is None:  # first script of the task: the loop's end-of-task cleanup kills leftovers
-        ctx.pgids = []
-        ctx.cleanup.callback(kill_leftovers, ctx)
-    ctx.pgids.append(pgid)
 
 
 def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
@@ -327,18 +342,18 @@ def _resolve_cwd(ctx: ToolContext, cwd: str) -> Path:
     return path
 
 
-def _script_files(workdir: Path, kind: str, script: str, ctx: ToolContext) -> tuple[Path, BinaryIO]:
+def _script_files(workdir: Path, kind: str, script: str, scripts: Scripts) -> tuple[Path, BinaryIO]:
     """Write the next .ga/code_N script and create its output file; returns the script's path and the output
     file, open. The task can write .ga: nothing there is followed, and a name already taken is never reused."""
     with closing(fsutil.Folder(workdir)) as top, closing(top.sub(SCRIPT_DIR, create=True)) as folder:
-        n = ctx.code_runs + 1
+        n = scripts.numbered + 1
         while True:
             try:
                 out = folder.create(f"code_{n}.out", os.O_RDWR)
                 break
             except FileExistsError:  # a resumed task keeps its earlier scripts
                 n += 1
-        ctx.code_runs = n
+        scripts.numbered = n
         name = f"code_{n}{'.py' if kind == 'python' else '.sh'}"
         try:
             folder.replace(name, script.encode("utf-8"))

@@ -14,7 +14,7 @@ from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, memory_rel, open_checked, open_plain, plain_rel
 from worker.textpatch import patch_exact
 from worker.textscan import CappedText, Line, LineScan
-from worker.tools.base import ToolContext, optional_str, tool
+from worker.tools.base import FunctionTool, ToolContext, ToolState, optional_str
 from worker.types import ToolResult
 
 MAX_SUGGESTIONS = 5
@@ -44,6 +44,18 @@ class FileWriteArgs(BaseModel):
     mode: Literal["overwrite", "append", "prepend"] = "overwrite"
 
 
+class OpenWorkdir(ToolState):
+    """The task's directory, opened once per task: file_write walks below it from this handle, no link followed."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        super().__init__(ctx)
+        self.folder = fsutil.Folder(ctx.workdir)
+        self.fd = self.folder.fd
+
+    def close(self) -> None:
+        self.folder.close()
+
+
 def _error(message: str) -> ToolResult:
     return ToolResult(message, ok=False, evidence=False)
 
@@ -65,8 +77,6 @@ def _display(path: Path, ctx: ToolContext) -> str:
 
 # ---- file_read
 
-@tool("file_read", "Read a file as numbered lines 'N|text'. keyword: show the lines around its first"
-      " match (any case) from start on. memory/... is the memory tier.", FileReadArgs, answer_evidence=False)
 def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -87,6 +97,11 @@ def file_read(ctx: ToolContext, args: FileReadArgs) -> ToolResult:
             return ToolResult(_render(args, text, ctx, lambda: _cut_note(text, os.fstat(raw.fileno()).st_size)))
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
+
+
+FILE_READ = FunctionTool("file_read", "Read a file as numbered lines 'N|text'. keyword: show the lines around its first"
+                         " match (any case) from start on. memory/... is the memory tier.", FileReadArgs, file_read,
+                         answer_evidence=False)
 
 
 def _cut_note(text: CappedText, size: int) -> str:
@@ -214,8 +229,6 @@ def _missing(asked: str, candidates: list[str]) -> str:
 
 # ---- file_patch
 
-@tool("file_patch", "Replace old_content (exact text from file_read, no line numbers; must occur once)"
-      " with new_content.", FilePatchArgs, answer_evidence=False)
 def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -239,6 +252,10 @@ def file_patch(ctx: ToolContext, args: FilePatchArgs) -> ToolResult:
     line = text[:text.find(old_s)].count("\n") + 1
     return ToolResult(f"patched {_display(path, ctx)} at line {line}"
                       f" ({old_s.count(chr(10)) + 1} lines -> {new_s.count(chr(10)) + 1})")
+
+
+FILE_PATCH = FunctionTool("file_patch", "Replace old_content (exact text from file_read, no line numbers; must occur"
+                          " once) with new_content.", FilePatchArgs, file_patch, answer_evidence=False)
 
 
 def _no_memory(path: str) -> ToolResult:
@@ -270,8 +287,6 @@ def _read_text_strict(handle: BinaryIO) -> str:
 
 # ---- file_write
 
-@tool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for edits.", FileWriteArgs,
-      answer_evidence=False)
 def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
     try:
         rel = memory_rel(args.path)
@@ -287,7 +302,7 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
         rules = ctx.policy
         if rel is not None and (refusal := rules.write_refusal(rules.workdir / rel)):
             return _error(f"{args.path}: {refusal}")
-        fd = open_plain(ctx.workdir_fd(), rel, flags) if rel is not None else None
+        fd = open_plain(ctx.state(OpenWorkdir).fd, rel, flags) if rel is not None else None
         if fd is not None:
             shown = rel
         else:
@@ -308,3 +323,7 @@ def file_write(ctx: ToolContext, args: FileWriteArgs) -> ToolResult:
     except (ValueError, OSError) as exc:
         return _failure(args.path, exc)
     return ToolResult(f"wrote {len(args.content)} chars to {shown} ({args.mode}); file is now {size} bytes")
+
+
+FILE_WRITE = FunctionTool("file_write", "Create or overwrite a file, or append/prepend content. Prefer file_patch for"
+                          " edits.", FileWriteArgs, file_write, answer_evidence=False)

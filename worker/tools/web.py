@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pydantic import BaseModel, Field
 
@@ -15,9 +15,12 @@ from worker import sandbox
 from worker.context import cut_head_tail, output_cap
 from worker.paths import PathError, open_checked, resolve_read
 from worker.sandbox_limits import Limits
-from worker.tools.base import ToolContext, optional_str, tool
+from worker.tools.base import FunctionTool, ToolContext, ToolState, optional_str
 from worker.tools.code import task_policy
 from worker.types import ToolResult
+
+if TYPE_CHECKING:  # Playwright, loaded at the first web call
+    from worker.web import WebSession
 
 PREVIEW_CHARS = 300
 
@@ -41,12 +44,47 @@ def _failure(message: str) -> ToolResult:
     return ToolResult(message, ok=False, evidence=False)
 
 
+class Browser(ToolState):
+    """The task's browser session (worker.web): opened at the first web call, again if it died; closed at the
+    task's end, and killed at once by the task's cancel, even mid-call."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        super().__init__(ctx)
+        self.session: Optional[WebSession] = None
+
+    def open(self) -> WebSession:
+        """The session, opened on first use (ChromiumMissing / BrowserRefused / BrowserStartError)."""
+        from worker import web
+
+        session = self.session
+        if session is None or session.closed:
+            self._forget()
+            session = web.WebSession(web.browser_for(self.ctx, browser_policy), float(self.ctx.settings.worker.code_timeout))
+            self.session = session
+            self.ctx.kill.append(session.kill)
+        return session
+
+    def close(self) -> None:
+        session = self._forget()
+        if session is not None:
+            session.close()
+
+    def _forget(self) -> Optional[WebSession]:
+        session, self.session = self.session, None
+        if session is not None and session.kill in self.ctx.kill:
+            self.ctx.kill.remove(session.kill)
+        return session
+
+
+def browser_of(ctx: ToolContext) -> Optional[WebSession]:
+    """The task's browser session if a web call opened one (and the task has not ended), else None."""
+    browser = ctx.kept(Browser)
+    return browser.session if browser is not None else None
+
+
 def _in_browser(ctx: ToolContext, fn: Callable[..., Any], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
     """Run `await fn(session, *args)` on the worker's browser session: (notice of lost tabs, result)."""
-    from worker import web
-
-    session = web.session_for(ctx, browser_policy)
-    return session.call(fn, *args, timeout=timeout)
+    return ctx.state(Browser).open().call(fn, *args, timeout=timeout)
 
 
 def browser_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
@@ -73,10 +111,6 @@ def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
         return _failure(f"error: browser: {str(exc).strip().splitlines()[0]}")
 
 
-@tool("web_scan", "The open tabs and the active page simplified to what a person sees (hidden, covered and"
-      " repeated navigation dropped; a long page comes in pages). Elements to act on carry sel=\"<css selector>\""
-      " for document.querySelector in web_execute_js; a sel with ' >>> ' steps into a shadow root or frame: use $ga(sel).",
-      WebScanArgs)
 def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
     from worker.web.scan import web_scan as scan_tabs
 
@@ -85,7 +119,8 @@ def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
         notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
         head = "\n".join(filter(None, [notice, result["tabs"]]))
         if args.tabs_only:
-            return ToolResult(head, data={"tab": ctx.web.active})
+            session = browser_of(ctx)
+            return ToolResult(head, data={"tab": session.active if session is not None else ""})
         pages, number = result["pages"], result["page"]
         if number > pages:
             return _failure(f"error: no page {number}: the scan of {result['url']} has {pages} page{'s' * (pages > 1)};"
@@ -106,6 +141,13 @@ def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
     return _guarded(run)
 
 
+WEB_SCAN = FunctionTool(
+    "web_scan", "The open tabs and the active page simplified to what a person sees (hidden, covered and"
+    " repeated navigation dropped; a long page comes in pages). Elements to act on carry sel=\"<css selector>\""
+    " for document.querySelector in web_execute_js; a sel with ' >>> ' steps into a shadow root or frame: use $ga(sel).",
+    WebScanArgs, web_scan)
+
+
 def _paging_line(number: int, pages: int, text_only: bool) -> str:
     """The first line of a paged scan: where this page is and how to get the next."""
     if pages == 1:
@@ -116,8 +158,6 @@ def _paging_line(number: int, pages: int, text_only: bool) -> str:
     return f"main content: page {number} of {pages} (the last)"
 
 
-@tool("web_execute_js", "Run JavaScript in the active tab (navigate with location.href='...'). Returns the value and"
-      " what changed: navigation, new tabs, DOM mutations, messages, dialogs.", WebExecuteJsArgs)
 def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
     from worker.web.execjs import execute
 
@@ -148,6 +188,11 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
         body = cut_head_tail(value, max(200, cap - len(head) - len(report) - 8))
         return ToolResult(f"{head}value: {body}" + (f"\n{report}" if report else ""), data={"changes": outcome.changes})
     return _guarded(run)
+
+
+WEB_EXECUTE_JS = FunctionTool(
+    "web_execute_js", "Run JavaScript in the active tab (navigate with location.href='...'). Returns the value and"
+    " what changed: navigation, new tabs, DOM mutations, messages, dialogs.", WebExecuteJsArgs, web_execute_js)
 
 
 def _network_note(ctx: ToolContext) -> str:

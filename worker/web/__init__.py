@@ -1,7 +1,10 @@
 """A real browser for the web tools: each task its own Chromium, inside the task's sandbox, over a pipe.
 
-    session = session_for(ctx, policy_of)  # on first use: which browser the task gets (below); registers close_for
-    close_for(ctx)                         # closes the task's context and browser (the loop runs it at task end)
+    session = WebSession(browser_for(ctx, policy_of), script_timeout)  # which browser the task gets (below)
+    session.close()                                                      # its context and browser go
+
+The task's session is the web tools' own state (worker/tools/web.py's `Browser`): opened at the first web call,
+closed at the task's end.
 
 Which browser: with `web.cdp_url` the person's own (an opt-in of their config, warned once); with
 `sandbox.mode: off` Chromium as it is (warned once); otherwise Chromium in the task's sandbox, the policy
@@ -20,30 +23,10 @@ from worker.web.browser_context import TabError, WebSession
 from worker.web.chromium import ChromiumMissing, find_chromium
 from worker.web.launch import BrowserRefused
 
-__all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "close_for",
-           "session_for"]
+__all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "browser_for"]
 log = structlog.get_logger("worker.web")
 PolicyOf = Callable[[Any, dict[str, str]], sandbox.Policy]
 _warned: set[str] = set()
-
-
-def session_for(ctx: Any, policy_of: PolicyOf) -> WebSession:
-    """The task's browser session, opened on first use (ChromiumMissing / BrowserRefused / BrowserStartError)."""
-    session = ctx.web
-    if session is None or session.closed:
-        session = ctx.web = WebSession(browser_for(ctx, policy_of), float(ctx.settings.worker.code_timeout))
-        ctx.kill.append(session.kill)  # a cancelled task's browser goes at once, even mid-call
-        ctx.cleanup.callback(close_for, ctx)
-    return session
-
-
-def close_for(ctx: Any) -> None:
-    """End the task's browser use (idempotent); the loop runs this at task end through ctx.cleanup."""
-    session, ctx.web = ctx.web, None
-    if session is not None:
-        if session.kill in ctx.kill:
-            ctx.kill.remove(session.kill)
-        session.close()
 
 
 def browser_for(ctx: Any, policy_of: PolicyOf) -> Union[TaskBrowser, ExternalBrowser]:
