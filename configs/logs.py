@@ -2,13 +2,19 @@
 
 - stderr: warnings and errors, one readable line each (`warning: llm.retry model=... attempt=2`); info and
   debug lines too with `--log-level info` (or debug). Results go to stdout, never log lines.
-- a log file while a run or a session's exchange lasts (`log_file(handle)`, opened by worker.runlog: runs/<id>/ga.log): info and up
-  (debug with --log-level debug), one readable line each with its time.
+- a log file while a run or a session's exchange lasts (`log_file(handle, run)`, opened by worker.runlog: runs/<id>/ga.log):
+  info and up (debug with --log-level debug), one readable line each with its time. Which run a line belongs to is
+  structlog's context (`run=`, bound by log_file; `task=`, bound where a task's thread starts, `in_context` carrying
+  both into threads): a run's file gets its own run's lines and the lines of no run (the process's own: a shared
+  governor, the reaper), never another run's, when two runs share a process. A task's info and debug lines stay off
+  stderr (they would break into the live view and into the output a parent's code_run reads); its file keeps them.
 - `--log-json FILE`: the same lines as the log file, as JSON.
 Secrets are masked in all of them.
 """
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
 import logging
 import re
@@ -71,10 +77,18 @@ class _Sink:
     level: int
     stream: Callable[[], TextIO]  # looked up at each write: test runners swap and close sys.stderr
     render: Callable[[EventDict], str]
+    run: Optional[str] = None  # a file's run: it takes only that run's lines and those of no run
+
+    def takes(self, level: int, context: Mapping[str, Any]) -> bool:
+        if level < self.level:
+            return False
+        if self.kind == "file":
+            return context.get("run") in (None, self.run)
+        return self.kind != "stderr" or level >= logging.WARNING or not context.get("task")
 
 
 class _Router:
-    """The last processor: writes each event to every sink whose level it reaches, then drops it."""
+    """The last processor: writes each event to every sink that takes it (its level, its run), then drops it."""
 
     def __init__(self) -> None:
         self.sinks: list[_Sink] = []
@@ -83,9 +97,10 @@ class _Router:
     def __call__(self, _logger: Any, _name: str, event: EventDict) -> Any:
         level = logging.getLevelName(str(event.get("level", "info")).upper())
         level = level if isinstance(level, int) else logging.INFO
+        context = structlog.contextvars.get_contextvars()  # the caller's: the event's run= may name another run
         with self.lock:
             for sink in self.sinks:
-                if level >= sink.level:
+                if sink.takes(level, context):
                     stream = sink.stream()
                     stream.write(sink.render(event) + "\n")
                     stream.flush()
@@ -127,16 +142,23 @@ def setup_logging(level: str = "warning", json_file: Optional[Path] = None) -> N
 
 
 @contextmanager
-def log_file(handle: TextIO) -> Iterator[None]:
-    """While the block runs, this process's log lines (info and up) are also appended to `handle` (a run's or a
-    session's ga.log, opened by worker.runlog). Logging is set up with the defaults first if nobody did."""
+def log_file(handle: TextIO, run: str) -> Iterator[None]:
+    """While the block runs, the lines of `run` (bound in this context) and of no run, info and up, are also appended
+    to `handle` (a run's or a session's ga.log, opened by worker.runlog). Logging is set up with the defaults first
+    if nobody did."""
     if not structlog.is_configured():
         setup_logging()
-    sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True))
+    sink = _Sink("file", _detail, lambda: handle, lambda event: render_line(event, with_time=True), run=run)
     with _router.lock:
         _router.sinks.append(sink)
     try:
-        yield
+        with structlog.contextvars.bound_contextvars(run=run):
+            yield
     finally:
         with _router.lock:
             _router.sinks.remove(sink)
+
+
+def in_context(target: Callable[..., Any]) -> Callable[..., Any]:
+    """`target` to run in a copy of the caller's context (its run and task): a new thread starts with an empty one."""
+    return functools.partial(contextvars.copy_context().run, target)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import structlog
 
+from configs.logs import in_context
 from memory_shared import StoreHandle, fsutil
 from orchestrator.inputfiles import copy_input
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
@@ -222,7 +223,7 @@ class WorkerActor:
         timeout = job.timeout
         if self.in_process:
             return self._run_here(worker, state, timeout, outcome)
-        thread = threading.Thread(target=_run_worker, args=(worker, outcome), daemon=True,
+        thread = threading.Thread(target=in_context(_run_worker), args=(worker, outcome), daemon=True,
                                   name=f"{WORKER_THREAD}{job.task_id}"[:60])
         thread.start()
         thread.join(timeout)

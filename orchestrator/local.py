@@ -19,7 +19,6 @@ cleanup beyond the run directory.
 """
 from __future__ import annotations
 
-import functools
 import json
 import queue
 import threading
@@ -29,14 +28,15 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+import structlog
+
+from configs.logs import in_context
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import reaper
 from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost, drain
 from orchestrator.records import Job, TaskRecord
 
 if TYPE_CHECKING:
-    from structlog.typing import EventDict, Processor, WrappedLogger
-
     from configs import Settings
     from configs.settings import FanoutSettings
     from orchestrator.governor import Governor
@@ -54,7 +54,6 @@ class LocalExecutor:
     def __init__(self) -> None:
         self.info: ClusterInfo = {"address": None, "node_id": None, "started": True}
         reaper.ensure()  # code_run's process groups go when this process dies, even by kill -9
-        _quiet_worker_logs()
 
     def pool(self, run_id: str, size: int, fanout_settings: FanoutSettings, run_path: Path) -> LocalPool:
         return LocalPool(run_id, size, run_path)
@@ -66,24 +65,6 @@ class LocalExecutor:
 
     def memory_mode(self, settings: Settings) -> MemoryPlacement:
         return MemoryPlacement("store")  # one machine: the store itself
-
-
-@functools.lru_cache(maxsize=1)  # once per process
-def _quiet_worker_logs() -> None:
-    """Workers' debug and info lines stay off the driver's stderr, as on Ray (where they stay in Ray's worker
-    logs): they would break into the live view and into the output a parent's code_run reads. Warnings and
-    errors still show; the ledger and events.jsonl keep what the run did."""
-    import structlog
-
-    from orchestrator.actor import WORKER_THREAD
-
-    def drop(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
-        if method in ("debug", "info") and threading.current_thread().name.startswith((WORKER_THREAD, TASK_THREAD)):
-            raise structlog.DropEvent
-        return event
-
-    processors: list[Processor] = [drop, *structlog.get_config()["processors"]]
-    structlog.configure(processors=processors)
 
 
 class LocalPool(SlotPool):
@@ -118,7 +99,8 @@ class LocalPool(SlotPool):
 
         def run() -> None:
             try:
-                record = member.handle.run_task(job)
+                with structlog.contextvars.bound_contextvars(task=job.task_id):  # its info lines: off stderr, in ga.log
+                    record = member.handle.run_task(job)
             except BaseException as exc:  # noqa: BLE001  (reported as the call's error)
                 self._settle(future, WorkerError(f"{type(exc).__name__}: {exc}"))
             else:
@@ -128,7 +110,7 @@ class LocalPool(SlotPool):
                 if future in futures:
                     futures.remove(future)
 
-        threading.Thread(target=run, daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
+        threading.Thread(target=in_context(run), daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
     def _settle(self, future: Future[TaskRecord], outcome: TaskRecord | BaseException) -> None:

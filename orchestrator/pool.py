@@ -92,6 +92,7 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Cl
     if ray.is_initialized():
         return cluster_info(started=False)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # children (raylet, workers) bind loopback too
+    # private: its token-auth notice at each start has no public switch; silencing its logger by name touches no API
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     address = address or os.environ.get("GA_RAY_ADDRESS") or None
     options: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
@@ -111,6 +112,7 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Cl
                 if address:
                     raise
                 # a stale `ray start` address file: start our own below
+        # hidden kwarg (so ray.init says): the env switch to loopback is read at `import ray`, too late for this one
         ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **options)
         reaper.ensure()  # the processes of a Ray this driver started go when it dies, even by kill -9
     except (ConnectionError, ValueError, RuntimeError) as exc:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+import structlog
+
 from configs import Settings
 from orchestrator.actor import WorkerActor
 from orchestrator.fanout import (
@@ -346,7 +348,7 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
     from orchestrator.driver import Driver, Nesting, run_status
 
     started = time.time()
-    executor = LocalExecutor()  # its workers' info lines stay off the terminal, as in a fan-out
+    executor = LocalExecutor()  # its tasks' info lines stay off the terminal, as in a fan-out
     driver = Driver(plan, run, settings, {**models}, Nesting(), settings.fanout.max_depth, executor,
                     workers=workers, display="quiet")
     actor = ReplayActor(max(1, workers))
@@ -373,7 +375,8 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
         with lock:
             run.ledger("started", item.task.id, attempt=item.attempt,
                        **({"forked_from_turn": item.live_from} if item.live_from else {}))
-        record = actor.run_task(job)
+        with structlog.contextvars.bound_contextvars(task=item.task.id):  # as a fan-out's task: off stderr
+            record = actor.run_task(job)
         found = list(model.divergences)
         if not item.live_from and not found:
             found += _after_the_run(item, Path(job.task_dir) / "history.jsonl", record, paths)

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from configs.logs import in_context
+
 log = structlog.get_logger("worker.egress")
 PORT = 3128  # the proxy's port inside every sandbox (each has its own loopback)
 MAX_HEAD = 64 * 1024  # a request line and headers longer than this are refused
@@ -34,7 +36,7 @@ class EgressProxy:
         self.socket_path = socket_path
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(ready,), name="ga-egress", daemon=True)
+        self._thread = threading.Thread(target=in_context(self._serve), args=(ready,), name="ga-egress", daemon=True)
         self._thread.start()
         ready.wait()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from configs import Settings
+from configs.logs import in_context
 from memory_shared import MemoryStore
 from worker import conversations
 from worker.agent import Worker
@@ -77,7 +78,7 @@ def run_interruptibly(worker: Worker, on_interrupt: Callable[[], None], patient:
         finally:
             done.set()
 
-    threading.Thread(target=work, daemon=True, name="ga-exchange").start()
+    threading.Thread(target=in_context(work), daemon=True, name="ga-exchange").start()
     interrupted = False
     while not done.is_set():
         try:

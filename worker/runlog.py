@@ -1,4 +1,5 @@
-"""A run's or a session's ga.log: its info lines while the run (or the session's exchange) lasts.
+"""A run's or a session's ga.log: its info lines while the run (or the session's exchange) lasts; the lines are
+bound to the run by its directory's name (configs.logs), so two runs in one process keep their own.
 
 `ga run` keeps its run directory where the task's scripts could write (with the sandbox off): the file is opened
 as History opens its own (memory_shared.fsutil: no symlink followed, regular files only); one that cannot be is
@@ -31,5 +32,5 @@ def run_log(run_dir: Path) -> Iterator[Optional[Path]]:
         structlog.get_logger("ga.log").warning("log_file_skipped", path=str(path), problem=str(exc))
         yield None
         return
-    with os.fdopen(fd, "a", encoding="utf-8") as handle, log_file(handle):
+    with os.fdopen(fd, "a", encoding="utf-8") as handle, log_file(handle, run=path.parent.name):
         yield path

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 import structlog
 
+from configs.logs import in_context
 from worker.sandbox_limits import human_size
 
 log = structlog.get_logger("worker.sandbox")
@@ -58,7 +59,7 @@ class DiskWatch:
         self.held = 0  # bytes the workdir held at the last walk
         self.killed = False
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="ga-disk-watch")
+        self._thread = threading.Thread(target=in_context(self._watch), daemon=True, name="ga-disk-watch")
         self._thread.start()
 
     def stop(self) -> Optional[str]:
