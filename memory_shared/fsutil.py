@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 READ_ONLY = 0o444
+PIECE = 1 << 16  # what _pread asks for past the size the file had when it started
 
 
 def unique(prefix: str = "") -> str:
@@ -276,9 +277,13 @@ def read_ends(fd: int, size: int, keep: int) -> tuple[bytes, bytes]:
 
 
 def _pread(fd: int, count: int, offset: int) -> bytes:
+    """At most `count` bytes from `offset`. os.pread allocates all it is asked for: a history read under a 1 GiB
+    cap cost a 1 GiB allocation however small the file, so each piece asked for is what the file holds (a file
+    that grew meanwhile: pieces of PIECE bytes), never more than `count`."""
     chunks: list[bytes] = []
+    size = os.fstat(fd).st_size
     while count > 0:
-        chunk = os.pread(fd, count, offset)
+        chunk = os.pread(fd, min(count, max(size - offset, PIECE)), offset)
         if not chunk:
             break
         chunks.append(chunk)
