@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -10,6 +11,11 @@ from memory_shared import MemoryStore
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep every Ray process on loopback
 os.environ.update(COLUMNS="80", LINES="24")  # what `ga` in this process draws: a stock terminal's size
+# The tests of Ctrl-C are about a person's terminal, where SIGINT is never ignored. A suite started as a background
+# job of a script inherits SIGINT ignored, and every `ga` it started would too (an ignored signal stays ignored
+# across exec): they get the default disposition instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # the web tests' fixtures (the fixture site, settings whose network reaches it, task contexts)
 from web_fixtures.server import make_ctx, site, web_settings  # noqa: E402, F401
