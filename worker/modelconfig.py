@@ -128,8 +128,8 @@ def resolve_model(name: Optional[str], settings: Any = None, files: Optional[lis
             name = "openai"
         else:
             raise ModelConfigError(
-                "no model configured: pass --model NAME, set GA_MODEL, add an entry to configs/models.yaml "
-                "(or ./models.yaml, ~/.config/ga/models.yaml), or export OPENAI_API_KEY (and OPENAI_BASE_URL); "
+                "no model configured: pass --model NAME, set GA_MODEL, add an entry to ~/.config/ga/models.yaml "
+                "(a project's ./models.yaml may only tune one), or export OPENAI_API_KEY (and OPENAI_BASE_URL); "
                 "offline, use the scripted model: --model scripted:configs/examples/scripts/hello.yaml"
             )
     if name.startswith("scripted:"):
@@ -145,7 +145,7 @@ def resolve_model(name: Optional[str], settings: Any = None, files: Optional[lis
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise ModelConfigError(
             f"unknown model '{name}'; {hint}known: {', '.join(sorted(entries)) or '(none)'}, scripted:FILE, "
-            "scripted@URL; add it to ./models.yaml or ~/.config/ga/models.yaml"
+            "scripted@URL; add it to ~/.config/ga/models.yaml (a project's ./models.yaml may only tune a model)"
         )
     fields, places = entries[name]
     return _build({"schema_resend_every": resend, **fields, "name": name}, places)
