@@ -244,7 +244,7 @@ def test_no_model_configured_is_one_line_listing_the_ways(tmp_path, monkeypatch)
         resolve_model(None, settings_without_model(tmp_path))
     message = str(caught.value)
     assert "\n" not in message
-    for way in ("--model NAME", "GA_MODEL", "configs/models.yaml", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+    for way in ("--model NAME", "GA_MODEL", "~/.config/ga/models.yaml", "OPENAI_API_KEY", "OPENAI_BASE_URL",
                 "scripted:configs/examples/scripts/hello.yaml"):
         assert way in message
 
