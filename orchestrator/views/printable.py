@@ -36,7 +36,10 @@ class Shown:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for segment in console.render(self.inner, options):
-            yield segment if segment.control else Segment(CONTROLS.sub("", segment.text), segment.style)
+            if segment.control or not CONTROLS.search(segment.text):
+                yield segment  # Rich's own cursor moves, and clean text: as they are (no new segment per line)
+            else:
+                yield Segment(CONTROLS.sub("", segment.text), segment.style)
 
 
 class _Guard(RenderHook):
