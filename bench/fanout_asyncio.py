@@ -15,7 +15,6 @@ import time
 
 STARTED = time.monotonic()
 
-import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
@@ -24,7 +23,7 @@ import tempfile  # noqa: E402
 import urllib.parse  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from fanout_threads import SYSTEM, TOOLS, file_write  # noqa: E402  (bench/, the script's own folder)
+from fanout_threads import SYSTEM, TOOLS, arguments, run_tool  # noqa: E402  (bench/, the script's own folder)
 
 
 class Client:
@@ -81,8 +80,7 @@ async def agent(client: Client, prompt: str, workdir: Path, max_turns: int) -> s
             return message.get("content") or ""
         for call in message["tool_calls"]:
             function = call["function"]
-            result = file_write(workdir, function["arguments"]) if function["name"] == "file_write" \
-                else f"error: no tool {function['name']}"
+            result = run_tool(workdir, function["name"], function["arguments"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     return ""
 
@@ -102,13 +100,7 @@ async def run(url: str, n: int, w: int, root: Path, max_turns: int) -> tuple[lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("n", type=int)
-    parser.add_argument("w", type=int)
-    parser.add_argument("--workdir", type=Path)
-    parser.add_argument("--max-turns", type=int, default=5)
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory(prefix="ga-bench-asyncio-") as scratch:  # removed unless --workdir is given
         root = (args.workdir or Path(scratch)).resolve()
         answers, requests = asyncio.run(run(args.url, args.n, args.w, root, args.max_turns))

@@ -14,7 +14,6 @@ import time
 
 STARTED = time.monotonic()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO  # noqa: E402
 
-from fanout_threads import SYSTEM, TOOLS, file_write  # noqa: E402  (bench/, the script's own folder)
+from fanout_threads import SYSTEM, TOOLS, arguments, run_tool  # noqa: E402  (bench/, the script's own folder)
 
 
 class Client:
@@ -85,20 +84,13 @@ def agent(client: Client, prompt: str, workdir: Path, max_turns: int) -> str:
             return message.get("content") or ""
         for call in message["tool_calls"]:
             function = call["function"]
-            result = file_write(workdir, function["arguments"]) if function["name"] == "file_write" \
-                else f"error: no tool {function['name']}"
+            result = run_tool(workdir, function["name"], function["arguments"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     return ""
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("n", type=int)
-    parser.add_argument("w", type=int)
-    parser.add_argument("--workdir", type=Path)
-    parser.add_argument("--max-turns", type=int, default=5)
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     client = Client(args.url)
     with tempfile.TemporaryDirectory(prefix="ga-bench-sockets-") as scratch:  # removed unless --workdir is given
         root = (args.workdir or Path(scratch)).resolve()

@@ -43,6 +43,22 @@ def file_write(workdir: Path, arguments: str) -> str:
         return f"error: {exc}"
 
 
+def run_tool(workdir: Path, name: str, arguments: str) -> str:
+    """The one tool these agents have (bench/fanout_asyncio.py and bench/fanout_sockets.py share it)."""
+    return file_write(workdir, arguments) if name == "file_write" else f"error: no tool {name}"
+
+
+def arguments(description: str) -> argparse.Namespace:
+    """URL N W [--workdir DIR] [--max-turns 5]: the command line of the three clients."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("url")
+    parser.add_argument("n", type=int)
+    parser.add_argument("w", type=int)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--max-turns", type=int, default=5)
+    return parser.parse_args()
+
+
 def agent(openai: Any, url: str, prompt: str, workdir: Path, max_turns: int, counter: list[int],
           lock: threading.Lock) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
@@ -58,8 +74,7 @@ def agent(openai: Any, url: str, prompt: str, workdir: Path, max_turns: int, cou
             if not message.tool_calls:
                 return message.content or ""
             for call in message.tool_calls:
-                result = file_write(workdir, call.function.arguments) if call.function.name == "file_write" \
-                    else f"error: no tool {call.function.name}"
+                result = run_tool(workdir, call.function.name, call.function.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         return ""
     finally:
@@ -67,13 +82,7 @@ def agent(openai: Any, url: str, prompt: str, workdir: Path, max_turns: int, cou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("n", type=int)
-    parser.add_argument("w", type=int)
-    parser.add_argument("--workdir", type=Path)
-    parser.add_argument("--max-turns", type=int, default=5)
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     import openai  # here: bench/fanout_asyncio.py shares this module's agent, not the SDK
 
     counter, lock = [0], threading.Lock()
