@@ -4,8 +4,8 @@ a Unix socket outside. Two ways to run it.
     python -I -S sandbox_launch.py --host
     python -I -S sandbox_launch.py PORT=SOCKET [PORT=SOCKET ...] -- COMMAND...
 
-The relay host (`--host`, worker/sandbox_relay.py starts one per ga process, outside any sandbox): a line
-`PID PORT=SOCKET ...` on stdin asks for the relays of the sandbox whose first process is PID, which bubblewrap
+The relay host (`--host`, worker/sandbox_relay.py starts one per ga process, outside any sandbox): a JSON line
+`[PID, [[PORT, SOCKET], ...]]` on stdin asks for the relays of the sandbox whose first process is PID, which bubblewrap
 holds before it execs the command (--block-fd). A forked child joins that process's network namespace (and
 its user namespace, when bubblewrap made one), binds the ports, answers `ok` (or `error: ...`) on stdout, and
 relays until PID ends: ga then lets the command run. No interpreter starts per sandbox, and the relay is in
@@ -116,6 +116,7 @@ def _pipe(source: _socket.socket, target: _socket.socket, done) -> None:
 def host() -> None:
     """The relay host's loop: one request a line on stdin, one answer a line on stdout, until stdin ends."""
     # Loaded here, outside any sandbox, once: the sandbox's first process must stay built-ins only.
+    import json
     import select
 
     setns = _setns_function()
@@ -128,15 +129,23 @@ def host() -> None:
                 return
             pending += chunk
         line, _, pending = pending.partition(b"\n")
-        os.write(1, _start_relay(line.decode().split(), setns, select.poll).encode() + b"\n")
+        try:
+            request = json.loads(line)
+        except ValueError:
+            os.write(1, b"error: the relay host's request is no JSON\n")
+            continue
+        os.write(1, _start_relay(request, setns, select.poll).encode() + b"\n")
 
 
-def _start_relay(words: list, setns, poll) -> str:
+def _start_relay(request: list, setns, poll) -> str:
     """Fork the relay of one sandbox; its answer once its ports listen (or why they cannot)."""
     readable, writable = os.pipe()
     if os.fork() == 0:
-        os.close(readable)
-        _relay_in(words, setns, poll, writable)
+        try:
+            os.close(readable)
+            _relay_in(request, setns, poll, writable)
+        finally:
+            os._exit(1)  # whatever happens, never back into the host's loop
     os.close(writable)
     answer = b""
     while not answer.endswith(b"\n"):
@@ -148,12 +157,12 @@ def _start_relay(words: list, setns, poll) -> str:
     return answer.decode().strip() or "error: the relay ended before it listened"
 
 
-def _relay_in(words: list, setns, poll, answer: int) -> None:
+def _relay_in(request: list, setns, poll, answer: int) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):  # the host's pipes stay the host's: its end of input is ga's
         os.dup2(null, fd)
     try:
-        pid = int(words[0])
+        pid, forwards = int(request[0]), [(int(port), str(path)) for port, path in request[1]]
         alive = os.pidfd_open(pid)
         namespaces = []
         for kind in ("user", "net"):
@@ -169,13 +178,13 @@ def _relay_in(words: list, setns, poll, answer: int) -> None:
         for fd in namespaces:  # the user namespace first: it holds the rights on the network one
             setns(fd)
             os.close(fd)
-        forwards = _listen(words[1:])
-    except (OSError, ValueError, IndexError) as exc:
+        listeners = _listen([f"{port}={path}" for port, path in forwards])
+    except (OSError, ValueError, IndexError, TypeError) as exc:
         os.write(answer, f"error: {exc}\n".encode())
         os._exit(1)
     os.write(answer, b"ok\n")
     os.close(answer)
-    for listener, path in forwards:
+    for listener, path in listeners:
         _thread.start_new_thread(_accept, (listener, path))
     probe.poll()  # until the sandbox's first process ends
     os._exit(0)

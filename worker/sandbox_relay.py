@@ -87,7 +87,7 @@ class RelayHost:
 
     def relay(self, pid: int, forwards: tuple[tuple[int, Path], ...]) -> str:
         """`ok` once the relays of the sandbox whose first process is `pid` listen, else `error: ...`."""
-        line = " ".join([str(pid), *(f"{port}={path}" for port, path in forwards)]) + "\n"
+        line = json.dumps([pid, [[port, str(path)] for port, path in forwards]]) + "\n"  # a path may hold spaces
         with self._lock:
             for _ in range(2):  # a host that died (killed by hand) is started again, once
                 proc = self._running()

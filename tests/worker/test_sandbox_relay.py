@@ -58,8 +58,8 @@ def host_children() -> list[int]:
 
 @pytest.fixture
 def upstream():
-    """A Unix socket that answers one connection with what it was sent."""
-    folder = Path(tempfile.mkdtemp(prefix="ga-relay-"))
+    """A Unix socket that answers one connection with what it was sent, its path with a space."""
+    folder = Path(tempfile.mkdtemp(prefix="ga relay-"))  # a space in the path: the request is JSON, not words
     path = folder / "upstream.sock"
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(path))
