@@ -70,7 +70,10 @@ def run_exit(run: Run, done: Callable[[TaskRecord], bool] = task_done) -> int:
         return INTERRUPTED
     if stop is not None:  # paused, or the budget is spent
         return NOT_DONE
-    if len(run.results) < run.summary.tasks.total or not all(done(record) for record in run.results):
+    counts = run.summary.tasks
+    if run.finished < counts.total or counts.failed or counts.needs_input or counts.limit:
+        return NOT_DONE  # decided by the counts: no record is read
+    if not all(done(record) for record in run.each_result()):  # one at a time, none kept
         return NOT_DONE
     if run.reduce is not None and not reduce_done(run.reduce, run.run_dir):
         return NOT_DONE
