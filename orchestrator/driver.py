@@ -14,7 +14,7 @@ import structlog
 from configs import Settings
 from memory_shared import fsutil
 from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
-from orchestrator.exitcodes import run_exit
+from orchestrator.exitcodes import run_exit, task_done
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
 from orchestrator.ledger import RunDir, StoredResults
@@ -110,7 +110,8 @@ class Driver:
         results = StoredResults(run.path, tally.finished)  # read when asked for: the records are not held
         judged = Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
                      outcome.unfinished)
-        summary = summary.model_copy(update={"exit_code": run_exit(judged)})  # the one rule, as `ga fanout` exits
+        # the one rule, as `ga fanout` exits
+        summary = summary.model_copy(update={"exit_code": run_exit(judged, tasks_done=tally.all_done)})
         run.write_summary(summary)
         run.ledger("run_finished", status=summary.status, exit_code=summary.exit_code)
         run.event("run_finished", status=summary.status, seconds=summary.seconds)
@@ -256,9 +257,11 @@ class Tally:
     per_task: dict[str, Optional[Usage]] = field(default_factory=dict)
     nested_runs: int = 0
     memory_kept: dict[str, dict[str, Any]] = field(default_factory=dict)
+    all_done: bool = True  # every record done by the exit rule (orchestrator/exitcodes.py), so it need not read them
 
     def add(self, record: TaskRecord) -> None:
         self.finished += 1
+        self.all_done = self.all_done and task_done(record)
         if record.status in self.counts:
             self.counts[record.status] += 1
         self.per_task[record.task_id] = record.spent

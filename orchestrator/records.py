@@ -272,8 +272,12 @@ class Run:
         """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
         the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
         count = self.finished
-        shown = self.results if count <= COMPACT_ROWS else \
-            self.first_results(COMPACT_ROWS, where=lambda r: r.status != "succeeded")
+        if count <= COMPACT_ROWS:
+            shown = self.results
+        elif self.summary.tasks.succeeded == count:  # nothing to list: no record need be read
+            shown = []
+        else:
+            shown = self.first_results(COMPACT_ROWS, where=lambda r: r.status != "succeeded")
         per_answer = max(200, limit // max(1, len(shown) + (1 if self.reduce else 0)))
         rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
                  **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
