@@ -91,6 +91,7 @@ class LLMClient:
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
         self._tools_json: Optional[tuple[list[dict[str, Any]], bytes]] = None  # (tools list, its encoding)
+        self._tool_parameters: Optional[tuple[list[dict[str, Any]], dict[str, list[str]]]] = None  # (tools, theirs)
         self._stop_refused = False  # the server rejected `stop`: requests go without it
         self._lock = threading.Lock()
 
@@ -102,7 +103,7 @@ class LLMClient:
         started = time.monotonic()
         response = self._send_interpreting_refusals(request)
         latency = time.monotonic() - started
-        reply = self._reply(response, request, latency, tool_parameters(tools))
+        reply = self._reply(response, request, latency, self._parameters(tools))
         log.debug("llm.reply", model=self.config.name, latency=round(latency, 3), tool_calls=len(reply.tool_calls),
                   prompt=reply.usage.prompt, completion=reply.usage.completion, cached=reply.usage.cached)
         return reply
@@ -217,6 +218,13 @@ class LLMClient:
             encoded = self._tools_json[1]
         rest = _dumps({k: v for k, v in request.items() if k != "tools"})
         return rest[:-1] + b',"tools":' + encoded + b"}"
+
+    def _parameters(self, tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+        """tool_parameters of the tool list, worked out once per list (the same list every request of a task)."""
+        with self._lock:
+            if self._tool_parameters is None or self._tool_parameters[0] is not tools:
+                self._tool_parameters = (tools, tool_parameters(tools))
+            return self._tool_parameters[1]
 
     def _attempt(self, payload: bytes, attempt: int) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
