@@ -253,6 +253,7 @@ class TaskThreads:
     def _serve(self, work: Callable[[], None]) -> None:
         while True:
             work()
+            del work  # an idle thread holds nothing of its last task (its job, its record, its context)
             with self._lock:
                 self._idle += 1
             while True:
