@@ -114,6 +114,12 @@ def hidden_entries(home: Path, hidden: tuple[Path, ...]) -> tuple[Entry, ...]:
                  for p in [*(home / name for name in SECRETS), *hidden])
 
 
+@lru_cache(maxsize=16)
+def _hidden_table(home: Path, hidden: tuple[Path, ...]) -> "_Table":
+    """hidden_entries as a table, made once per process like them (read only: a task's table starts from a copy)."""
+    return _Table(hidden_entries(home, hidden))
+
+
 def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
     """Where the protected names are: every writable root, and ga's working directory when one holds it."""
     return [*roots, *(d for d in config_dirs if d not in roots and any(d.is_relative_to(r) for r in roots))]
@@ -305,28 +311,37 @@ class Environment:
         return entries(self.writable, self.state, self.hidden, self.config_dirs, self.home)
 
     @cached_property
-    def _fixed(self) -> tuple[Entry, ...]:
-        """The rule by name, whether each path exists or not (the file tools refuse a missing one too)."""
+    def _named(self) -> tuple[Entry, ...]:
+        """The rule by name but what is hidden, whether each path exists or not (the file tools refuse a missing one
+        too)."""
         table = [Entry(p, "rw", "a writable path") for p in self.writable]
         table += [Entry(p, "ro", what) for p, what in self.state]
         for folder in protected_folders(list(self.writable), list(self.config_dirs)):
             table += _protected_in(folder)
-        return (*table, *hidden_entries(self.home, self.hidden))
+        return tuple(table)
+
+    @cached_property
+    def _fixed(self) -> tuple[Entry, ...]:
+        """The rule by name, whether each path exists or not."""
+        return (*self._named, *hidden_entries(self.home, self.hidden))
 
     @cached_property
     def _fixed_table(self) -> _Table:
-        return _Table(self._fixed)
+        table = _hidden_table(self.home, self.hidden).copy()  # a hidden entry outranks any other for its path
+        for entry in self._named:
+            table.add(entry)
+        return table
 
-    @cached_property
+    @property
     def _hidden_table(self) -> _Table:
-        return _Table(e for e in self._fixed if e.access == "hide")
+        return _hidden_table(self.home, self.hidden)
 
     @cached_property
     def _may_become_links(self) -> tuple[Entry, ...]:
         """The protected entries a task could turn into a symbolic link: those whose folder lies in a writable root
         (a task makes links only where it may write; ga's state and the rest are real paths already)."""
         roots = _Table(Entry(p, "rw", "") for p in self.writable)
-        return tuple(e for e in self._fixed if e.access in ("ro", *ABSENT)
+        return tuple(e for e in self._named if e.access in ("ro", *ABSENT)
                      and roots.decide(os.path.dirname(str(e.path))) is not None)
 
     def _now(self) -> _Table:
