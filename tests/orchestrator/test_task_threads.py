@@ -35,7 +35,10 @@ def test_an_idle_thread_ends_after_its_wait_and_a_stuck_task_keeps_none_waiting(
     time.sleep(1.0)
     assert all(t.ident != first for t in threading.enumerate())  # it ended
     release = threading.Event()
-    threads.run(lambda: release.wait(10), "ga-task-stuck")
+    def stuck() -> None:
+        release.wait(10)
+
+    threads.run(stuck, "ga-task-stuck")
     try:
         _, name = run_and_wait(threads, "ga-task-c")  # not queued behind the stuck one
         assert name == "ga-task-c"
