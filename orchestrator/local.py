@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 TASK_THREAD = "ga-task-"
 POLL = 0.1  # seconds between looks at the mailbox (the driver) and for the reply (the asker)
 REPLY_WAIT = 10.0  # an asker gives up after this long without a reply (the driver is stuck or gone)
-THREAD_IDLE = 5.0  # seconds a task's thread waits for the next task before it ends
 
 
 class LocalExecutor:
@@ -111,7 +110,7 @@ class LocalPool(SlotPool):
                 if future in futures:
                     futures.remove(future)
 
-        TASK_THREADS.run(in_context(run), f"{TASK_THREAD}{job.task_id}"[:60])
+        threading.Thread(target=in_context(run), daemon=True, name=f"{TASK_THREAD}{job.task_id}"[:60]).start()
         return future
 
     def _settle(self, future: Future[TaskRecord], outcome: TaskRecord | BaseException) -> None:
@@ -228,45 +227,3 @@ def ask(run_path: Path, request: dict[str, Any], wait: float = REPLY_WAIT) -> Op
         time.sleep(POLL / 2)
     (folder / f"{name}.json").unlink(missing_ok=True)  # not answered: do not leave it for later
     return None
-
-
-class TaskThreads:
-    """The threads tasks run in: one that finished its task waits up to THREAD_IDLE seconds for the next instead of
-    ending, so a run of thousands of short tasks does not start a thread for each (a start costs ~0.1 ms of CPU and
-    a switch to the new thread). A thread whose task never returns (abandoned) is simply never idle again."""
-
-    def __init__(self, idle: float = THREAD_IDLE) -> None:
-        self.idle_for = idle
-        self._waiting: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
-        self._idle = 0  # threads waiting for work less the work handed to them and not yet taken (under _lock)
-        self._lock = threading.Lock()
-
-    def run(self, work: Callable[[], None], name: str) -> None:
-        """Run `work` in an idle thread, renamed `name`, or in a new one."""
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-                self._waiting.put((work, name))
-                return
-        threading.Thread(target=self._serve, args=(work,), daemon=True, name=name).start()
-
-    def _serve(self, work: Callable[[], None]) -> None:
-        while True:
-            work()
-            del work  # an idle thread holds nothing of its last task (its job, its record, its context)
-            with self._lock:
-                self._idle += 1
-            while True:
-                try:
-                    work, name = self._waiting.get(timeout=self.idle_for)
-                    break
-                except queue.Empty:
-                    with self._lock:
-                        if self._waiting.empty():  # nothing handed to this thread: it ends
-                            self._idle -= 1
-                            return
-            threading.current_thread().name = name
-
-
-TASK_THREADS = TaskThreads()
-
