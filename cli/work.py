@@ -23,7 +23,7 @@ from configs import Settings
 from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
-from orchestrator.exitcodes import DONE, INTERRUPTED, NOT_DONE, run_exit, task_exit
+from orchestrator.exitcodes import DONE, INTERRUPTED, NOT_DONE, task_exit
 from orchestrator.fanout import nested_here, plan_for
 from orchestrator.ledger import RunDir
 from orchestrator.spec import Plan
@@ -218,7 +218,7 @@ def fanout(
         else:
             say("interrupted before the run started; nothing ran", "yellow", err_console)
         raise typer.Exit(INTERRUPTED) from None
-    code = run_exit(result)
+    code = result.exit_code  # the one rule (orchestrator/exitcodes.py), applied by the run as it ended
     if as_json:
         emit_json({**result.compact(), "exit_code": code})
     else:

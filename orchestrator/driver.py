@@ -5,19 +5,19 @@ import os
 import threading
 import time
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import structlog
 
 from configs import Settings
 from memory_shared import fsutil
 from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
-from orchestrator.exitcodes import run_exit
+from orchestrator.exitcodes import run_exit, task_done
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
-from orchestrator.ledger import RunDir
+from orchestrator.ledger import RunDir, StoredResults
 from orchestrator.maploop import MapLoop, MapOutcome
 from orchestrator.records import (
     BudgetLimits,
@@ -85,7 +85,7 @@ class Driver:
                    parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
         self._start_governors()
         self._choose_memory()
-        done_before = run.results()
+        before = self._tally()
         display = Display(self.display_mode, plan.name, len(plan.tasks))
         pool = self.executor.pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout, run.path)
         reduce_result = None
@@ -94,7 +94,7 @@ class Driver:
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
                 cancel=self.cancel, carve=self.nest.subtree, announce=True,
-                done_before=len(done_before), failed_before=sum(r.status != "succeeded" for r in done_before.values()))
+                done_before=before.finished, failed_before=before.finished - before.counts["succeeded"])
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
                 from orchestrator.reduce import Reducer
@@ -105,11 +105,13 @@ class Driver:
         finally:
             display.close()
             pool.close()
-        results = self._ordered_results()
-        summary = self._summary(outcome, results, reduce_result, started, resumed)
+        tally = self._tally()
+        summary = self._summary(outcome, tally, reduce_result, started, resumed)
+        results = StoredResults(run.path, tally.finished)  # read when asked for: the records are not held
         judged = Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
                      outcome.unfinished)
-        summary = summary.model_copy(update={"exit_code": run_exit(judged)})  # the one rule, as `ga fanout` exits
+        # the one rule, as `ga fanout` exits
+        summary = summary.model_copy(update={"exit_code": run_exit(judged, tasks_done=tally.all_done)})
         run.write_summary(summary)
         run.ledger("run_finished", status=summary.status, exit_code=summary.exit_code)
         run.event("run_finished", status=summary.status, seconds=summary.seconds)
@@ -118,8 +120,19 @@ class Driver:
                    outcome.unfinished)
 
     def _ordered_results(self) -> list[TaskRecord]:
+        """Every finished task's record in the plan's order (the reduce reads them all)."""
         found = self.run.results()
         return [found[t.id] for t in self.plan.tasks if t.id in found]
+
+    def _tally(self) -> Tally:
+        """What the summary says of the finished tasks, read from results.jsonl a record at a time, none kept."""
+        tally = Tally()
+        planned = {t.id for t in self.plan.tasks}
+        for record in self.run.each_result():
+            if record.task_id in planned:
+                tally.add(record)
+        tally.in_order([t.id for t in self.plan.tasks])
+        return tally
 
     def _start_governors(self) -> None:
         for name, config in self.models.items():
@@ -193,11 +206,11 @@ class Driver:
 
     # ---- the summary ----
 
-    def _summary(self, outcome: MapOutcome, results: list[TaskRecord], reduce_result: Optional[ReduceResult],
+    def _summary(self, outcome: MapOutcome, tally: Tally, reduce_result: Optional[ReduceResult],
                  started: float, resumed: bool) -> RunSummary:
-        counts = {s: sum(1 for r in results if r.status == s) for s in FINAL_STATUSES}
+        counts = tally.counts
         total = len(self.plan.tasks)
-        unfinished = total - len(results)
+        unfinished = total - tally.finished
         status, code = STOPPED[outcome.stop] if outcome.stop else run_status(counts, total, reduce_result)
         note = ""
         resume = resume_command(self.run.path, Path(self.settings.fanout.runs_dir))
@@ -225,16 +238,43 @@ class Driver:
             seconds=round(time.time() - started, 3), depth=self.nest.depth, parent_task=self.nest.parent_task,
             address=self.cluster["address"], workers=self.workers,
             tasks=TaskCounts(total=total, **counts, unfinished=unfinished),
-            usage=outcome.usage, per_task={r.task_id: r.spent for r in results}, per_worker=outcome.per_worker,
-            nested_runs=sum(r.nested_usage.runs for r in results if r.nested_usage),
+            usage=outcome.usage, per_task=tally.per_task, per_worker=outcome.per_worker, nested_runs=tally.nested_runs,
             stop_reason=outcome.stop, stop_note=note,
             budget=BudgetLimits(tokens=self.plan.budget_tokens, cost=self.plan.budget_cost),
             reduce=reduce_result.model_copy(update={"answer": None}) if reduce_result else None,
             governors=governors, memory=self.memory.mode,
-            memory_kept={r.task_id: {k: len(r.memory.get(k) or []) for k in ("committed", "proposed", "refused")}
-                         | ({"proposal": r.memory["proposal"]} if r.memory.get("proposal") else {})
-                         for r in results if r.memory},
+            memory_kept=tally.memory_kept,
         )
+
+
+@dataclass
+class Tally:
+    """The finished tasks as the summary counts them, added a record at a time (the records themselves are not
+    kept: 10,000 of them were 31 MB at the end of a run)."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FINAL_STATUSES, 0))
+    finished: int = 0
+    per_task: dict[str, Optional[Usage]] = field(default_factory=dict)
+    nested_runs: int = 0
+    memory_kept: dict[str, dict[str, Any]] = field(default_factory=dict)
+    all_done: bool = True  # every record done by the exit rule (orchestrator/exitcodes.py), so it need not read them
+
+    def add(self, record: TaskRecord) -> None:
+        self.finished += 1
+        self.all_done = self.all_done and task_done(record)
+        if record.status in self.counts:
+            self.counts[record.status] += 1
+        self.per_task[record.task_id] = record.spent
+        self.nested_runs += record.nested_usage.runs if record.nested_usage else 0
+        if record.memory:
+            memory = record.memory
+            self.memory_kept[record.task_id] = {k: len(memory.get(k) or []) for k in ("committed", "proposed", "refused")} \
+                | ({"proposal": memory["proposal"]} if memory.get("proposal") else {})
+
+    def in_order(self, task_ids: list[str]) -> None:
+        """The per-task maps in the plan's order, as summary.json always listed them (not the order they finished)."""
+        self.per_task = {i: self.per_task[i] for i in task_ids if i in self.per_task}
+        self.memory_kept = {i: self.memory_kept[i] for i in task_ids if i in self.memory_kept}
 
 
 def run_status(counts: dict[str, int], total: int, reduce_result: Optional[ReduceResult]) -> tuple[RunStatus, int]:

@@ -63,14 +63,20 @@ def reduce_done(reduce: ReduceResult, run_dir: Path) -> bool:
     return reduce.status == "unverified" and not asked_for_tools(history_path(run_dir, REDUCE))
 
 
-def run_exit(run: Run, done: Callable[[TaskRecord], bool] = task_done) -> int:
-    """`ga fanout`'s exit status: every task and the reduce done by the rule, or why not."""
+def run_exit(run: Run, done: Callable[[TaskRecord], bool] = task_done, tasks_done: Optional[bool] = None) -> int:
+    """`ga fanout`'s exit status: every task and the reduce done by the rule, or why not. `tasks_done`: whether
+    every finished record is `done`, when the caller already went through them (the driver's summary does)."""
     stop = run.summary.stop_reason
     if stop == RunStop.interrupted or run.unfinished and stop is None:  # a person stopped a task: it resumes
         return INTERRUPTED
     if stop is not None:  # paused, or the budget is spent
         return NOT_DONE
-    if len(run.results) < run.summary.tasks.total or not all(done(record) for record in run.results):
+    counts = run.summary.tasks
+    if run.finished < counts.total or counts.failed or counts.needs_input or counts.limit:
+        return NOT_DONE  # decided by the counts: no record is read
+    if tasks_done is None:
+        tasks_done = all(done(record) for record in run.each_result())  # one at a time, none kept
+    if not tasks_done:
         return NOT_DONE
     if run.reduce is not None and not reduce_done(run.reduce, run.run_dir):
         return NOT_DONE

@@ -24,6 +24,7 @@ ga has spec.yaml instead (YAML, or the same JSON as one document): `read_spec` r
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import secrets
@@ -38,7 +39,7 @@ from configs.idprefix import by_prefix
 from memory_shared import groupsync
 from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold
 from memory_shared.yamlsource import YamlError, load_yaml
-from orchestrator.records import LedgerEvent, RunSummary, TaskRecord
+from orchestrator.records import LedgerEvent, RunSummary, TaskRecord, TaskResult
 
 QUEUED_BATCH = 1000  # "queued" (and "skipped") ledger lines per write
 HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
@@ -180,8 +181,64 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def _read_results(path: Path) -> dict[str, TaskRecord]:
-    found = (TaskRecord.model_validate(line) for line in read_jsonl(path))
-    return {record.task_id: record for record in found}
+    return {record.task_id: record for record in each_result(path)}
+
+
+def each_result(path: Path) -> Iterator[TaskRecord]:
+    """The records of a results.jsonl one at a time, in the order they finished, none of them kept."""
+    return (TaskRecord.model_validate(line) for line in read_jsonl(path))
+
+
+class StoredResults:
+    """The task records of a finished run as `fanout()` returns them (TaskResult), read from its directory when
+    asked for and never kept here: a run of 10,000 tasks held every record, 31 MB, to return them, while the exit
+    status, --json and the digest need one at a time or a few. Only the lines there when the run ended are read
+    (`end`, in bytes): a resume of the run appends its own after them. `count`: how many records those lines hold
+    (the driver counted them for the summary)."""
+
+    def __init__(self, run_path: Path, count: int):
+        self.path, self.count = Path(run_path) / "results.jsonl", count
+        found = os.stat(self.path) if self.path.is_file() else None
+        self.end, self.file_id = (found.st_size, (found.st_dev, found.st_ino)) if found else (0, None)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def each(self) -> Iterator[TaskRecord]:
+        """In the order they finished."""
+        return (TaskResult.model_validate(line) for line in self._lines())
+
+    def all(self) -> list[TaskRecord]:
+        """Every one, in the order of the plan (spec.jsonl)."""
+        found = {record.task_id: record for record in self.each()}
+        return [found[task_id] for task_id in spec_task_ids(spec_path(self.path.parent)) if task_id in found]
+
+    def first(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
+              key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]:
+        """The first `limit` of those `where` accepts, ordered by `key`, then by the plan: at most `limit` records
+        held at once (what sorting the plan-ordered list and cutting it gave)."""
+        place = {task_id: index for index, task_id in enumerate(spec_task_ids(spec_path(self.path.parent)))}
+        kept = (record for record in self.each() if where is None or where(record))
+        return heapq.nsmallest(limit, kept, key=lambda record: (key(record) if key else 0,
+                                                                 place.get(record.task_id, len(place))))
+
+    def _lines(self) -> Iterator[dict[str, Any]]:
+        if not self.end:
+            return
+        with self.path.open("rb") as handle:
+            found = os.fstat(handle.fileno())
+            if (found.st_dev, found.st_ino) != self.file_id:
+                raise FileNotFoundError(f"{self.path} was rewritten after this run ended (a resume with "
+                                        "--retry-failed); read the records of that later run instead")
+            left = self.end
+            for line in handle:
+                left -= len(line)
+                if left < 0:
+                    return
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue
 
 
 class RunDir:
@@ -272,7 +329,7 @@ class RunDir:
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
         self._results = JsonlFile(self.path / "results.jsonl")
         self._events = JsonlFile(self.path / "events.jsonl", sync=False)
-        self._finished = set(_read_results(self.path / "results.jsonl"))
+        self._finished = {record.task_id for record in each_result(self.path / "results.jsonl")}
         return self
 
     def close(self) -> None:
@@ -305,6 +362,10 @@ class RunDir:
     def results(self) -> dict[str, TaskRecord]:
         """Every finished task's record, read from results.jsonl (whose lines are in the kernel once appended)."""
         return _read_results(self.path / "results.jsonl")
+
+    def each_result(self) -> Iterator[TaskRecord]:
+        """Every finished task's record, one at a time (in the order they finished), none kept."""
+        return each_result(self.path / "results.jsonl")
 
     def ledger_records(self) -> list[LedgerEvent]:
         return [LedgerEvent.model_validate(line) for line in read_jsonl(self.path / "ledger.jsonl")]

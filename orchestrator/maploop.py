@@ -53,7 +53,6 @@ class Inflight:
 @dataclass
 class MapOutcome:
     stop: Optional[RunStop] = None  # None: every task ran
-    finished: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     per_worker: dict[str, WorkerTotals] = field(default_factory=dict)
@@ -345,7 +344,6 @@ class MapLoop(Generic[TicketT]):
         self.failed += record.status != "succeeded"
         self.unverified += record.status == "unverified"
         self.outcome.usage += total
-        self.outcome.finished.append(record.task_id)
         stats = self.outcome.per_worker.get(f"worker-{slot_index}") or WorkerTotals()
         stats = stats + total
         stats.tasks += 1

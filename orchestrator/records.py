@@ -13,9 +13,8 @@ written by earlier versions stay readable.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeVar, cast
+from typing import Any, Callable, Iterator, Literal, Optional, Protocol, TypeVar, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
@@ -203,30 +202,82 @@ def _reads_like_json(record: BaseModel, public: type[Public]) -> Public:
     return cast(Public, record)
 
 
-@dataclass
+class ResultSource(Protocol):
+    """Where a Run's records are read from when asked for (orchestrator.ledger.StoredResults: its directory)."""
+
+    def __len__(self) -> int: ...
+
+    def each(self) -> Iterator[TaskRecord]: ...
+
+    def all(self) -> list[TaskRecord]: ...
+
+    def first(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
+              key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]: ...
+
+
 class Run:
-    """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`)."""
+    """What `fanout()` returns. Its records also read like their JSON (`run.results[0]["answer"]`).
 
-    run_id: str
-    run_dir: Path
-    status: str
-    exit_code: int
-    results: list[TaskRecord]
-    summary: RunSummary
-    reduce: Optional[ReduceResult] = None
-    unfinished: list[str] = field(default_factory=list)
+    `results` is a list, given or read from the run directory the first time it is asked for (`ResultSource`):
+    a run of 10,000 tasks no longer holds every record to return them. The exit status, --json and the digest
+    read them one at a time (`each_result`, `first_results`)."""
 
-    def __post_init__(self) -> None:
-        self.results = [_reads_like_json(r, TaskResult) for r in self.results]
-        self.summary = _reads_like_json(self.summary, RunResultSummary)
-        self.reduce = _reads_like_json(self.reduce, ReduceOutcome) if self.reduce is not None else None
+    def __init__(self, run_id: str, run_dir: Path, status: str, exit_code: int,
+                 results: Union[list[TaskRecord], ResultSource], summary: RunSummary,
+                 reduce: Optional[ReduceResult] = None, unfinished: Optional[list[str]] = None):
+        self.run_id, self.run_dir, self.status, self.exit_code = run_id, run_dir, status, exit_code
+        self._source: Optional[ResultSource] = None if isinstance(results, list) else results
+        self._results: Optional[list[TaskRecord]] = (
+            [_reads_like_json(r, TaskResult) for r in results] if isinstance(results, list) else None)
+        self.summary: RunSummary = _reads_like_json(summary, RunResultSummary)
+        self.reduce: Optional[ReduceResult] = _reads_like_json(reduce, ReduceOutcome) if reduce is not None else None
+        self.unfinished: list[str] = unfinished if unfinished is not None else []
+
+    def __repr__(self) -> str:
+        return (f"Run(run_id={self.run_id!r}, status={self.status!r}, exit_code={self.exit_code}, "
+                f"results={self.finished} record(s), unfinished={len(self.unfinished)})")
+
+    @property
+    def results(self) -> list[TaskRecord]:
+        """Every finished task's record in the order of the plan (read from the run directory once, then kept)."""
+        if self._results is None:
+            assert self._source is not None
+            self._results = self._source.all()
+        return self._results
+
+    @results.setter
+    def results(self, records: list[TaskRecord]) -> None:
+        self._source, self._results = None, [_reads_like_json(r, TaskResult) for r in records]
+
+    @property
+    def finished(self) -> int:
+        """How many tasks have a record (without reading them)."""
+        return len(self._results) if self._results is not None else len(self._source or [])
+
+    def each_result(self) -> Iterator[TaskRecord]:
+        """The records one at a time; read from the run directory (in the order they finished) unless already held."""
+        if self._results is not None or self._source is None:
+            return iter(self.results)
+        return self._source.each()
+
+    def first_results(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
+                      key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]:
+        """The first `limit` records `where` accepts, ordered by `key` then by the plan, holding no more of them."""
+        if self._results is not None or self._source is None:
+            kept = [r for r in self.results if where is None or where(r)]
+            return (sorted(kept, key=key) if key else kept)[:limit]
+        return self._source.first(limit, where, key)
 
     def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
         """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
         the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
-        shown = self.results
-        if len(shown) > COMPACT_ROWS:
-            shown = [r for r in self.results if r.status != "succeeded"][:COMPACT_ROWS]
+        count = self.finished
+        if count <= COMPACT_ROWS:
+            shown = self.results
+        elif self.summary.tasks.succeeded == count:  # nothing to list: no record need be read
+            shown = []
+        else:
+            shown = self.first_results(COMPACT_ROWS, where=lambda r: r.status != "succeeded")
         per_answer = max(200, limit // max(1, len(shown) + (1 if self.reduce else 0)))
         rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
                  **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
@@ -235,9 +286,9 @@ class Run:
                 "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
                 "seconds": self.summary.seconds, "results": rows,
                 "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
-        if len(shown) < len(self.results):
+        if len(shown) < count:
             data.update(results_file=str(self.run_dir / "results.jsonl"),
-                        results_note=f"{len(self.results):,} results: only those that did not succeed are listed "
+                        results_note=f"{count:,} results: only those that did not succeed are listed "
                                      f"(the first {COMPACT_ROWS}); results_file has every one, a JSON object a line")
         if self.summary.stop_note:
             data["note"] = self.summary.stop_note

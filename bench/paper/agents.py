@@ -77,7 +77,8 @@ def run_ga(task_id: str, prompt: str, prepare: Prepare, endpoint: Endpoint, prox
                              user_file=home / "none", project_file=home / "none")
     config = ModelConfig(name="bench", base_url=proxy.url(label), model=endpoint.model, tool_mode=endpoint.tool_mode,
                          context_window=endpoint.context_window, max_tokens=endpoint.max_tokens,
-                         request_timeout=endpoint.request_timeout, max_retries=1)
+                         request_timeout=endpoint.request_timeout, max_retries=1,
+                         stream=True)  # a looping reply is cut where it repeats (a small model on a CPU server)
     store = MemoryStore(memory_root or home / "memory", create=True)
     worker = Worker(TaskSpec(prompt, task_id=task_id, workdir=workspace, settings=settings,
                              history_path=home / "history.jsonl", check=TaskCheck.model_validate(check) if check else None),

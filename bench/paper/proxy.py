@@ -83,12 +83,13 @@ class CountingProxy:
     def forward(self, handler: BaseHTTPRequestHandler) -> None:
         label, _, rest = handler.path.lstrip("/").partition("/")
         length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(length) if length else b""
+        body = _with_timings(handler.rfile.read(length) if length else b"")
         started = time.monotonic()
         conn = http.client.HTTPConnection(self.host, self.port_up, timeout=3600)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection", "content-length")}
         headers["Content-Length"] = str(len(body))
         usage: dict[str, Any] = {}
+        reader: Optional[_UsageReader] = None
         status = 502
         try:
             conn.request(handler.command, f"{self.prefix}/{rest}", body=body, headers=headers)
@@ -111,8 +112,8 @@ class CountingProxy:
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")
             usage = reader.usage()
-        except (OSError, http.client.HTTPException):
-            pass  # the agent hung up (a cut reply) or the upstream died: counted with what came
+        except (OSError, http.client.HTTPException):  # the agent hung up (a cut reply) or the upstream died
+            usage = reader.usage() if reader is not None else {}  # counted with what came
         finally:
             conn.close()
         if handler.command != "POST" or not rest.endswith("chat/completions"):
@@ -126,6 +127,18 @@ class CountingProxy:
             tally.errors += status >= 400
             tally.seconds += time.monotonic() - started
             tally.statuses[status] = tally.statuses.get(status, 0) + 1
+
+
+def _with_timings(body: bytes) -> bytes:
+    """A streamed request asks llama.cpp for its timings in every chunk, so a reply the agent cuts short (ga's
+    repetition guard) is still counted: its prompt and the tokens generated until the cut."""
+    try:
+        request = json.loads(body) if body else None
+    except ValueError:
+        return body
+    if not isinstance(request, dict) or not request.get("stream"):
+        return body
+    return json.dumps({**request, "timings_per_token": True}).encode()
 
 
 class _UsageReader:

@@ -1,6 +1,6 @@
 """What `ga fanout` prints at the end of a run too large for a row per task: the counts, the tasks that failed
-and the costliest ones, and where the full table is. Made from the run's records in memory: reading the
-whole run directory back (orchestrator/views/runview.py) took a minute and a gigabyte for 100,000 tasks."""
+and the costliest ones, and where the full table is. Made from the run's records, streamed: reading the whole
+run directory back (orchestrator/views/runview.py) took a minute and a gigabyte for 100,000 tasks."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,14 +19,17 @@ GOOD = ("succeeded", "unverified")
 
 
 def print_run_digest(console: Console, result: Any) -> None:
-    """At most ~60 lines, whatever the number of tasks (`result` is an orchestrator.Run)."""
-    failed = [r for r in result.results if r.status not in GOOD]
-    console.print(Paragraph(f"run {result.run_id}: {result.status} · {result.summary.tasks.total:,} tasks · every "
+    """At most ~60 lines, whatever the number of tasks (`result` is an orchestrator.Run): the rows it shows are
+    read from the run's records one at a time, no more of them held than it prints."""
+    counts = result.summary.tasks
+    failed_count = counts.failed + counts.needs_input + counts.limit  # every status but GOOD
+    failed = result.first_results(FAILED_ROWS, where=lambda r: r.status not in GOOD) if failed_count else []
+    console.print(Paragraph(f"run {result.run_id}: {result.status} · {counts.total:,} tasks · every "
                             f"task: `ga runs show {result.run_id}`"))
     if failed:
-        console.print(tasks_table([_view(r) for r in failed[:FAILED_ROWS]], title=f"failed: {len(failed):,}"
-                                  + (f" (the first {FAILED_ROWS})" if len(failed) > FAILED_ROWS else "")))
-    costliest = sorted(result.results, key=lambda r: (r.spent.cost, r.spent.total), reverse=True)[:COSTLIEST_ROWS]
+        console.print(tasks_table([_view(r) for r in failed], title=f"failed: {failed_count:,}"
+                                  + (f" (the first {FAILED_ROWS})" if failed_count > FAILED_ROWS else "")))
+    costliest = result.first_results(COSTLIEST_ROWS, key=lambda r: (-r.spent.cost, -r.spent.total))
     if costliest:
         console.print(tasks_table([_view(r) for r in costliest], title=f"costliest {len(costliest)}"))
     if result.unfinished:
