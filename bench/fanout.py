@@ -464,13 +464,17 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
                 bases.append(client_baseline(label, n, w, turns, server.base_url, env, folder))
                 rows.append(bases[-1])
                 print_row(case, bases[-1], ideal)
+        colds = []
         for label, tree, extra in kinds:
             row, lines = cold_run(["fanout", str(spec), "--json", "--out", str(folder / "runs"), *extra], env, folder,
                                   server, tree)
             row.label = f"cold {label}".strip()
             rows.append(row)
+            colds.append(row)
             print_row(case, row, ideal, bases)
             print(lines, flush=True)
+        if args.baseline:
+            print_before_after(case, colds)
         if not args.no_ga_run:
             row = ga_run_baseline(n, w, turns, server.base_url, env, folder / "ga-run")
             rows.append(row)
@@ -494,6 +498,19 @@ def run_cases(args: argparse.Namespace, cases: list, kinds: list, folder: Path, 
                     print_row(f"N={n} W={w} T={turns} L={latency:g}", row, ideal, bases)
         finally:
             ray.shutdown()
+
+
+def print_before_after(case: str, colds: list[Row]) -> None:
+    """CPU per model request of each cold run in the --baseline tree and in this one, side by side: the baseline
+    rows are labelled "cold ... @REV", this tree's the same without it."""
+    for before in (r for r in colds if "@" in r.label):
+        after = next((r for r in colds if r.label == before.label.split("@")[0].strip()), None)
+        if after is None or not before.requests or not after.requests:
+            continue
+        was, now = before.cpu_seconds * 1000 / before.requests, after.cpu_seconds * 1000 / after.requests
+        print(f"{case:24} CPU per request {before.label} -> this tree: {was:.2f} -> {now:.2f} ms ({now / was:.2f}x); "
+              f"per task {before.cpu_seconds * 1000 / before.tasks:.2f} -> {after.cpu_seconds * 1000 / after.tasks:.2f} ms",
+              flush=True)
 
 
 def print_splits(results: dict[tuple, list[Row]]) -> None:

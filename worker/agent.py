@@ -213,7 +213,7 @@ class Worker:
         config = self.model.config
         if config is None:
             return cfg
-        overhead = len(json.dumps(schemas)) // max(1, cfg.chars_per_token)
+        overhead = self._schemas_chars(schemas) // max(1, cfg.chars_per_token)
         tokens = config.context_tokens(cfg.context_tokens, overhead)
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
@@ -225,13 +225,18 @@ class Worker:
             return ""
         per = max(1, cfg.chars_per_token)
         prompt = context.serialized_size(messages) // per
-        tools = len(json.dumps(schemas)) // per
+        tools = self._schemas_chars(schemas) // per
         if prompt + tools + config.max_tokens <= config.context_window:
             return ""
         return (f"context_window {config.context_window:,} of {_model_name(self.model)} cannot hold the first request: "
                 f"about {prompt:,} tokens of system prompt and task, {tools:,} of tool schemas and {config.max_tokens:,} "
                 "for the reply (max_tokens); raise context_window (the server's -c per slot) or lower max_tokens in "
                 "models.yaml")
+
+    def _schemas_chars(self, schemas: list[Schema]) -> int:
+        """len(json.dumps(schemas)), measured once per tool set for the schemas every task of a process shares."""
+        names = tuple(self.tools)
+        return _schemas_chars(names) if schemas is _schemas(names) else len(json.dumps(schemas))
 
     def _ask(self, messages: list[Message], request: list[Message], schemas: list[Schema],
              turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[Message], Reply, ContextSettings]:
@@ -352,6 +357,11 @@ def _schemas(names: tuple[str, ...]) -> list[Schema]:
     """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
     (read-only: the model client encodes them once per list, worker/model/client.py)."""
     return [REGISTRY[name].schema() for name in names]
+
+
+@functools.lru_cache(maxsize=64)
+def _schemas_chars(names: tuple[str, ...]) -> int:
+    return len(json.dumps(_schemas(names)))
 
 
 Limit = TypeVar("Limit", int, float)

@@ -32,6 +32,7 @@ A refusal is one line naming the path, why, and what to do instead (`PathError`)
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -113,6 +114,12 @@ def hidden_entries(home: Path, hidden: tuple[Path, ...]) -> tuple[Entry, ...]:
                  for p in [*(home / name for name in SECRETS), *hidden])
 
 
+@lru_cache(maxsize=16)
+def _hidden_table(home: Path, hidden: tuple[Path, ...]) -> "_Table":
+    """hidden_entries as a table, made once per process like them (read only: a task's table starts from a copy)."""
+    return _Table(hidden_entries(home, hidden))
+
+
 def protected_folders(roots: list[Path], config_dirs: list[Path]) -> list[Path]:
     """Where the protected names are: every writable root, and ga's working directory when one holds it."""
     return [*roots, *(d for d in config_dirs if d not in roots and any(d.is_relative_to(r) for r in roots))]
@@ -147,21 +154,45 @@ def linked_names(roots: Iterable[Path], config_dirs: Iterable[Path] = ()) -> lis
 def decide(table: Iterable[Entry], path: Path) -> Optional[Entry]:
     """The entry that decides for `path` (a real path): the most specific one containing it, the stronger for
     one path, as the sandbox's mounts stack; None when no entry contains it."""
-    text = str(path)
-    found, best = None, (-1, -1)
-    for entry in table:
-        base = str(entry.path)
-        if text == base or text.startswith(base.rstrip("/") + "/"):
-            rank = (base.count("/"), RANK[entry.access])
-            if rank >= best:
-                found, best = entry, rank
-    return found
+    return _Table(table).decide(str(path))
 
 
-def marked_folders(roots: Iterable[Path], skip: Iterable[Path] = ()) -> tuple[tuple[Path, str], ...]:
+class _Table:
+    """Entries by path, the stronger kept for one path (the later of equals, as the mounts stack): `decide` looks
+    up the path and each of its parents, most specific first, instead of comparing every entry."""
+
+    def __init__(self, table: Iterable[Entry]):
+        self.by_path: dict[str, Entry] = {}
+        for entry in table:
+            self.add(entry)
+
+    def add(self, entry: Entry) -> None:
+        key = str(entry.path)
+        held = self.by_path.get(key)
+        if held is None or RANK[entry.access] >= RANK[held.access]:
+            self.by_path[key] = entry
+
+    def copy(self) -> "_Table":
+        other = _Table(())
+        other.by_path = dict(self.by_path)
+        return other
+
+    def decide(self, text: str) -> Optional[Entry]:
+        by_path = self.by_path
+        while True:
+            found = by_path.get(text)
+            if found is not None:
+                return found
+            if text == "/":
+                return None
+            text = text.rsplit("/", 1)[0] or "/"
+
+
+def marked_folders(roots: Iterable[Path], skip: Iterable[Path] = (), real: bool = False) -> tuple[tuple[Path, str], ...]:
     """Virtual environments and run directories up to SCAN_DEPTH below each root (not a root itself, no
-    symlink followed), with what each is."""
-    skipped = set(existing(skip))
+    symlink followed), with what each is. real: `roots` and `skip` are real paths already (no need to look
+    again; a folder found below a real root by a scan that follows no link is a real path too)."""
+    skipped = set(skip) if real else set(existing(skip))
     found: dict[Path, str] = {}
 
     def visit(folder: Path, depth: int) -> None:
@@ -172,16 +203,23 @@ def marked_folders(roots: Iterable[Path], skip: Iterable[Path] = ()) -> tuple[tu
         for child in children:
             if child in skipped or child.name == ".git":
                 continue
-            if (child / VENV_MARK).is_file():
+            if os.path.isfile(os.path.join(child, VENV_MARK)):
                 found[child] = f"a virtual environment ({child.name}, with {VENV_MARK})"
-            elif (child / RUN_MARK).is_file():
+            elif os.path.isfile(os.path.join(child, RUN_MARK)):
                 found[child] = "a run directory (its ledger, results, summary and steer/)"
             elif depth < SCAN_DEPTH:
                 visit(child, depth + 1)
 
-    for root in existing(roots):
+    for root in (roots if real else existing(roots)):
         visit(root, 1)
     return tuple(found.items())
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def existing(paths: Iterable[Union[Path, str, None]]) -> list[Path]:
@@ -195,6 +233,32 @@ def existing(paths: Iterable[Union[Path, str, None]]) -> list[Path]:
             real = path.resolve()
             if real.exists() and real not in found:
                 found.append(real)
+    return found
+
+
+def _real(path: str) -> Path:
+    """The real path of a path ga's configuration names (its state, the paths a person made writable or readable),
+    remembered per process, as hidden_entries is: where such a name leads changes only when the person moves it. A
+    task cannot: ga's state is read-only to every actor of a task (a mount point in the sandbox, refused by the file
+    tools), and a configured root can be replaced only from a writable folder around it, writable already."""
+    expanded = os.path.expanduser(path)
+    return _real_absolute(expanded if os.path.isabs(expanded) else os.path.join(os.getcwd(), expanded))
+
+
+@lru_cache(maxsize=1024)
+def _real_absolute(path: str) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _existing(*paths: Union[Path, str]) -> list[Path]:
+    """`existing` for configured paths: the real path remembered (`_real`), whether it exists looked at now."""
+    found = []
+    for path in paths:
+        if not path:
+            continue
+        real = _real(str(path))
+        if real not in found and os.path.exists(real):
+            found.append(real)
     return found
 
 
@@ -226,21 +290,20 @@ class Environment:
                  account: Optional["Account"] = None, cwd: Optional[Path] = None) -> "Environment":
         """The task's Environment from its settings (a tasks file's sandbox block already merged in), its
         directory and run directory, and the memory it reads (the store's root, the pinned snapshot)."""
-        cwd = (cwd or Path.cwd()).resolve()
-        root = Path(workdir).resolve()
-        writable = (root, *(p for p in existing([*settings.sandbox.writable, *settings.worker.allow_write]) if p != root))
-        runs_dir = Path(os.path.expanduser(str(settings.fanout.runs_dir)))
-        state: list[tuple[Path, str]] = [(settings.home_dir, "GA_HOME"),
-                                         (settings.memory_root, "the memory store"),
-                                         *((Path(p), "the memory store") for p in memory_roots if p),
-                                         ((cwd / runs_dir).resolve(), "ga's runs directory (fanout.runs_dir)")]
+        cwd = _real(str(cwd)) if cwd else Path(os.getcwd())  # getcwd: a real path already
+        root = Path(os.path.realpath(workdir))
+        writable = (root, *(p for p in _existing(*settings.sandbox.writable, *settings.worker.allow_write) if p != root))
+        runs_dir = os.path.expanduser(str(settings.fanout.runs_dir))
+        state: list[tuple[Path, str]] = [(_real(str(settings.home_dir)), "GA_HOME"),
+                                         (_real(str(settings.memory_root)), "the memory store"),
+                                         *((_real(str(p)), "the memory store") for p in memory_roots if p),
+                                         (_real(os.path.join(cwd, runs_dir)), "ga's runs directory (fanout.runs_dir)")]
         if run_dir:
-            state.append((Path(run_dir), "this task's run directory"))
-            state.append((Path(run_dir) / STEER_DIR, "a run's steering requests (steer/)"))
-        state += marked_folders(writable, skip=[p for p, _ in state])
-        return cls(workdir=root, writable=writable, readable=tuple(existing(settings.worker.allow_read)),
-                   state=tuple((Path(os.path.expanduser(str(p))).resolve(), what) for p, what in state),
-                   hidden=tuple(settings.home_dir / name for name in GA_HIDDEN), config_dirs=(cwd,),
+            state.append((_real(str(run_dir)), "this task's run directory"))
+            state.append((_real(os.path.join(run_dir, STEER_DIR)), "a run's steering requests (steer/)"))
+        state += marked_folders(writable, skip=[p for p, _ in state], real=True)
+        return cls(workdir=root, writable=writable, readable=tuple(_existing(*settings.worker.allow_read)),
+                   state=tuple(state), hidden=tuple(settings.home_dir / name for name in GA_HIDDEN), config_dirs=(cwd,),
                    network=settings.sandbox.network, model=model, account=account)
 
     def entries(self) -> list[Entry]:
@@ -248,20 +311,50 @@ class Environment:
         return entries(self.writable, self.state, self.hidden, self.config_dirs, self.home)
 
     @cached_property
-    def _fixed(self) -> tuple[Entry, ...]:
-        """The rule by name, whether each path exists or not (the file tools refuse a missing one too)."""
+    def _named(self) -> tuple[Entry, ...]:
+        """The rule by name but what is hidden, whether each path exists or not (the file tools refuse a missing one
+        too)."""
         table = [Entry(p, "rw", "a writable path") for p in self.writable]
         table += [Entry(p, "ro", what) for p, what in self.state]
         for folder in protected_folders(list(self.writable), list(self.config_dirs)):
             table += _protected_in(folder)
-        return (*table, *hidden_entries(self.home, self.hidden))
+        return tuple(table)
 
-    def _now(self) -> list[Entry]:
+    @cached_property
+    def _fixed(self) -> tuple[Entry, ...]:
+        """The rule by name, whether each path exists or not."""
+        return (*self._named, *hidden_entries(self.home, self.hidden))
+
+    @cached_property
+    def _fixed_table(self) -> _Table:
+        table = _hidden_table(self.home, self.hidden).copy()  # a hidden entry outranks any other for its path
+        for entry in self._named:
+            table.add(entry)
+        return table
+
+    @property
+    def _hidden_table(self) -> _Table:
+        return _hidden_table(self.home, self.hidden)
+
+    @cached_property
+    def _may_become_links(self) -> tuple[Entry, ...]:
+        """The protected entries a task could turn into a symbolic link: those whose folder lies in a writable root
+        (a task makes links only where it may write; ga's state and the rest are real paths already)."""
+        roots = _Table(Entry(p, "rw", "") for p in self.writable)
+        return tuple(e for e in self._named if e.access in ("ro", *ABSENT)
+                     and roots.decide(os.path.dirname(str(e.path))) is not None)
+
+    def _now(self) -> _Table:
         """The fixed rule, and where a protected name is a symlink now, its target too, made or not (as the sandbox
-        mounts it)."""
-        linked = [Entry(Path(os.path.realpath(e.path)), "ro", e.what) for e in self._fixed
-                  if e.access in ("ro", *ABSENT) and e.path.is_symlink()]
-        return [*self._fixed, *linked]
+        mounts it). Looked at on every call: a task's background process may make one at any time."""
+        linked = [Entry(Path(os.path.realpath(e.path)), "ro", e.what) for e in self._may_become_links
+                  if _is_link(str(e.path))]
+        if not linked:
+            return self._fixed_table
+        table = self._fixed_table.copy()
+        for entry in linked:
+            table.add(entry)
+        return table
 
     def link_refusal(self) -> Optional[str]:
         """Why a sandbox cannot start for this task (one line), or None: a protected name that is a symbolic link,
@@ -286,14 +379,14 @@ class Environment:
         """The real path a file tool may read for `path`; PathError when it is outside the task's paths or
         hidden from tasks."""
         real = resolve_read(path, self.workdir, self.readable, self.writable[1:])
-        entry = decide((e for e in self._fixed if e.access == "hide"), real)
+        entry = self._hidden_table.decide(str(real))
         if entry is not None:
             raise PathError(f"{path}: {entry.path} is {entry.what}; read refused (a task never reads it)")
         return real
 
     def write_refusal(self, real: Path) -> Optional[str]:
         """Why a write to the real path `real` is refused (None: allowed)."""
-        entry = decide(self._now(), real)
+        entry = self._now().decide(str(real))
         if entry is None:
             return f"{real} is outside the task's writable paths; write refused (write inside the working directory)"
         if entry.access == "rw":

@@ -568,3 +568,20 @@ def test_a_stuck_server_ends_the_request_at_its_first_timeout_not_after_every_re
     assert "no complete reply within 1s (request_timeout), and GET /models does not answer" in text
     assert "restart it" in text and "\n" not in text
     assert len(stuck.accepted) == 2  # the one request and the probe: not six requests of request_timeout each
+
+
+def test_the_proxy_variables_are_read_when_the_client_is_made(monkeypatch):
+    """As the SDK's client did: a proxy set after the client was made is not used by it (and the environment is not
+    read again for every request); a client made after that uses it."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    script = {"tasks": [{"match": ".*", "turns": [{"content": "ok"}, {"content": "ok"}]}]}
+    with ScriptedServer(script) as server:
+        client = LLMClient(config(server, max_retries=0))
+        with socket.socket() as closed:  # a port nothing listens on: a request through it fails at once
+            closed.bind(("127.0.0.1", 0))
+            monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed.getsockname()[1]}")
+            assert client.chat(start(), TOOLS).content == "ok"
+            with pytest.raises(ModelError, match="connection failed"):
+                LLMClient(config(server, max_retries=0)).chat(start(), TOOLS)

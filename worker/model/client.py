@@ -2,7 +2,7 @@
 
 Sending (worker/model/transport.py) is bounded: `request_timeout` covers the whole exchange (connect,
 headers and body together, so an endpoint trickling bytes ends on time) and a reply over
-`max_reply_bytes` is refused without being held. Retries go through tenacity: 408/409/429/5xx,
+`max_reply_bytes` is refused without being held. Retries (a loop of the client's own): 408/409/429/5xx,
 connection failures, timeouts and a 200 whose body is not a chat completion (HTML, invalid JSON,
 empty, the wrong shape) are retried with exponential backoff and full jitter. A timeout is retried only
 when the endpoint still answers `GET /models` within PROBE_TIMEOUT: a stopped or stuck server (one that
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import random
 import re
 import threading
 import time
@@ -34,7 +35,6 @@ from typing import Any, Callable, Optional
 
 import httpcore2
 import structlog
-import tenacity
 
 from configs.logs import redact_text
 from worker.model.protocol import ContextOverflow, ModelError
@@ -52,7 +52,7 @@ from worker.model.replies import (
 )
 from worker.model.streaming import StreamAssembler, StreamCut
 from worker.model.textproto import protocol_block, to_text_messages
-from worker.model.transport import BadURL, ReplyTooLarge, answers, post
+from worker.model.transport import BadURL, ReplyTooLarge, answers, post, proxy_for
 from worker.modelconfig import ModelConfig
 from worker.usage import Usage
 
@@ -81,13 +81,17 @@ class LLMClient:
         self._url = config.chat_url()
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Authorization": f"Bearer {self._key or 'no-key'}"}
-        self._jitter = tenacity.wait_random_exponential(multiplier=config.backoff_base, max=config.backoff_max)
+        try:  # read once per client, as the SDK's client did: the environment is read ~16 times per look
+            self._proxy: Optional[str] = proxy_for(self._url)
+        except ValueError:
+            self._proxy = None  # a bad URL: the first request says what is wrong with it
         self.before_request: Optional[Callable[[], None]] = None
         self.on_rate_limit: Optional[Callable[[float], None]] = None
         self.on_text: Optional[Callable[[str], None]] = None  # set: stream, and hand it the text as it arrives
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
         self._tools_json: Optional[tuple[list[dict[str, Any]], bytes]] = None  # (tools list, its encoding)
+        self._tool_parameters: Optional[tuple[list[dict[str, Any]], dict[str, list[str]]]] = None  # (tools, theirs)
         self._stop_refused = False  # the server rejected `stop`: requests go without it
         self._lock = threading.Lock()
 
@@ -99,7 +103,7 @@ class LLMClient:
         started = time.monotonic()
         response = self._send_interpreting_refusals(request)
         latency = time.monotonic() - started
-        reply = self._reply(response, request, latency, tool_parameters(tools))
+        reply = self._reply(response, request, latency, self._parameters(tools))
         log.debug("llm.reply", model=self.config.name, latency=round(latency, 3), tool_calls=len(reply.tool_calls),
                   prompt=reply.usage.prompt, completion=reply.usage.completion, cached=reply.usage.cached)
         return reply
@@ -176,23 +180,32 @@ class LLMClient:
     # ---- sending with retries -----------------------------------------------------------------
 
     def _send(self, request: dict[str, Any]) -> Completion:
+        """The attempts of one request, each after the wait the last one earned (Retry-After, else full jitter).
+        A loop of its own: tenacity's machinery cost ~0.1 ms of CPU per request among hundreds of threads."""
         cfg = self.config
         payload = self._encode(request)
         attempts = cfg.max_retries + 1
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(attempts), wait=self._wait, retry=tenacity.retry_if_exception_type(_Retry),
-            before_sleep=self._log_retry, reraise=True)
-        try:
-            for attempt in retrying:
-                with attempt:
-                    if self.before_request:
-                        self.before_request()
-                    return self._attempt(payload, attempt.retry_state)
-        except _Retry as exc:
-            raise ModelError(self._clean(
-                f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts"),
-                exc.status) from None
-        raise AssertionError("unreachable")
+        attempt = 1
+        while True:
+            if self.before_request:
+                self.before_request()
+            try:
+                return self._attempt(payload, attempt)
+            except _Retry as exc:
+                if attempt >= attempts:
+                    raise ModelError(self._clean(
+                        f"model '{cfg.name}' at {cfg.base_url}: {exc.problem}; gave up after {attempts} attempts"),
+                        exc.status) from None
+                delay = self._backoff(attempt) if exc.delay is None else exc.delay
+                log.warning("llm.retry", model=cfg.name, attempt=attempt, delay=round(delay, 3),
+                            problem=self._clean(exc.problem))
+                time.sleep(delay)
+                attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        """Full jitter under a ceiling that doubles from backoff_base with each failed attempt, up to backoff_max."""
+        cfg = self.config
+        return random.uniform(0, min(cfg.backoff_max, cfg.backoff_base * 2.0 ** min(attempt - 1, 64)))
 
     def _encode(self, request: dict[str, Any]) -> bytes:
         """Compact UTF-8 JSON; the tool schemas (the same list every request of a task) are encoded once."""
@@ -206,7 +219,14 @@ class LLMClient:
         rest = _dumps({k: v for k, v in request.items() if k != "tools"})
         return rest[:-1] + b',"tools":' + encoded + b"}"
 
-    def _attempt(self, payload: bytes, state: tenacity.RetryCallState) -> Completion:
+    def _parameters(self, tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+        """tool_parameters of the tool list, worked out once per list (the same list every request of a task)."""
+        with self._lock:
+            if self._tool_parameters is None or self._tool_parameters[0] is not tools:
+                self._tool_parameters = (tools, tool_parameters(tools))
+            return self._tool_parameters[1]
+
+    def _attempt(self, payload: bytes, attempt: int) -> Completion:
         """One request: the completion, or _Retry (worth another try), or ModelError (not worth one)."""
         cfg = self.config
         stream = None
@@ -214,7 +234,7 @@ class LLMClient:
             stream = StreamAssembler(self.on_text, watch=lambda text: repetition(text) is not None)
         try:
             reply = post(self._url, payload, self._headers, cfg.request_timeout, cfg.max_reply_bytes,
-                         stream.feed if stream else None)
+                         stream.feed if stream else None, self._proxy)
         except StreamCut:
             assert stream is not None  # only a stream's watch raises it
             log.warning("llm.runaway_cut", model=cfg.name, chars=stream.chars)
@@ -240,7 +260,7 @@ class LLMClient:
             delay = _retry_after(reply.headers)
             delay = None if delay is None else min(delay, cfg.retry_after_cap)
             if reply.status == 429:
-                delay = self._jitter(state) if delay is None else delay  # the hook hears the wait this client takes
+                delay = self._backoff(attempt) if delay is None else delay  # the hook hears the wait this client takes
                 if self.on_rate_limit:
                     self.on_rate_limit(delay)
             raise _Retry(self._status_text(reply.status, reply.body), delay, reply.status)
@@ -252,18 +272,6 @@ class LLMClient:
             return parse_completion(reply.body, reply.headers.get("content-type", ""))
         except NotACompletion as exc:
             raise _Retry(f"HTTP {reply.status} but the body is not a chat completion: {exc}") from None
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        """Retry-After (capped) when the endpoint said how long, else exponential backoff with full jitter."""
-        error = state.outcome.exception() if state.outcome else None
-        delay = getattr(error, "delay", None)
-        return self._jitter(state) if delay is None else delay
-
-    def _log_retry(self, state: tenacity.RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        delay = state.next_action.sleep if state.next_action else 0.0
-        log.warning("llm.retry", model=self.config.name, attempt=state.attempt_number, delay=round(delay, 3),
-                    problem=self._clean(getattr(error, "problem", str(error))))
 
     def _status_text(self, status: int, body: bytes, location: Optional[str] = None) -> str:
         """One line for an HTTP error; the endpoint's words are redacted whole, and only then cut."""

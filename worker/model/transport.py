@@ -12,6 +12,7 @@ Failures are httpcore2's exception classes either way, so callers catch one set.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import math
 import os
@@ -78,19 +79,18 @@ def check_url(url: str) -> None:
 
 
 def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_bytes: int,
-         on_events: Optional[Callable[[bytes], None]] = None) -> HttpReply:
+         on_events: Optional[Callable[[bytes], None]] = None, proxy: Optional[str] = None) -> HttpReply:
     """POST `payload`; the reply (any status) within `timeout` seconds in all, or httpcore2.TimeoutException;
     ReplyTooLarge past `max_bytes`; httpcore2's NetworkError/ProtocolError/ProxyError when the link fails.
-    A 200 that streams server-sent events is also handed to `on_events` chunk by chunk as it arrives."""
-    check_url(url)
-    if _proxy_for(url):
+    A 200 that streams server-sent events is also handed to `on_events` chunk by chunk as it arrives.
+    proxy: the proxy for `url` as `proxy_for` gave it when the caller was made ("" none; None: look now)."""
+    endpoint, target = _endpoint(url)
+    if proxy is None:
+        proxy = proxy_for(url)
+    if proxy:
         return _post_through_proxy(url, payload, headers, timeout, max_bytes, on_events)
-    parts = urllib.parse.urlsplit(url)
-    scheme, host = parts.scheme, parts.hostname or ""
-    port = parts.port or (443 if scheme == "https" else 80)
     deadline = time.monotonic() + timeout
-    head = _request_head(parts, host, port, headers, len(payload))
-    endpoint = (scheme, host, port)
+    head = _request_head(endpoint, target, tuple(headers.items()), len(payload))
     connection = _idle_connection(endpoint)
     if connection is not None:
         try:
@@ -102,6 +102,16 @@ def post(url: str, payload: bytes, headers: dict[str, str], timeout: float, max_
         return connection.exchange(head, payload, deadline, max_bytes, on_events)
     except _StaleConnection:
         raise httpcore2.RemoteProtocolError("the server closed the connection without replying") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint(url: str) -> tuple[tuple[str, str, int], str]:
+    """((scheme, host, port), the request target) of a URL check_url accepts, once per URL; BadURL otherwise."""
+    check_url(url)
+    parts = urllib.parse.urlsplit(url)
+    scheme, host = parts.scheme, parts.hostname or ""
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (scheme, host, parts.port or (443 if scheme == "https" else 80)), target
 
 
 def answers(url: str, headers: dict[str, str], timeout: float) -> bool:
@@ -118,18 +128,28 @@ def answers(url: str, headers: dict[str, str], timeout: float) -> bool:
         return False
 
 
-def _request_head(parts: urllib.parse.SplitResult, host: str, port: int, headers: dict[str, str], length: int) -> bytes:
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    default_port = 443 if parts.scheme == "https" else 80
+def _request_head(endpoint: tuple[str, str, int], target: str, headers: tuple[tuple[str, str], ...],
+                  length: int) -> bytes:
+    before, after = _head_around_length(endpoint, target, headers)
+    return b"%s%d%s" % (before, length, after)
+
+
+@functools.lru_cache(maxsize=256)
+def _head_around_length(endpoint: tuple[str, str, int], target: str,
+                        headers: tuple[tuple[str, str], ...]) -> tuple[bytes, bytes]:
+    """The request head before and after the Content-Length value: the same for every request of a client."""
+    scheme, host, port = endpoint
+    default_port = 443 if scheme == "https" else 80
     authority = host if port == default_port else f"{host}:{port}"
     if ":" in host:
         authority = f"[{host}]" if port == default_port else f"[{host}]:{port}"
-    lines = [f"POST {target} HTTP/1.1", f"Host: {authority}", f"Content-Length: {length}"]
-    lines += [f"{name}: {value}" for name, value in headers.items() if name.lower() not in ("host", "content-length")]
-    if any("\r" in line or "\n" in line for line in lines):  # never says which: it may be the key
+    lines = [f"POST {target} HTTP/1.1", f"Host: {authority}"]
+    rest = [f"{name}: {value}" for name, value in headers if name.lower() not in ("host", "content-length")]
+    if any("\r" in line or "\n" in line for line in lines + rest):  # never says which: it may be the key
         raise httpcore2.LocalProtocolError("a request header contains a line break")
     try:
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return (("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1"),
+                "".join(f"\r\n{line}" for line in rest).encode("latin-1") + b"\r\n\r\n")
     except UnicodeEncodeError:
         raise httpcore2.LocalProtocolError("a request header is not Latin-1 text") from None
 
@@ -463,7 +483,7 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 
 def _pool(url: str) -> httpcore2.ConnectionPool:
     """The calling thread's pool of SHARDS per proxy per process (keep-alive across tasks)."""
-    proxy = _proxy_for(url)
+    proxy = proxy_for(url)
     shard = getattr(_local, "shard", None)
     if shard is None:
         shard = _local.shard = next(_next_shard) % SHARDS
@@ -490,7 +510,7 @@ def _ssl_context() -> ssl.SSLContext:
     return _SSL[0]
 
 
-def _proxy_for(url: str) -> str:
+def proxy_for(url: str) -> str:
     """The http(s) proxy the environment names for this URL ('' for none), as the SDK honoured it; remembered
     per value of the proxy variables (urllib reads the whole environment each time)."""
     parts = urllib.parse.urlsplit(url)
