@@ -12,7 +12,7 @@ and never looks inside a wrapper (the protocols: protocol.py). One request walks
 and, only when they are used, streaming.py (server-sent events put back into a completion) and
 textproto.py (the `<tool_use>` protocol of the text tool mode; the scripted server speaks it too).
 
-Importing this package is cheap: LLMClient (httpcore2, tenacity) loads on first use. Besides the loop,
+Importing this package is cheap: LLMClient (httpcore2) loads on first use. Besides the loop,
 three parts use a piece directly: the gateway forwards a script's request with transport.post, the
 scripted server speaks textproto and streaming, replay reads a recorded reply with replies.interpret.
 """
@@ -31,6 +31,6 @@ __all__ = ["ContextOverflow", "HookedModel", "LLMClient", "Model", "ModelError",
 
 
 def __getattr__(name: str) -> Any:
-    if name == "LLMClient":  # loaded on first use: httpcore2 and tenacity stay out of light imports
+    if name == "LLMClient":  # loaded on first use: httpcore2 stays out of light imports
         return importlib.import_module("worker.model.client").LLMClient
     raise AttributeError(f"module 'worker.model' has no attribute {name!r}")
