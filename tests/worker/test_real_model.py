@@ -8,7 +8,7 @@ import re
 import pytest
 
 from configs import load_settings
-from tests.real_model_support import names, records, replay_run
+from tests.real_model_support import ALPHA_WORDS, names, records, replay_run
 from worker.history import replay
 
 NAME_ERROR = "last code_run failed: NameError: name 'fibonacci' is not defined"
@@ -307,3 +307,20 @@ def test_a_shell_line_typed_python_runs_as_bash_and_a_call_in_function_syntax_is
     assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # it was a SyntaxError as python
     assert tool_results(requests[2], mode)[-1].startswith("nobody is watching this task")  # told once, then:
     assert result.status == "needs_input" and result.question == "What should I do next?"
+
+
+# A reply of the live 1.5B model on SOP-20 row 2 (cut short): a plan whose first step is a tool call written in
+# function syntax inside a python block, and a made-up "Final Answer". It was taken as the answer.
+PLANNED = ("To determine the answer, I will follow these steps:\n\n### Step 1: Read the file\nI will use the `file_read` "
+           "tool to read the `alpha.txt` file.\n\n```python\nfile_read(path='alpha.txt', start=1, count=1, keyword=\"\")\n"
+           "```\n\n### Step 2: Decide\n```python\n# Example decision logic\ndef decide(price):\n    return \"Yes\"\n```\n\n"
+           "### Step 3: Write the answer\n```python\nfile_patch(path='alpha.txt', old_content=\"x\", new_content=answer)\n"
+           "```\n\n### Final Answer\nThe answer is **Yes**.")
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_a_tool_call_in_function_syntax_inside_a_python_block_is_a_call(tmp_path, settings, mode):
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=[{"content": PLANNED}, {"content": "7"}])
+    [read] = tool_results(requests[1], mode)  # the block that computes `answer` is no literal call: not run
+    assert read.startswith("[alpha.txt: ") and ALPHA_WORDS.strip() in read
+    assert result.answer == "7"

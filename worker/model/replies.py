@@ -217,6 +217,7 @@ FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S
 NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"']*)["']""")
 ARGS_FIELD = re.compile(r"""["'](?:arguments|parameters|script)["']\s*:""")
 FENCE_LANGS = {"", "json", "tool_call", "tool_use", "javascript", "js"}
+CALL_FENCE_LANGS = {"", "python", "py", "python3"}  # a block that is one call in function syntax, file_read(path=...)
 INVALID_NAME = "invalid_tool_call"  # the name recorded for a call whose name could not be read
 
 
@@ -291,9 +292,10 @@ def extract_calls(content: str, known: Iterable[str]) -> Extracted:
     for match in FENCE.finditer(content):
         if any(s.start <= match.start() < s.end for s in spans):
             continue
-        if match.group(1).lower() not in FENCE_LANGS:
-            continue
-        calls = _from_json_text(match.group(2).strip(), known)
+        lang, block = match.group(1).lower(), match.group(2).strip()
+        calls = _from_json_text(block, known) if lang in FENCE_LANGS else []
+        if not calls and lang in CALL_FENCE_LANGS:
+            calls = _from_call_syntax(block, params)
         if calls:
             spans.append(Span(match.start(), match.end(), calls))
     if not spans:
