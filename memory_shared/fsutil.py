@@ -6,6 +6,7 @@ import errno
 import fcntl
 import os
 import secrets
+import shutil
 import stat
 import weakref
 from contextlib import closing, contextmanager, suppress
@@ -179,8 +180,6 @@ def is_abandoned(path: Path | str) -> bool:
 
 
 def remove_tree(path: Path | str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -21,12 +21,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import structlog
 
 from configs import Settings
 from orchestrator.actor import WorkerActor
+from orchestrator.driver import Driver, Nesting, run_status
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
@@ -37,12 +38,11 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
+from orchestrator.preflight import probe
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.model.playback import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
-
-if TYPE_CHECKING:
-    from worker.modelconfig import ModelConfig
+from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
@@ -264,8 +264,6 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
                      tool_mode: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
     a replay calls no model, the config only sizes the context)."""
-    from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
-
     configs: dict[Optional[str], ModelConfig] = {}
     for name in {t.model for t in plan.tasks}:
         data = (stored or {}).get("models", {}).get(str(name))
@@ -284,8 +282,6 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
                  stored: Optional[dict] = None) -> dict[Optional[str], ModelConfig]:
     """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now (a task
     that ran on the run's default model: the default it recorded, not today's)."""
-    from worker.modelconfig import ModelConfigError, resolve_model
-
     recorded_default = ((stored or {}).get("worker") or {}).get("model")
     try:
         return {task_model: resolve_model(name or task_model or recorded_default, settings).model_copy(
@@ -297,8 +293,6 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
 def _endpoints_answer(live: dict[Optional[str], ModelConfig]) -> None:
     """The live models' endpoints answer (GET /models), or one line says which does not and nothing starts: a fork
     of a nested run whose parent's model is gone would otherwise retry it turn after turn."""
-    from orchestrator.preflight import probe
-
     for config in {c.base_url: c for c in live.values()}.values():
         try:
             reason = probe(config.base_url)
@@ -345,8 +339,6 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
              origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
-    from orchestrator.driver import Driver, Nesting, run_status
-
     started = time.time()
     executor = LocalExecutor()  # its tasks' info lines stay off the terminal, as in a fan-out
     driver = Driver(plan, run, settings, {**models}, Nesting(), settings.fanout.max_depth, executor,

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from configs import load_settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.views.runview import driver_holds
@@ -86,8 +87,6 @@ def interrupt_note(run_dir: Path) -> str:
 
 def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
     """The run by id (under runs_dir, default fanout.runs_dir) or by its directory's path."""
-    from configs import load_settings
-
     try:
         return RunDir.existing(Path(runs_dir or load_settings().fanout.runs_dir), run)
     except FileNotFoundError as exc:

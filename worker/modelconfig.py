@@ -29,6 +29,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from configs import load_settings
 from configs.projecttrust import model_field_refusal
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
@@ -118,8 +119,6 @@ def resolve_model(name: Optional[str], settings: Any = None, files: Optional[lis
     """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none. `files`: the
     model files to look in (default: shipped, user, project; see load_model_entries)."""
     if settings is None:
-        from configs import load_settings
-
         settings = load_settings()
     resend = settings.context.schema_resend_every
     name = name or settings.worker.model
