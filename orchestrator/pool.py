@@ -311,6 +311,19 @@ def manager(idle_seconds: float) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
+def leased_actor(address: Optional[str], uid: str) -> Optional[Any]:
+    """The handle of the pool's actor `uid` through the cluster at `address` and the pool manager; None when the
+    actor is gone. ClusterError (or Ray's ValueError) when the cluster or its manager cannot be reached."""
+    connect(address)
+    manager = ray.get_actor(f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE)
+    return ray.get(manager.leased_actor.remote(uid))
+
+
+def call(handle: Any, method: str, *args: object) -> Any:
+    """`method(*args)` on an actor's handle, waited for: its answer."""
+    return ray.get(getattr(handle, method).remote(*args))
+
+
 def code_version() -> str:
     """A short hash of the Python sources a worker actor runs (names, sizes, mtimes: cheap)."""
     digest = hashlib.sha1()
