@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rich.live import Live
 from rich.prompt import Prompt
@@ -64,7 +64,7 @@ class ToolClock:
     """While a tool runs: its name and the seconds it has run, redrawn in place on stderr (as the fan-out's live
     view shows them), and gone when its turn line is printed. Only on a terminal: elsewhere it draws nothing."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Optional[TextStream] = None) -> None:
         self.stream = stream  # the model's streamed text: its line is ended before the clock draws
         self.live: Optional[Live] = None
         self.event: dict[str, Any] = {}
@@ -96,7 +96,7 @@ class ToolClock:
         return Text(f"t{self.event.get('turn', 0):<3} {doing(self.event, time.time())}", style="dim")
 
 
-def turn_printer(stream: Any, clock: Optional[ToolClock] = None) -> Any:
+def turn_printer(stream: Optional[TextStream], clock: Optional[ToolClock] = None) -> Callable[[dict], None]:
     """The on_turn callback: a tool line, after ending any text the model streamed (and the tool's clock)."""
     def show(event: dict) -> None:
         if clock is not None:
