@@ -37,7 +37,7 @@ from memory_shared import AccessLog, MemoryStore, StoreHandle
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.fanout import FanoutError, build_plan, fanout
 from orchestrator.ledger import RunDir, new_run_id
-from orchestrator.records import Usage
+from orchestrator.records import TaskRecord, Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import ExplorationPlan, write_plan
 from skilltree.planner import PROMPTS, plan_exploration
@@ -304,7 +304,7 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     return result
 
 
-def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Any,
+def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Optional[TaskRecord],
                      now: datetime, timeout: float) -> Consolidated:
     if finished is None:
         return Consolidated(task.task_id, "unfinished",
