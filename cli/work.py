@@ -309,8 +309,7 @@ def replay(
 ) -> None:
     """Run RUN's tasks again from their histories with zero model calls; exit 0 when every request and tool
     output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
-    from orchestrator.replay import ReplayError  # the agent loop: see the module's docstring
-    from orchestrator.replay import replay as run_replay
+    from orchestrator import replay as replays  # the agent loop: see the module's docstring
 
     current = settings(ctx)
     if model and from_turn is None:
@@ -318,10 +317,10 @@ def replay(
     if tool_mode not in (None, "native", "text"):
         fail(f"--tool-mode {tool_mode}: use native or text")
     try:
-        outcome = run_replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
-                             keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
-                             tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
-    except (ReplayError, ModelConfigError) as exc:
+        outcome = replays.replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
+                                 keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
+                                 tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
+    except (replays.ReplayError, ModelConfigError) as exc:
         fail(str(exc))
     if as_json:
         emit_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "source": outcome.source,
