@@ -22,9 +22,11 @@ the host. What ga cannot close is a race with another process that writes the sa
 (another sandbox sharing a `sandbox.writable` path): with bubblewrap older than 0.12.0 ga says so once.
 
 Forwards: with the network off, `Policy.forwards` still lets the sandbox reach chosen Unix sockets outside
-(the model gateway, an egress proxy): each socket is bind-mounted into the sandbox, and the sandbox's first
-process (worker/sandbox_launch.py) listens on 127.0.0.1:PORT in the sandbox's own network namespace, relays
-each connection to its socket, and becomes the command.
+(the model gateway, an egress proxy) through 127.0.0.1:PORT in the sandbox's own network namespace. ga's relay
+host joins that namespace while bubblewrap holds the command (`relay_outside`, worker/sandbox_relay.py), so
+the ports listen before the command runs and no interpreter starts inside; where it cannot join one, the
+sandbox's first process (worker/sandbox_launch.py) listens, relays, and becomes the command. Each socket is
+bind-mounted into the sandbox as well (GA_GATEWAY: nested fan-outs post there).
 """
 from __future__ import annotations
 
@@ -72,8 +74,10 @@ class Policy:
     sockets: tuple[Path, ...] = ()  # Unix sockets ga serves the sandbox directly (the gateway's, network open)
 
 
-def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True) -> list[str]:
-    """The argv that runs `command` in `cwd` inside the sandbox `policy` describes."""
+def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: bool = True,
+         relay_outside: tuple[str, ...] = ()) -> list[str]:
+    """The argv that runs `command` in `cwd` inside the sandbox `policy` describes. `relay_outside`: bubblewrap's
+    options of a worker/sandbox_relay.py Hold, whose relay host serves the forwards (no launcher inside)."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
     # Never the host's /proc: its /proc/<pid>/root would lead out of the sandbox. Where a fresh one
     # cannot be mounted (some containers), scripts get an empty one.
@@ -104,7 +108,8 @@ def wrap(command: list[str], policy: Policy, bwrap: str, cwd: Path, *, proc: boo
     for _, socket_path in policy.forwards:  # after the private /tmp: a socket there must stay visible
         argv += ["--ro-bind", str(socket_path), str(socket_path)]
     argv += [arg for folder in ("/dev", *_tmpfs_folders()) for arg in ("--remount-ro", folder)]
-    if policy.forwards:
+    argv += relay_outside
+    if policy.forwards and not relay_outside:
         # its text, not its path: wherever ga is installed (an editable checkout under /tmp, hidden by the
         # private /tmp), the first process needs no file of ga's inside
         relays = [f"{port}={socket_path}" for port, socket_path in policy.forwards]
@@ -283,7 +288,8 @@ def _mount_destinations(argv: list[str]) -> list[tuple[Optional[str], str]]:
             found.append((None, argv[i + 1]))
             i += 2
         elif arg in ("--size", "--perms", "--chdir", "--remount-ro", "--uid", "--gid", "--hostname", "--cap-drop",
-                     "--cap-add", "--exec-label", "--file-label", "--argv0", "--seccomp", "--userns", "--pidns"):
+                     "--cap-add", "--exec-label", "--file-label", "--argv0", "--seccomp", "--userns", "--pidns",
+                     "--info-fd", "--block-fd"):
             i += 2
         elif arg in ("--setenv", "--symlink", "--file", "--bind-data", "--ro-bind-data"):
             i += 3

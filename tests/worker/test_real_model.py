@@ -302,7 +302,8 @@ TYPED_SHELL = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script
 
 @pytest.mark.parametrize("mode", ["native", "text"])
 def test_a_shell_line_typed_python_runs_as_bash_and_a_call_in_function_syntax_is_a_call(tmp_path, settings, mode):
-    turns = [{"content": TYPED_SHELL}, {"content": 'ask_user("What should I do next?")'}]
-    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=turns)
+    ask = {"content": 'ask_user("What should I do next?")'}
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=[{"content": TYPED_SHELL}, ask, ask])
     assert tool_results(requests[1], mode) == ["exit code 0\n7\n"]  # it was a SyntaxError as python
+    assert tool_results(requests[2], mode)[-1].startswith("nobody is watching this task")  # told once, then:
     assert result.status == "needs_input" and result.question == "What should I do next?"

@@ -210,8 +210,10 @@ def test_ask_user_interactive(ctx):
 
 
 @pytest.mark.parametrize("interactive, ask", [(False, None), (True, None), (False, lambda q, c: "x")])
-def test_ask_user_without_a_person_stops(ctx, interactive, ask):
+def test_ask_user_without_a_person_is_told_once_then_stops(ctx, interactive, ask):
     ctx.interactive, ctx.ask = interactive, ask
+    first = call(ctx, "ask_user", question="What should I do next?")
+    assert first.stop is None and not first.evidence and first.output.startswith("nobody is watching this task")
     result = call(ctx, "ask_user", question="Which colour?")
     assert result.stop == "needs_input" and not result.evidence
     assert result.data == {"question": "Which colour?", "candidates": []}

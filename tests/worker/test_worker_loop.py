@@ -141,11 +141,19 @@ def test_three_malformed_calls_in_a_row_fail_the_task(tmp_path, settings):
     assert len(requests) == 3
 
 
-def test_ask_user_without_a_person_ends_with_needs_input(tmp_path, settings):
-    turns = [{"tool_calls": [call("ask_user", question="Which branch?", candidates=["main", "dev"])]}]
-    result, _ = run_script(tmp_path, settings, turns)
+def test_ask_user_without_a_person_goes_on_alone_then_ends_with_needs_input(tmp_path, settings):
+    ask = {"tool_calls": [call("ask_user", question="Which branch?", candidates=["main", "dev"])]}
+    result, requests = run_script(tmp_path, settings, [ask, ask])
+    assert tool_messages(requests[1])[-1].startswith("nobody is watching this task")
     assert result.status == "needs_input"
     assert result.question == "Which branch?"
+
+
+def test_a_task_asked_nothing_answers_after_being_told_nobody_is_there(tmp_path, settings):
+    turns = [{"tool_calls": [call("ask_user", question="What should I do next?")]},
+             {"tool_calls": [call("code_run", type="python", script="print(55)")]}, {"content": "55"}]
+    result, _ = run_script(tmp_path, settings, turns)
+    assert result.status == "succeeded" and result.answer == "55"
 
 
 def test_ask_user_with_a_person_gets_the_answer(tmp_path, settings):

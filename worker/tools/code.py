@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import structlog
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memory_shared import fsutil
-from worker import egress, gateway, sandbox, telemetry
+from worker import egress, gateway, sandbox, sandbox_relay, telemetry
 from worker.context import output_cap
 from worker.context.cut import cut_marker
 from worker.modelconfig import key_env_names
@@ -148,6 +149,8 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         env[gateway.ENV_SOCKET] = str(gate.socket_path)
         gate.traceparent = env.get("TRACEPARENT")
     placeholders: list[Path] = []
+    hold: Optional[sandbox_relay.Hold] = None  # the forwards relayed from outside: the command waits for them
+    forwards: tuple[tuple[int, Path], ...] = ()
     if wrap:
         confined = task_policy(ctx, env, gate, limits)
         if gate is not None and shared:  # the host's network: the gateway's socket itself stays reachable
@@ -161,12 +164,18 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
             return ToolResult(problem, ok=False, evidence=False, stop="failed", data={"reason": problem})
         if gate is not None and not shared:
             env.update(OPENAI_BASE_URL=f"http://127.0.0.1:{gateway.PORT}/v1", OPENAI_API_KEY=gateway.PLACEHOLDER_KEY)
-        command = sandbox.wrap(command, confined, policy.bwrap, cwd, proc=sandbox.mounts_proc(policy.bwrap, shared))
+        proc_ok, forwards = sandbox.mounts_proc(policy.bwrap, shared), confined.forwards
+        if forwards and sandbox_relay.usable(policy.bwrap, proc_ok):
+            hold = sandbox_relay.Hold()
+        command = sandbox.wrap(command, confined, policy.bwrap, cwd, proc=proc_ok,
+                               relay_outside=hold.bwrap_args if hold else ())
         placeholders = sandbox.placeholders(command)
         try:
             sandbox.make_mount_points(command, confined.writable)
         except OSError as exc:  # a link where a mount point goes: it was put there to be followed
             problem = f"code_run refused: a mount point of the sandbox cannot be made safely ({exc})"
+            if hold is not None:
+                hold.close()
             output.close()
             sandbox.remove_placeholders(placeholders)
             if cgroup is not None:
@@ -180,8 +189,14 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
     command = [*confinement, *command]
     with os.fdopen(os.dup(output.fileno()), "wb") as out:  # read back through `output`, never by its path
         # Output goes to a file, not a pipe: background children that keep it open cannot block us.
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=hold.child_fds if hold else ())
+        except BaseException:
+            if hold is not None:
+                hold.close()
+            raise
     scripts.groups.append(proc.pid)  # killed at the task's end if still alive then
     killer = partial(_kill_group, proc.pid)
     ctx.kill.append(killer)
@@ -189,13 +204,19 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         killer()
     disk = DiskWatch(workdir, limits.disk, killer)
     try:
-        code = proc.wait(timeout=timeout)
-        status = f"exit code {code}"
+        relayed = _release(hold, forwards, proc, killer)
+        code = wait_exited(proc, timeout) if relayed is None else proc.wait()
+        status = f"exit code {code}" if relayed is None else f"code_run failed: {relayed} (exit code {code})"
     except subprocess.TimeoutExpired:
         _kill_group(proc.pid)
         code = proc.wait()
         status = f"timeout after {timeout}s: killed the script's whole process group (exit code {code})"
     finally:
+        if hold is not None:  # only now: a hold closed while the sandbox lives lets its command run
+            if proc.poll() is None and hold.holding:
+                killer()
+                proc.wait()
+            hold.close()
         ctx.kill.remove(killer)
         hit = disk.stop()  # killed for the disk limit: named first
         if gate is not None:  # a nested run lives only as long as the code_run that asked for it
@@ -215,6 +236,37 @@ def run_script(ctx: ToolContext, args: CodeRunArgs, check_answer: Optional[str] 
         status += f"; full output in {script_path.with_suffix('.out').relative_to(workdir).as_posix()}"
     return ToolResult(f"{status}\n{text}", ok=code == 0, evidence=code == 0,
                       data={"exit_code": code, "timed_out": status.startswith("timeout")})
+
+
+def _release(hold: Optional[sandbox_relay.Hold], forwards: tuple[tuple[int, Path], ...], proc: subprocess.Popen,
+             killer: partial) -> Optional[str]:
+    """Start the relays of a held sandbox and let its command go: None, or why not (the sandbox killed unrun)."""
+    if hold is None:
+        return None
+    problem = hold.release(forwards)
+    if problem:
+        killer()
+        proc.wait()
+        return f"the gateway's relay could not start ({problem})"
+    return None
+
+
+def wait_exited(proc: subprocess.Popen, timeout: float) -> int:
+    """`proc`'s exit code the moment it exits; TimeoutExpired as Popen.wait raises it. Popen.wait(timeout) polls
+    with doubling sleeps (1, 2, 4 ... 50 ms), so a sandbox that ended at 32 ms was seen at 63 ms; a pidfd becomes
+    readable when the process ends. Without one (Linux before 5.3), Popen's own wait."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 def _limits_hit(scripts: Scripts, cgroup: Optional[SandboxCgroup]) -> tuple[int, int]:
