@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -21,10 +21,13 @@ from configs import Settings
 from orchestrator.triggers.durations import parse_duration
 from worker.model import ModelError
 
+if TYPE_CHECKING:
+    from skilltree.explore import CycleResult  # imported when `ga explore` runs: see the module's docstring
+
 commands = typer.Typer()
 
 
-def _explore_table(result: Any) -> None:
+def _explore_table(result: CycleResult) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold", title=f"exploration {result.run_id}",
                   title_justify="left")
     for column in ("task", "category", "score", "outcome", "skill", "generation"):

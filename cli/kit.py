@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Optional
+from pathlib import Path
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -28,7 +29,7 @@ NOW_HELP = "Pretend it is this ISO time (for tests and replays)"
 class Invocation:
     """The global flags of one `ga` invocation (`--log-level`, `--log-json`, `--home`) as settings overrides."""
 
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, object] = field(default_factory=dict)
 
 
 def invocation(ctx: typer.Context) -> Invocation:
@@ -54,7 +55,7 @@ def fail_lines(text: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def settings(ctx: typer.Context, **flags: Any) -> Settings:
+def settings(ctx: typer.Context, **flags: object) -> Settings:
     """This invocation's settings: defaults, config files, environment, global flags, then `flags`."""
     try:
         return load_settings({**invocation(ctx).overrides, **flags})
@@ -62,17 +63,17 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
         fail(str(exc))
 
 
-def emit_json(data: Any, indent: Optional[int] = 2) -> None:
+def emit_json(data: object, indent: Optional[int] = 2) -> None:
     sys.stdout.write(json.dumps(data, indent=indent, default=str) + "\n")
 
 
-def emit_json_line(record: dict) -> None:
+def emit_json_line(record: dict[str, object]) -> None:
     """One record as one JSON line, flushed (the daemons' --json output)."""
     sys.stdout.write(json.dumps(record, default=str) + "\n")
     sys.stdout.flush()
 
 
-def must_be_dir(flag: str, path: Optional[Any]) -> None:
+def must_be_dir(flag: str, path: Optional[Path]) -> None:
     if path is not None and not path.is_dir():
         fail(f"{flag} {path}: not a directory; create it or pass an existing one")
 

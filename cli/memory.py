@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -17,6 +17,7 @@ from rich.panel import Panel
 from cli.kit import console, emit_json, fail, say, settings, write_text
 from memory_shared import AccessLog, Archive, GenerationMissing, MemoryStore, MemoryStoreError, render_l1
 from memory_shared import review as reviews
+from memory_shared.commitlog import Commit
 from memory_shared.demo import run_demo
 from memory_shared.provenance import all_records, is_reserved, records_for, trust_level, trust_of
 from orchestrator.views.columns import Column, Rows
@@ -36,7 +37,7 @@ def _memory_errors(ctx: typer.Context) -> Iterator[None]:
         fail(f"{exc.filename or settings(ctx).memory_root}: {exc.strerror}; check GA_HOME or memory.root in your config")
 
 
-def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True) -> Any:
+def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True) -> MemoryStore:
     """The store; `recover=False` opens it as it is, changing nothing (verify, repair --dry-run)."""
     current = settings(ctx)
     with _memory_errors(ctx):
@@ -44,7 +45,7 @@ def _memory_store(ctx: typer.Context, create: bool = False, recover: bool = True
                            l1_max_chars=current.memory.l1_max_chars, create=create, recover=recover)
 
 
-def _commit_rows(commits: list[Any]) -> Any:
+def _commit_rows(commits: list[Commit]) -> Rows:
     """One line a commit at 80 columns: the generation and time whole, the author, message and paths give way."""
     columns = [Column("gen", right=True, whole=True), Column("time", whole=True), Column("author", least=8),
                Column("message", least=12), Column("paths", least=12)]
@@ -54,7 +55,7 @@ def _commit_rows(commits: list[Any]) -> Any:
                                                           else "")] for commit in commits])
 
 
-def _memory_verify_or_fail(ctx: typer.Context, store: Any, quick: bool = False, as_json: bool = False,
+def _memory_verify_or_fail(ctx: typer.Context, store: MemoryStore, quick: bool = False, as_json: bool = False,
                            plan: bool = False) -> None:
     """Verify the store; on a problem print one line naming `ga memory repair` (or the JSON) and exit 2.
     With `plan`, what repair would do is listed first (`repair --dry-run`: it changes nothing either)."""

@@ -1,13 +1,12 @@
-"""`ga sessions ...`: the sessions of `ga run` and `ga chat`, listed and shown.
-
-The session table comes with the agent loop (worker.chat: the tools, playwright): it is imported inside the
-command, so that `ga --help` does not pay for it.
-"""
+"""`ga sessions ...`: the sessions of `ga run` and `ga chat`, listed and shown."""
 from __future__ import annotations
 
 import typer
 
 from cli.kit import console, emit_json, fail, settings
+from orchestrator.views.conversation import print_session
+from worker.chatview import sessions_table
+from worker.sessionfiles import SessionError, find, list_sessions
 
 sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and `ga chat`: list them, show one; "
                                                       "continue one with `ga chat --resume ID` or `ga run --continue "
@@ -18,9 +17,6 @@ sessions_app = typer.Typer(no_args_is_help=True, help="Sessions of `ga run` and 
 def sessions_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON"),
                   everything: bool = typer.Option(False, "--all", help="Also sessions whose first turn got no reply")) -> None:
     """The sessions with a completed turn, the latest activity first: first task, turns, cost, last activity."""
-    from worker.chat import sessions_table  # the agent loop: see the module's docstring
-    from worker.conversations import list_sessions
-
     rows = list_sessions(settings(ctx), everything)
     if as_json:
         emit_json([row.model_dump() for row in rows])
@@ -38,9 +34,6 @@ def sessions_show(ctx: typer.Context,
                                                    "of one, or `last`"),
                   as_json: bool = typer.Option(False, "--json", help="Print the session's record as JSON")) -> None:
     """A session's transcript: what was asked at each exchange and every turn that answered it."""
-    from orchestrator.views.conversation import print_session
-    from worker.conversations import SessionError, find
-
     try:
         session = find(settings(ctx), session_id)
     except SessionError as exc:

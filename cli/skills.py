@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Callable, Optional, TypeVar
 
 import typer
 from rich import box
@@ -21,10 +21,11 @@ from skilltree.view import feedback_json, feedback_table, rich_tree, tree_json, 
 from worker.model import ModelError
 from worker.modelconfig import ModelConfigError, resolve_model
 
+T = TypeVar("T")
 skills_app = typer.Typer(no_args_is_help=True, help="The skill tree: show, plan, report, feedback (weight adaptation).")
 
 
-def skills_now(value: Optional[str]) -> Any:
+def skills_now(value: Optional[str]) -> datetime:
     """--now as an aware time (UTC when it has no offset); the real time when not given."""
     if not value:
         return datetime.now(timezone.utc)
@@ -35,7 +36,7 @@ def skills_now(value: Optional[str]) -> Any:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def _skills_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _skills_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
     """Run a skilltree operation; errors a user can cause become one line."""
     try:
         return fn(*args, **kwargs)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -13,10 +13,10 @@ from cli.kit import console, emit_json, emit_json_line, fail, must_be_dir, setti
 from cli.turns import check_model
 from configs import Settings
 from orchestrator.exitcodes import daemon_exit
-from orchestrator.triggers.activity import local_now
+from orchestrator.triggers.activity import Clock, local_now
 from orchestrator.triggers.authority import writable_by_tasks
 from orchestrator.triggers.jobrules import next_slot
-from orchestrator.triggers.jobs import JobsError, load_jobs
+from orchestrator.triggers.jobs import Job, JobsError, load_jobs
 from orchestrator.triggers.reflect import TriggerError, load_trigger, reflect
 from orchestrator.triggers.schedule import ScheduleError, load_state, run_schedule, schedule_dir
 from orchestrator.triggers.stopping import stop_on_signals
@@ -25,7 +25,7 @@ from orchestrator.views.columns import Column, Paragraph, Rows
 commands = typer.Typer()
 
 
-def clock_at(value: Optional[str]) -> Any:
+def clock_at(value: Optional[str]) -> Optional[Clock]:
     """--now: a clock stopped at this ISO time (local time when it has no offset); None: the real clock."""
     if value is None:
         return None
@@ -128,7 +128,7 @@ def schedule_command(
     raise typer.Exit(daemon_exit(ran))
 
 
-def _list_jobs(jobs: list, current: Settings, clock: Any, as_json: bool) -> None:
+def _list_jobs(jobs: list[Job], current: Settings, clock: Optional[Clock], as_json: bool) -> None:
     moment = (clock or local_now)()
     stored = load_state(schedule_dir(current.home_dir) / "state.json")
     rows = []

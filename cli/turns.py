@@ -1,15 +1,12 @@
 """What `ga run` and `ga chat` share while they work: the model checked before they start, each turn shown as a
 line (with the running tool's clock on a terminal), and the person asked a question.
-
-The text stream comes with the agent loop (worker.chat: the tools, playwright): it is imported inside the function,
-so that `ga --help` does not pay for it.
 """
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rich.live import Live
 from rich.prompt import Prompt
@@ -17,9 +14,12 @@ from rich.text import Text
 
 from cli.kit import console, err_console, fail
 from configs import Settings
+from orchestrator.preflight import invalid_url, probe, unreachable
 from orchestrator.views.printable import printable
 from orchestrator.views.progress import doing
+from worker.chatview import TextStream
 from worker.modelconfig import ModelConfigError, resolve_model
+from worker.sessionfiles import SessionError, find
 
 
 def check_model(model: Optional[str], current: Settings, needed_by: str = "") -> None:
@@ -33,8 +33,6 @@ def check_model(model: Optional[str], current: Settings, needed_by: str = "") ->
 def preflight_run(model: Optional[str], continue_session: Optional[str], current: Settings) -> None:
     """`ga run`'s and `ga chat`'s pre-flight, as a fan-out's: the model (`model`, else the continued session's, else
     the configured one) resolves and its endpoint answers, or one line says why not and nothing starts."""
-    from worker.conversations import SessionError, find
-
     try:
         name = model or (find(current, continue_session).model if continue_session else None)
     except SessionError as exc:
@@ -47,8 +45,6 @@ def preflight_run(model: Optional[str], continue_session: Optional[str], current
 def model_problem(name: Optional[str], current: Settings) -> str:
     """Why the model `name` (None: the configured one) cannot be used: it does not resolve, or its endpoint does not
     answer; "" when it can."""
-    from orchestrator.preflight import invalid_url, probe, unreachable
-
     try:
         config = resolve_model(name, current)
     except ModelConfigError as exc:
@@ -60,9 +56,7 @@ def model_problem(name: Optional[str], current: Settings) -> str:
     return unreachable(config.name, config.base_url, reason) if reason else ""
 
 
-def text_stream() -> Any:
-    from worker.chat import TextStream  # the agent loop: see the module's docstring
-
+def text_stream() -> TextStream:
     return TextStream(lambda text: sys.stdout.write(printable(text)), sys.stdout.flush)  # shown, never obeyed
 
 
@@ -70,7 +64,7 @@ class ToolClock:
     """While a tool runs: its name and the seconds it has run, redrawn in place on stderr (as the fan-out's live
     view shows them), and gone when its turn line is printed. Only on a terminal: elsewhere it draws nothing."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Optional[TextStream] = None) -> None:
         self.stream = stream  # the model's streamed text: its line is ended before the clock draws
         self.live: Optional[Live] = None
         self.event: dict[str, Any] = {}
@@ -102,7 +96,7 @@ class ToolClock:
         return Text(f"t{self.event.get('turn', 0):<3} {doing(self.event, time.time())}", style="dim")
 
 
-def turn_printer(stream: Any, clock: Optional[ToolClock] = None) -> Any:
+def turn_printer(stream: Optional[TextStream], clock: Optional[ToolClock] = None) -> Callable[[dict], None]:
     """The on_turn callback: a tool line, after ending any text the model streamed (and the tool's clock)."""
     def show(event: dict) -> None:
         if clock is not None:

@@ -11,7 +11,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.markup import escape
@@ -32,11 +32,16 @@ from orchestrator.views.columns import Column, Rows
 from orchestrator.views.digest import FULL_TABLE_MAX, print_run_digest
 from orchestrator.views.outcome import session_workers
 from orchestrator.views.progress import status_counts, status_style
+from orchestrator.views.replaydiff import difference_diff
 from orchestrator.views.runlist import list_runs, resume_command
 from orchestrator.views.runview import REDUCE, load_run_view, runs_of_session
 from orchestrator.views.tables import tasks_table
 from worker.modelconfig import ModelConfigError, model_override
 from worker.record import TaskRecord
+from worker.sessionfiles import SessionError, find
+
+if TYPE_CHECKING:
+    from orchestrator.replay import ReplayRun
 
 commands = typer.Typer()
 PLAN_ROWS = 50  # a dry run's table shows this many tasks
@@ -58,7 +63,6 @@ def run(
 
     stdout: the answer (or the JSON result); on a terminal the model's text streams there as it comes. stderr: each
     turn and the outcome when it is a terminal; piped, only a line when the task did not succeed."""
-    from worker.conversations import SessionError
     from worker.oneshot import Abandoned, run_one  # the agent loop: see the module's docstring
 
     current = settings(ctx, **{"worker.model": model, "worker.max_turns": max_turns})
@@ -139,7 +143,6 @@ def chat(
     """A conversation with the parent agent: follow-ups, /help, /runs, /cost, /model, /resume, /quit; Ctrl-C stops
     a turn. The model (and its endpoint) is checked before the first message."""
     from worker.chat import Chat  # the agent loop: see the module's docstring
-    from worker.conversations import SessionError, find
 
     current = settings(ctx, **{"worker.model": model})
     try:
@@ -306,9 +309,7 @@ def replay(
 ) -> None:
     """Run RUN's tasks again from their histories with zero model calls; exit 0 when every request and tool
     output is as recorded. With --from TURN, fork one task onto a live model from that turn."""
-    from orchestrator.replay import ReplayError
-    from orchestrator.replay import replay as run_replay
-    from worker.modelconfig import ModelConfigError
+    from orchestrator import replay as replays  # the agent loop: see the module's docstring
 
     current = settings(ctx)
     if model and from_turn is None:
@@ -316,14 +317,12 @@ def replay(
     if tool_mode not in (None, "native", "text"):
         fail(f"--tool-mode {tool_mode}: use native or text")
     try:
-        outcome = run_replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
-                             keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
-                             tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
-    except (ReplayError, ModelConfigError) as exc:
+        outcome = replays.replay(run, tasks or None, settings=current, runs_dir=Path(current.fanout.runs_dir), out=out,
+                                 keep_going=keep_going, from_turn=from_turn, model=model, workers=workers,
+                                 tool_mode=tool_mode, inputs=inputs, preflight=not no_preflight)
+    except (replays.ReplayError, ModelConfigError) as exc:
         fail(str(exc))
     if as_json:
-        from orchestrator.replay import difference_diff
-
         emit_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "source": outcome.source,
                    "identical": outcome.identical, "forked_from": outcome.forked_from, "notes": outcome.notes,
                    "exit_code": outcome.exit_code,
@@ -340,7 +339,7 @@ def fork_failed_tasks(plan: Plan, run: str, current: Settings, out: Optional[Pat
                       model: Optional[str], preflight: bool = True) -> int:
     """`ga fanout --resume RUN --retry-failed --from-last-good`: fork RUN's failed tasks in RUN (the live turns on
     `model`, else each task's own); the exit code."""
-    from orchestrator.replay import ReplayError, fork_failed
+    from orchestrator.replay import ReplayError, fork_failed  # the agent loop: see the module's docstring
 
     try:
         outcome = fork_failed(plan, run, settings=current, runs_dir=Path(out or current.fanout.runs_dir),
@@ -350,9 +349,7 @@ def fork_failed_tasks(plan: Plan, run: str, current: Settings, out: Optional[Pat
     return print_outcome(outcome)
 
 
-def print_outcome(outcome: Any) -> int:
-    from orchestrator.replay import difference_diff  # the agent loop: see cli/work.py's docstring
-
+def print_outcome(outcome: ReplayRun) -> int:
     for note in outcome.notes:
         console.print(f"note: {escape(note)}", highlight=False)
     forked = outcome.forked_from or outcome.run_exit_code is not None

@@ -23,10 +23,12 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, TextIO
+from typing import Callable, Iterator, Mapping, NoReturn, Optional, TextIO, TypeVar
 
 import structlog
-from structlog.typing import EventDict
+from structlog.typing import EventDict, WrappedLogger
+
+T = TypeVar("T")
 
 SECRET_KEY = re.compile(r"(api[_-]?key|token(?!s)|secret|password|authorization|bearer)", re.I)
 SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
@@ -38,7 +40,7 @@ def redact_text(text: str) -> str:
     return SECRET_VALUE.sub("[redacted]", text)
 
 
-def _redact(value: Any, key: str = "") -> Any:
+def _redact(value: object, key: str = "") -> object:
     if key and SECRET_KEY.search(key) and isinstance(value, str):
         return "[redacted]"
     if isinstance(value, str):
@@ -50,11 +52,11 @@ def _redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def redact_processor(_logger: Any, _name: str, event: EventDict) -> EventDict:
+def redact_processor(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
     return {k: _redact(v, k) for k, v in event.items()}
 
 
-def render_line(event: Mapping[str, Any], with_time: bool = False) -> str:
+def render_line(event: Mapping[str, object], with_time: bool = False) -> str:
     """`level: event key=value ...` on one line (a traceback keeps only its last line; the JSON file has it whole)."""
     fields = {k: v for k, v in event.items() if k not in ("event", "level", "timestamp")}
     if "exception" in fields:
@@ -64,7 +66,7 @@ def render_line(event: Mapping[str, Any], with_time: bool = False) -> str:
     return " ".join([head, *parts])
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if not isinstance(value, str):
         return json.dumps(value, default=str, ensure_ascii=False)
     text = " ".join(value.split()) if "\n" in value else value
@@ -79,7 +81,7 @@ class _Sink:
     render: Callable[[EventDict], str]
     run: Optional[str] = None  # a file's run: it takes only that run's lines and those of no run
 
-    def takes(self, level: int, context: Mapping[str, Any]) -> bool:
+    def takes(self, level: int, context: Mapping[str, object]) -> bool:
         if level < self.level:
             return False
         if self.kind == "file":
@@ -94,7 +96,7 @@ class _Router:
         self.sinks: list[_Sink] = []
         self.lock = threading.Lock()
 
-    def __call__(self, _logger: Any, _name: str, event: EventDict) -> Any:
+    def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> NoReturn:
         level = logging.getLevelName(str(event.get("level", "info")).upper())
         level = level if isinstance(level, int) else logging.INFO
         context = structlog.contextvars.get_contextvars()  # the caller's: the event's run= may name another run
@@ -159,6 +161,6 @@ def log_file(handle: TextIO, run: str) -> Iterator[None]:
             _router.sinks.remove(sink)
 
 
-def in_context(target: Callable[..., Any]) -> Callable[..., Any]:
+def in_context(target: Callable[..., T]) -> Callable[..., T]:
     """`target` to run in a copy of the caller's context (its run and task): a new thread starts with an empty one."""
     return functools.partial(contextvars.copy_context().run, target)

@@ -109,7 +109,7 @@ WHY: dict[Rule, str] = {
 }
 
 
-def value_of(settings: Any, key: tuple[str, ...]) -> Any:
+def value_of(settings: Any, key: tuple[str, ...]) -> object:  # Any: a Settings (it imports this module), walked by name
     """The value of `key` in a Settings (sandbox limits as this machine resolves a null)."""
     node = settings.sandbox.limits.resolved() if key[:2] == ("sandbox", "limits") else settings
     for part in key[2:] if key[:2] == ("sandbox", "limits") else key:
@@ -148,7 +148,7 @@ def _set_keys(data: dict) -> Iterator[tuple[str, ...]]:
         yield from under or [leaf]
 
 
-def _leaves(node: Any, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+def _leaves(node: object, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     if isinstance(node, dict) and (node or not prefix):
         for name, value in node.items():
             yield from _leaves(value, (*prefix, str(name)))
@@ -171,7 +171,7 @@ MODEL_WHY: dict[Rule, str] = {
 }
 
 
-def model_field_refusal(field: str, project: Any, trusted: Any) -> str | None:
+def model_field_refusal(field: str, project: object, trusted: object) -> str | None:
     """Why a project models.yaml may not set `field` of a model to `project` (the user's or shipped value:
     `trusted`); None when it may."""
     rule = PROJECT_MODEL_FIELDS.get(field)

@@ -250,7 +250,7 @@ class Settings(Section):
 
 
 def load_settings(
-    overrides: Optional[dict[str, Any]] = None,
+    overrides: Optional[Mapping[str, object]] = None,
     *,
     user_file: Optional[Path] = None,
     project_file: Optional[Path] = None,
@@ -316,7 +316,7 @@ def _env_value(name: str, raw: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+def _nest(flat: Mapping[str, object]) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for dotted, value in flat.items():
         node = nested

@@ -272,7 +272,7 @@ def compact_session(raw: Path, *, state: str = "compressed") -> dict[str, Any]:
     }
 
 
-def _messages(node: Any) -> Iterator[dict[str, Any]]:
+def _messages(node: object) -> Iterator[dict[str, Any]]:
     """Every OpenAI-style message inside a history entry, in order, wherever it is nested."""
     if isinstance(node, dict):
         if isinstance(node.get("role"), str):
@@ -285,7 +285,7 @@ def _messages(node: Any) -> Iterator[dict[str, Any]]:
             yield from _messages(value)
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
@@ -298,7 +298,7 @@ def _one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _user_line(content: Any) -> str:
+def _user_line(content: object) -> str:
     return _one_line(ANCHOR_TAGS.sub("", _text(content)), USER_CHARS)
 
 

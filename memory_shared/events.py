@@ -10,7 +10,7 @@ from typing import Any
 NAME = "events.jsonl"
 
 
-def append(root: Path, event: str, **fields: Any) -> None:
+def append(root: Path, event: str, **fields: object) -> None:
     line = json.dumps({"time": time.time(), "event": event, **fields}, ensure_ascii=False, separators=(",", ":"))
     fd = os.open(root / NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

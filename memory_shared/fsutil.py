@@ -6,11 +6,14 @@ import errno
 import fcntl
 import os
 import secrets
+import shutil
 import stat
 import weakref
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, TypeVar
+
+T = TypeVar("T")
 
 READ_ONLY = 0o444
 PIECE = 1 << 16  # what _pread asks for past the size the file had when it started
@@ -76,7 +79,7 @@ def atomic_link(source: Path | str, path: Path) -> None:
     _replace_with(os.link, source, Path(path))
 
 
-def _replace_with(make: Callable[[Any, Path], None], what: Any, path: Path) -> None:
+def _replace_with(make: Callable[[T, Path], None], what: T, path: Path) -> None:
     """`make(what, tmp)` beside `path`, then rename it over `path` and fsync the directory."""
     tmp = path.with_name(f".{path.name}.tmp-{unique()}")
     make(what, tmp)
@@ -179,8 +182,6 @@ def is_abandoned(path: Path | str) -> bool:
 
 
 def remove_tree(path: Path | str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -15,7 +15,8 @@ This is the one way ga makes a commit idempotent (the worker's gate and explorat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from types import TracebackType
+from typing import Callable, Optional, Protocol
 
 
 class SnapshotHandle(Protocol):
@@ -31,7 +32,7 @@ class SnapshotHandle(Protocol):
 
     def __enter__(self) -> "SnapshotHandle": ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class SharedSnapshotHandle(SnapshotHandle, Protocol):
@@ -67,7 +68,8 @@ class TransactionHandle(Protocol):
 
     def __enter__(self) -> "TransactionHandle": ...
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None: ...
 
 
 class StoreHandle(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from .core import Hold, StoreCore
 from .errors import GenerationDamaged, GenerationMissing
@@ -115,7 +115,7 @@ class SharedSnapshot:
     def __enter__(self) -> "SharedSnapshot":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __repr__(self) -> str:

@@ -61,7 +61,7 @@ class Snapshot:
     def __enter__(self) -> "Snapshot":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __repr__(self) -> str:

@@ -33,7 +33,8 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from types import TracebackType
+from typing import Callable, Iterator, Optional
 
 from . import commitlog, faults, fixes, layers, manifest
 from .commitlog import Commit
@@ -175,7 +176,8 @@ class Transaction:
     def __enter__(self) -> "Transaction":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if exc_type is not None:
             self.abort()
         else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -28,18 +29,28 @@ import structlog
 from configs import Settings, load_settings
 from memory_shared import fsutil
 from memory_shared.fsutil import atomic_write_text
+from memory_shared.yamlsource import YamlError, load_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
 from orchestrator.inputfiles import read_input, sandbox_may
 from orchestrator.ledger import RunDir, new_run_id
+from orchestrator.preflight import ModelBook, PreflightError, prompt_limit
+from orchestrator.preflight import preflight as check_before_start
 from orchestrator.records import Run, Usage  # Run: the result, public as fanout.Run
 from orchestrator.spec import Plan, PlannedTask, SpecError
 from worker import gateway, sandbox
+from worker.modelconfig import (
+    ModelConfig,
+    ModelConfigError,
+    load_model_entries,
+    model_override,
+    resolve_model,
+    user_model_files,
+)
 from worker.runlog import run_log
 
 if TYPE_CHECKING:
     from orchestrator.driver import Nesting
-    from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("ga.fanout")
 SpecInput = Union[str, Path, dict, list, Plan]
@@ -81,9 +92,6 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     runs_dir = Path(out) if out else (nest.runs_dir() or Path(settings.fanout.runs_dir))
     models = resolve_models(plan, settings)
     check_prompts(plan, settings, models)
-    from orchestrator.preflight import PreflightError
-    from orchestrator.preflight import preflight as check_before_start
-
     try:
         check_before_start(settings, models, runs_dir, probe_endpoints=preflight, check_memory=not nest.depth)
     except PreflightError as exc:
@@ -126,10 +134,10 @@ def choose_executor(executor: str, address: Optional[str]) -> str:
 def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]) -> Executor:
     """The executor for this run; a cluster that cannot be reached raises pool.ClusterError."""
     if choose_executor(executor, address) == "local":
-        from orchestrator.local import LocalExecutor
+        from orchestrator.local import LocalExecutor  # here: `ga --help` and a Ray run load neither executor
 
         return LocalExecutor()
-    from orchestrator.pool import RayExecutor
+    from orchestrator.pool import RayExecutor  # Ray (optional): imported only by a run on Ray
 
     return RayExecutor(address, num_cpus)
 
@@ -175,8 +183,6 @@ def plan_for(file: Optional[Path], resume: Optional[str], runs_dir: Path, model:
         plan = stored = stored_plan(runs_dir, resume)
     else:
         raise FanoutError("give a tasks file (see configs/examples/quickstart.yaml), or --resume RUN to finish a run")
-    from worker.modelconfig import model_override
-
     plan = with_model(plan, model_override(model))
     if stored is not None:
         check_same_models(plan, stored)
@@ -236,8 +242,6 @@ def _absolute_script(name: str) -> str:
 
 def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelConfig]:
     """Every model the run uses, resolved once here (scripted files get one server, in this process)."""
-    from worker.modelconfig import ModelConfigError, resolve_model
-
     names = {t.model for t in plan.tasks}
     if plan.reduce:
         names.add(plan.reduce.model or _reduce_default_model(plan))
@@ -263,8 +267,6 @@ def resolve_models(plan: Plan, settings: Settings) -> dict[Optional[str], ModelC
 
 def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], ModelConfig]) -> None:
     """A prompt the worker's context cannot hold is refused now, not silently cut at run time."""
-    from orchestrator.preflight import prompt_limit
-
     limits = {name: prompt_limit(settings, config.context_window) for name, config in models.items()}
     fallback = prompt_limit(settings, None)  # once: it reads the system prompt's file (100,000 tasks read it 100,000 times)
     try:
@@ -275,8 +277,6 @@ def check_prompts(plan: Plan, settings: Settings, models: dict[Optional[str], Mo
 
 def discard_run(run: RunDir) -> None:
     """Remove a run directory made by this process: before any task started, or one without its plan."""
-    import shutil
-
     with suppress(OSError):  # a full disk: it goes all the same
         run.close()
     shutil.rmtree(run.path, ignore_errors=True)
@@ -320,8 +320,6 @@ def open_run(plan: Plan, runs_dir: Path, resume: Optional[str], retry_failed: bo
 
 def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
     """A new run directory, or none at all: a failure while making it (full disk) leaves nothing."""
-    import shutil
-
     run_id = new_run_id(plan.name)
     try:
         return RunDir.create(runs_dir, run_id, plan.to_dict)  # written while the run starts
@@ -339,8 +337,6 @@ def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) ->
 def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
-    from orchestrator.preflight import ModelBook
-
     book = ModelBook(settings)  # each model's prices and window looked up once, not once per task
     try:
         specs.check_prompt_sizes(plan, book.prompt_limit)
@@ -419,7 +415,7 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     settings = parent.settings.model_copy(deep=True)
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
-    from orchestrator.driver import Nesting
+    from orchestrator.driver import Nesting  # here, as in fanout(): `ga --help` needs no driver
 
     plan = _nested_plan(request, parent)
     tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left
@@ -440,8 +436,6 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
 
 def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
     """The plan of a nested request; refused when it would set sandbox options or read what sandboxes hide."""
-    from memory_shared.yamlsource import YamlError, load_text
-
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir
     top: dict[str, Any] = request["top"] if isinstance(request.get("top"), dict) else {}
@@ -509,8 +503,6 @@ def _refuse_foreign_models(plan: Plan, parent: gateway.Parent) -> None:
     """A nested run's models are the task's own or those the user configured (the shipped and the user's
     models.yaml): never a `scripted@URL`, `scripted:FILE` or project model a task names, which would send
     what the task chooses wherever it chooses, and hand back what comes from there."""
-    from worker.modelconfig import ModelConfigError, load_model_entries, user_model_files
-
     own = parent.env.get("GA_MODEL") or parent.settings.worker.model
     try:
         configured = set(load_model_entries(user_model_files()))

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import ray
 
 from configs import Settings
+from memory_shared import MemoryStore
 from orchestrator.executor import MemoryPlacement
 
 NAMESPACE = "ga"
@@ -56,8 +57,6 @@ def service_for(settings: Settings) -> Any:
 @ray.remote(num_cpus=0)
 class MemoryService:
     def __init__(self, root: str, l1_max_lines: int, l1_max_chars: int):
-        from memory_shared import MemoryStore
-
         self.store = MemoryStore(Path(root), create=True, l1_max_lines=l1_max_lines, l1_max_chars=l1_max_chars)
         self.packs: dict[int, ray.ObjectRef[dict[str, bytes]]] = {}  # generation -> its files, packed
         self.txns: dict[str, Any] = {}

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -25,10 +26,14 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray
 import ray  # noqa: E402
 import ray.exceptions  # noqa: E402  (a submodule: `import ray` alone does not make it an attribute for pyright)
 from ray import ObjectRef  # noqa: E402
+from ray._private import worker as ray_worker
+from ray._private.authentication.authentication_token_setup import (  # noqa: E402
+    maybe_enable_token_auth_if_token_available,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from orchestrator import reaper  # noqa: E402
-from orchestrator.actor import CONTROL_CALLS, WorkerActor  # noqa: E402
+from orchestrator.actor import CONTROL_CALLS, WorkerActor, process_namespace  # noqa: E402
 from orchestrator.executor import (  # noqa: E402
     ClusterInfo,
     Member,
@@ -39,12 +44,13 @@ from orchestrator.executor import (  # noqa: E402
     WorkerLost,
     drain,
 )
+from orchestrator.governor_ray import RemoteGovernor, governor_for  # noqa: E402
+from orchestrator.memory_service import memory_mode  # noqa: E402
 from orchestrator.records import Job, TaskRecord  # noqa: E402
 
 if TYPE_CHECKING:
     from configs import Settings
     from configs.settings import FanoutSettings
-    from orchestrator.governor import RemoteGovernor
 
 NAMESPACE = "ga"
 MANAGER_NAME = "ga-pool"
@@ -73,13 +79,9 @@ class RayExecutor:
         return RayPool(run_id, size, fanout_settings.pool_idle_seconds, fanout_settings.slots_per_actor)
 
     def governor(self, key: str, fanout_settings: FanoutSettings) -> RemoteGovernor:
-        from orchestrator.governor import governor_for
-
         return governor_for(key, fanout_settings)
 
     def memory_mode(self, settings: Settings) -> MemoryPlacement:
-        from orchestrator.memory_service import memory_mode
-
         return memory_mode(settings)
 
 
@@ -127,15 +129,11 @@ def _token_auth_if_available() -> None:
     """Ray turns token auth on for clusters it starts but, given an explicit address, does not look for the
     token: do what it does for a cluster it finds by itself (the token is ~/.ray/auth_token or RAY_AUTH_TOKEN)."""
     # private: no public entry does this, and setting RAY_AUTH_MODE alone misses Ray's already-cached config
-    from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
-
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _reachable(address: str, timeout: float = 3.0) -> bool:
     """A quick TCP check: Ray itself keeps retrying a dead address for minutes."""
-    import socket
-
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
@@ -159,8 +157,6 @@ def _system_messages_to_stderr() -> None:
     """Ray prints cluster warnings (e.g. "N PYTHON worker processes have been started") on the driver's
     stdout, where they would break `ga fanout --json` for a parent agent: send them to stderr."""
     # private: Ray has no public switch for where these go (log_to_driver=False does not cover them)
-    from ray._private import worker as ray_worker
-
     original = ray_worker.print_to_stdstream
     if getattr(original, "_ga_stderr", False):
         return
@@ -315,6 +311,19 @@ def manager(idle_seconds: float) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
+def leased_actor(address: Optional[str], uid: str) -> Optional[Any]:
+    """The handle of the pool's actor `uid` through the cluster at `address` and the pool manager; None when the
+    actor is gone. ClusterError (or Ray's ValueError) when the cluster or its manager cannot be reached."""
+    connect(address)
+    manager = ray.get_actor(f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE)
+    return ray.get(manager.leased_actor.remote(uid))
+
+
+def call(handle: Any, method: str, *args: object) -> Any:
+    """`method(*args)` on an actor's handle, waited for: its answer."""
+    return ray.get(getattr(handle, method).remote(*args))
+
+
 def code_version() -> str:
     """A short hash of the Python sources a worker actor runs (names, sizes, mtimes: cheap)."""
     digest = hashlib.sha1()
@@ -330,10 +339,7 @@ def code_version() -> str:
 def driver_identity() -> dict[str, Any]:
     """This process as an actor on the same machine (and pid namespace) can check it directly: faster than a
     lease and never fooled by a driver too busy to renew."""
-    from orchestrator.actor import process_namespace
-    from orchestrator.reaper import start_time
-
-    return {"pid": os.getpid(), "pid_started": start_time(os.getpid()), "namespace": process_namespace()}
+    return {"pid": os.getpid(), "pid_started": reaper.start_time(os.getpid()), "namespace": process_namespace()}
 
 
 def slots_for(size: int) -> int:

@@ -23,11 +23,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Iterable, Optional
 
-if TYPE_CHECKING:
-    from configs import Settings
-    from worker.modelconfig import ModelConfig
+from configs import Settings
+from memory_shared import MemoryStore, MemoryStoreError
+from worker.modelconfig import DEFAULT_MAX_TOKENS, ModelConfig, ModelConfigError, resolve_model
+from worker.prompt import SYSTEM_TEMPLATE
 
 MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
@@ -46,8 +47,6 @@ def preflight(settings: Settings, models: dict[Optional[str], ModelConfig], runs
 
 
 def check_memory_store(settings: Settings) -> None:
-    from memory_shared import MemoryStore, MemoryStoreError
-
     root = settings.memory_root
     try:
         if not MemoryStore.exists(root):
@@ -208,8 +207,6 @@ class ModelBook:
 def prompt_limit(settings: Settings, context_window: Optional[int]) -> int:
     """The largest first prompt (JSON-serialized chars, as the context budget measures) that the worker
     sends uncut: the context budget (capped by the model's window) less the system prompt and L1 index."""
-    from worker.prompt import SYSTEM_TEMPLATE
-
     ctx = settings.context
     tokens = min(ctx.context_tokens, context_window or ctx.context_tokens)
     reserve = len(SYSTEM_TEMPLATE.read_text(encoding="utf-8")) + settings.memory.l1_max_chars + 500
@@ -226,8 +223,7 @@ def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float]
 
 def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]:
     if name and name.startswith("scripted:"):
-        from worker.modelconfig import DEFAULT_MAX_TOKENS
-        from worker.scripted import ScriptError, load_script
+        from worker.scripted import ScriptError, load_script  # here: only a scripted model loads the scripted server
 
         try:
             fields = load_script(Path(name[len("scripted:"):])).model
@@ -236,8 +232,6 @@ def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]
         return ModelFacts(float(fields.get("price_input", 0.0)), float(fields.get("price_output", 0.0)),
                           int(fields.get("max_tokens", DEFAULT_MAX_TOKENS)),
                           int(fields.get("context_window", DEFAULT_CONTEXT_WINDOW)))
-    from worker.modelconfig import ModelConfigError, resolve_model
-
     try:
         config = resolve_model(name, settings)
     except ModelConfigError:

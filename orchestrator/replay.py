@@ -14,19 +14,19 @@ had no second chance), and the report says so.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import structlog
 
 from configs import Settings
 from orchestrator.actor import WorkerActor
+from orchestrator.driver import Driver, Nesting, run_status
 from orchestrator.fanout import (
     REQUEST_SETTINGS,
     FanoutError,
@@ -37,12 +37,11 @@ from orchestrator.fanout import (
 )
 from orchestrator.ledger import RunDir, new_run_id, read_jsonl
 from orchestrator.local import LocalExecutor
+from orchestrator.preflight import probe
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
 from worker.model.playback import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
-
-if TYPE_CHECKING:
-    from worker.modelconfig import ModelConfig
+from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 
 TASK_DIR, RUN_DIR, WORKDIR = "<task dir>", "<run dir>", "WORKDIR"  # WORKDIR: how tests/real_model/ wrote theirs
 NO_SECOND_CHANCE = {"second_chance": 0}
@@ -264,8 +263,6 @@ def _recorded_models(plan: Plan, stored: Optional[dict], settings: Settings,
                      tool_mode: Optional[str]) -> dict[Optional[str], ModelConfig]:
     """Every task's model as recorded (its config as the run kept it; else as configured now; else a stand-in:
     a replay calls no model, the config only sizes the context)."""
-    from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
-
     configs: dict[Optional[str], ModelConfig] = {}
     for name in {t.model for t in plan.tasks}:
         data = (stored or {}).get("models", {}).get(str(name))
@@ -284,8 +281,6 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
                  stored: Optional[dict] = None) -> dict[Optional[str], ModelConfig]:
     """A fork's live model for each recorded model: `name`, or the recorded model itself as configured now (a task
     that ran on the run's default model: the default it recorded, not today's)."""
-    from worker.modelconfig import ModelConfigError, resolve_model
-
     recorded_default = ((stored or {}).get("worker") or {}).get("model")
     try:
         return {task_model: resolve_model(name or task_model or recorded_default, settings).model_copy(
@@ -297,8 +292,6 @@ def _live_models(plan: Plan, settings: Settings, name: Optional[str],
 def _endpoints_answer(live: dict[Optional[str], ModelConfig]) -> None:
     """The live models' endpoints answer (GET /models), or one line says which does not and nothing starts: a fork
     of a nested run whose parent's model is gone would otherwise retry it turn after turn."""
-    from orchestrator.preflight import probe
-
     for config in {c.base_url: c for c in live.values()}.values():
         try:
             reason = probe(config.base_url)
@@ -345,8 +338,6 @@ def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settin
              origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
-    from orchestrator.driver import Driver, Nesting, run_status
-
     started = time.time()
     executor = LocalExecutor()  # its tasks' info lines stay off the terminal, as in a fan-out
     driver = Driver(plan, run, settings, {**models}, Nesting(), settings.fanout.max_depth, executor,
@@ -435,26 +426,6 @@ def _after_the_run(item: Recorded, history: Path, record: TaskRecord,
     if item.status and record.status != item.status:
         return [Divergence(item.task.id, len(now), "end", f"the task ended {record.status}, recorded {item.status}")]
     return []
-
-
-DIFF_LINES = 12  # of a difference's unified diff; the histories hold the rest
-
-
-def difference_diff(divergence: Divergence, limit: int = DIFF_LINES) -> list[str]:
-    """Both sides of a difference as a short unified diff (the recorded side `-`, the replay's `+`); [] when a side
-    is missing (the request gained or lost a message: its line says so)."""
-    if divergence.recorded is None or divergence.replayed is None:
-        return []
-    before, after = (_as_lines(side) for side in (divergence.recorded, divergence.replayed))
-    lines = list(difflib.unified_diff(before, after, "recorded", "replayed", n=1, lineterm=""))
-    if len(lines) > limit:
-        lines = lines[:limit] + [f"… {len(lines) - limit} more diff lines (ga runs show RUN TASK shows each turn)"]
-    return lines
-
-
-def _as_lines(value: Any) -> list[str]:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
-    return text.splitlines() or [""]
 
 
 def last_good_turn(history: Path) -> int:

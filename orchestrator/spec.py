@@ -51,7 +51,9 @@ from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode, sandbox_shorthand
 from memory_shared.usererrors import FieldError
-from memory_shared.yamlsource import YamlError, line_of, load_mapping
+from memory_shared.yamlsource import YamlError, current_limits, line_of, load_mapping
+from orchestrator.preflight import prompt_chars
+from worker.modelconfig import ModelConfigError, load_model_entries
 from worker.taskcheck import TaskCheck
 
 SPEC_VERSION = 1
@@ -289,8 +291,6 @@ def check_prompt_sizes(plan: Plan, limit_of: Callable[[Optional[str]], int]) -> 
     """SpecError naming every task whose prompt the worker's context cannot hold (unless `truncate: true`).
 
     limit_of(model) is the largest prompt in JSON-serialized chars (orchestrator.preflight.prompt_limit)."""
-    from orchestrator.preflight import prompt_chars
-
     where = str(plan.source) if plan.source else "<spec>"
     problems = []
     for task in plan.tasks:
@@ -449,8 +449,6 @@ class _Expander:
             return None
         if name.startswith("scripted@"):
             return None
-        from worker.modelconfig import ModelConfigError, load_model_entries
-
         try:
             entries = load_model_entries()
         except ModelConfigError as exc:
@@ -609,8 +607,6 @@ class _Expander:
         return None
 
     def read_text(self, path: Path, loc: tuple) -> Optional[str]:
-        from memory_shared.yamlsource import current_limits
-
         limit = current_limits().max_bytes
         with path.open("rb") as handle:
             raw = handle.read(limit + 1)
@@ -640,7 +636,7 @@ class _Expander:
 def known_tools() -> tuple[str, ...]:
     """The names a task's `tools:` may list: worker.tools' REGISTRY, loaded only when a spec names tools (the tools
     import the sandbox and the web session: this module stays cheap for `ga --help`)."""
-    from worker.tools import REGISTRY
+    from worker.tools import REGISTRY  # here: see the docstring
 
     return tuple(REGISTRY)
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from configs import load_settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.views.runview import driver_holds
@@ -86,8 +87,6 @@ def interrupt_note(run_dir: Path) -> str:
 
 def _run_dir(run: str, runs_dir: Optional[Path]) -> RunDir:
     """The run by id (under runs_dir, default fanout.runs_dir) or by its directory's path."""
-    from configs import load_settings
-
     try:
         return RunDir.existing(Path(runs_dir or load_settings().fanout.runs_dir), run)
     except FileNotFoundError as exc:
@@ -101,7 +100,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})
     uid = _running_uid(run_dir, records, task_id)
     if opened.get("executor") == "local":
-        from orchestrator.local import ask
+        from orchestrator.local import ask  # here: steering a Ray run, or `ga --help`, needs no local executor
 
         reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text})
         if reply is None:
@@ -110,10 +109,16 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
         if reply.get("gone"):
             raise SteerError(f"task '{task_id}': it is not running now; the run will retry or record it")
         return bool(reply.get("ok"))
-    import ray
+    from orchestrator import pool  # Ray (optional): only a run on Ray is steered through it
 
-    handle = _actor_of(opened.get("address"), uid, task_id)
-    return bool(ray.get(getattr(handle, method).remote(task_id, text)))
+    address = opened.get("address")
+    try:
+        handle = pool.leased_actor(address, uid)
+    except (pool.ClusterError, ValueError) as exc:
+        raise SteerError(f"cannot reach the run's cluster at {address}: {exc}") from None
+    if handle is None:
+        raise SteerError(f"task '{task_id}': its worker ({uid}) is gone; the run will retry or record it")
+    return bool(pool.call(handle, method, task_id, text))
 
 
 def _running_uid(run_dir: RunDir, records: list[dict[str, Any]], task_id: str) -> str:
@@ -133,20 +138,3 @@ def _running_uid(run_dir: RunDir, records: list[dict[str, Any]], task_id: str) -
         what = "is not running now" if task_id in known else "is not a task of this run"
         raise SteerError(f"task '{task_id}' {what}; see `ga runs show {run_dir.run_id}`")
     return uid
-
-
-def _actor_of(address: Optional[str], uid: str, task_id: str) -> Any:
-    """The handle of the actor `uid`, through the run's cluster and the pool manager."""
-    import ray
-
-    from orchestrator.pool import MANAGER_NAME, NAMESPACE, ClusterError, code_version, connect
-
-    try:
-        connect(address)
-        manager = ray.get_actor(f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE)
-        handle = ray.get(manager.leased_actor.remote(uid))
-    except (ClusterError, ValueError) as exc:
-        raise SteerError(f"cannot reach the run's cluster at {address}: {exc}") from None
-    if handle is None:
-        raise SteerError(f"task '{task_id}': its worker ({uid}) is gone; the run will retry or record it")
-    return handle

@@ -132,7 +132,7 @@ def daemon_lock(home: Union[Path, str]) -> Iterator[None]:
 
 def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Union[str, timedelta],
                trigger: Optional[Path] = None, clock: Clock = local_now, stop: Optional[threading.Event] = None,
-               wait: Optional[Callable[[float], Any]] = None, tick: float = 60.0, gap: Optional[timedelta] = None,
+               wait: Optional[Callable[[float], object]] = None, tick: float = 60.0, gap: Optional[timedelta] = None,
                max_cycles: Optional[int] = None, max_ticks: Optional[int] = None,
                on_record: Optional[Callable[[dict[str, Any]], None]] = None) -> DaemonSummary:
     """Check the rules every `tick` seconds and run `cycle(budget)` when they allow (module doc).

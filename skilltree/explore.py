@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import structlog
 
 from configs import Settings
-from memory_shared import StoreHandle
+from memory_shared import AccessLog, MemoryStore, StoreHandle
 from memory_shared.fsutil import atomic_write_text
+from orchestrator.fanout import FanoutError, build_plan, fanout
 from orchestrator.ledger import RunDir, new_run_id
-from orchestrator.records import Usage
+from orchestrator.records import TaskRecord, Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import ExplorationPlan, write_plan
 from skilltree.planner import PROMPTS, plan_exploration
@@ -44,6 +45,8 @@ from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage
 from skilltree.verify import collect
+from worker.model import LLMClient
+from worker.modelconfig import SHIPPED_FILE, ModelConfigError, resolve_model
 from worker.runlog import run_log
 
 if TYPE_CHECKING:
@@ -115,9 +118,7 @@ class CountingModel:
         return {"calls": self.calls, "tokens": self.used.total, "cost": round(self.used.cost, 6)}
 
 
-def open_store(settings: Settings) -> Any:
-    from memory_shared import MemoryStore
-
+def open_store(settings: Settings) -> MemoryStore:
     return MemoryStore(settings.memory_root, create=True, l1_max_lines=settings.memory.l1_max_lines,
                        l1_max_chars=settings.memory.l1_max_chars)
 
@@ -126,8 +127,6 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
     """`scripted:FILE` with FILE made absolute (the fan-out reads a dict spec's paths from the cwd)."""
     if not name or not name.startswith("scripted:"):
         return name
-    from worker.modelconfig import SHIPPED_FILE
-
     path = Path(name[len("scripted:"):]).expanduser()
     if not path.is_absolute():
         shipped = SHIPPED_FILE.parent.parent / path
@@ -136,8 +135,6 @@ def model_for_tasks(name: Optional[str]) -> Optional[str]:
 
 
 def planner_model(name: Optional[str], settings: Settings) -> CountingModel:
-    from worker.model import LLMClient
-    from worker.modelconfig import ModelConfigError, resolve_model
 
     try:
         return CountingModel(LLMClient(resolve_model(name, settings)))
@@ -208,8 +205,6 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     name = model_for_tasks(model_name or settings.worker.model)
     model = planner_model(name, settings)
     store = open_store(settings)
-    from memory_shared import AccessLog
-
     with store.snapshot() as snap:
         tree = load(snap.path)
         recent = load_reports(snap.path / REPORTS_DIR, limit=10)
@@ -236,8 +231,6 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
         _write_record(run_dir, {**record, "status": result.status})
         log.warning("explore.no_fanout", run=run_id, status=result.status)
         return result
-    from orchestrator.fanout import FanoutError, build_plan
-
     spec = explore_spec(tasks, record["model"], settings, remaining)
     try:
         RunDir.create(runs_dir, run_id, build_plan(spec).to_dict()).close()
@@ -256,8 +249,6 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
 def resume_cycle(settings: Settings, run: Path | str, *, now: Optional[datetime] = None,
                  display: Optional[str] = "quiet", address: Optional[str] = None, consolidate: bool = True) -> CycleResult:
     """Run the fan-out of an exploration run (its unfinished tasks only), then consolidate it."""
-    from orchestrator.fanout import FanoutError, build_plan, fanout
-
     run_dir = find_run(Path(settings.fanout.runs_dir), str(run))
     record = read_record(run_dir)
     if "spec" not in record:
@@ -313,7 +304,7 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     return result
 
 
-def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Any,
+def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Optional[TaskRecord],
                      now: datetime, timeout: float) -> Consolidated:
     if finished is None:
         return Consolidated(task.task_id, "unfinished",

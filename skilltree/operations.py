@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from memory_shared import MemoryStore
 from memory_shared.provenance import trust_level, trust_of
@@ -18,6 +18,10 @@ from skilltree.report_data import gather
 from skilltree.reports import REPORTS_DIR, load_reports
 from skilltree.tree import SkillTree, load, utc
 from skilltree.usage import recent_usage, usage, usage_after_creation
+
+if TYPE_CHECKING:
+    from configs.settings import PlannerSettings
+    from worker.model import Model
 
 AUTHOR = "ga skills"
 
@@ -60,14 +64,14 @@ class FeedbackRun:
     weights_before: object
 
 
-def band_for(planner: Any) -> Optional[Band]:
+def band_for(planner: Optional[PlannerSettings]) -> Optional[Band]:
     """The weight band of rule `demand` (None under s6: the 30-day rule unbounded, as in §6)."""
     if planner is None or planner.rule != "demand":
         return None
     return Band.around_initial(planner.weight_band, planner.weight_min, planner.weight_max)
 
 
-def run_feedback(root: Path, now: datetime, dry_run: bool = False, planner: Any = None) -> FeedbackRun:
+def run_feedback(root: Path, now: datetime, dry_run: bool = False, planner: Optional[PlannerSettings] = None) -> FeedbackRun:
     """Judge every skill whose 30 days are over; one atomic commit of skilltree.json. `planner`
     (configs PlannerSettings) under rule `demand` keeps the weights in its band."""
     now = utc(now)
@@ -100,8 +104,8 @@ def build_report(root: Path, out: Path, now: datetime, reports_dir: Optional[Pat
     return write_report(data, out)
 
 
-def run_plan(root: Path, model: object, run_dir: Path, now: datetime, *, candidates: int = 12,
-             batch_size: int = 4, planner: Any = None) -> ExplorationPlan:
+def run_plan(root: Path, model: Model, run_dir: Path, now: datetime, *, candidates: int = 12,
+             batch_size: int = 4, planner: Optional[PlannerSettings] = None) -> ExplorationPlan:
     """One planning step on HEAD: propose, judge, score, select; plan.json in run_dir."""
     store = open_store(root)
     with store.snapshot() as snap:

@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 from string import Template
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import structlog
 from pydantic import ConfigDict, Field, ValidationError
@@ -25,6 +25,10 @@ from skilltree.scoring import Candidate, Judgement
 from skilltree.selection import MIN_CATEGORIES
 from skilltree.summary import summary_for_prompt
 from skilltree.tree import SkillTree
+
+if TYPE_CHECKING:
+    from configs.settings import PlannerSettings
+    from worker.model import Model
 
 log = structlog.get_logger("skilltree.planner")
 PROMPTS = Path(__file__).with_name("prompts")
@@ -59,7 +63,7 @@ def parse_json_array(content: str) -> list[Any]:
 class Planner:
     """Talks to one model (worker.model.Model); counts calls and tokens."""
 
-    def __init__(self, model: Any, *, candidates: int = 12, summary_chars: int = 3000):
+    def __init__(self, model: Model, *, candidates: int = 12, summary_chars: int = 3000):
         self.model = model
         self.k = candidates
         self.summary_chars = summary_chars
@@ -158,10 +162,10 @@ class Planner:
         return [by_index.get(i) for i in range(1, n + 1)]
 
 
-def plan_exploration(model: Any, tree: SkillTree, usage: Mapping[str, int], *, now: datetime, candidates: int = 12,
+def plan_exploration(model: Model, tree: SkillTree, usage: Mapping[str, int], *, now: datetime, candidates: int = 12,
          batch_size: int = 4, reports: Sequence[ExplorationReport] = (), run_dir: Optional[Path] = None,
          generation: Optional[int] = None, min_categories: int = MIN_CATEGORIES,
-         planner_settings: Any = None, recent: Optional[Mapping[str, int]] = None,
+         planner_settings: Optional[PlannerSettings] = None, recent: Optional[Mapping[str, int]] = None,
          trend: Optional[Mapping[str, int]] = None) -> ExplorationPlan:
     """Propose, judge, score, select (planner_settings: configs PlannerSettings, its rule and
     parameters; recent/trend: uses per skill in its two windows); plan.json to run_dir when given."""

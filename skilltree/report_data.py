@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import structlog
 
@@ -18,6 +18,9 @@ from skilltree.selection import MIN_CATEGORIES
 from skilltree.tree import Skill, SkillTree, WeightRecord, utc
 from skilltree.usage import usage, usage_after_creation, usage_timeline
 from skilltree.vectors import Weights
+
+if TYPE_CHECKING:
+    from memory_shared.stats import AccessLog
 
 log = structlog.get_logger("skilltree.report")
 RECENT_DAYS = 30
@@ -184,7 +187,7 @@ def _store_path(path: Optional[str]) -> Optional[str]:
     return "/".join(parts[parts.index("reports"):]) if "reports" in parts else Path(path).name
 
 
-def gather(tree: SkillTree, access_log: Any, reports: Sequence[ExplorationReport], now: datetime, *,
+def gather(tree: SkillTree, access_log: AccessLog, reports: Sequence[ExplorationReport], now: datetime, *,
            weeks: int = 12, generation: Optional[int] = None, recent_reports: int = 12,
            runs_dir: Optional[Path] = None, read: Optional[Callable[[str], Optional[str]]] = None) -> ReportData:
     """`read(path)` returns a file of the generation (None when absent): the SOPs, scripts and

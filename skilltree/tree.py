@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory_shared.skilltree_format import (
     TREE_FILE,
@@ -20,6 +20,9 @@ from memory_shared.skilltree_format import (
     utc,
 )
 
+if TYPE_CHECKING:
+    from memory_shared.handle import TransactionHandle
+
 __all__ = ["TREE_FILE", "Adjustment", "Category", "Feedback", "Skill", "SkillTree", "SkillTreeError", "TreeIndex",
            "WeightRecord", "load", "parse", "save", "slugify", "utc"]
 
@@ -32,6 +35,6 @@ def load(snapshot_path: Path | str) -> SkillTree:
     return parse(path.read_text(encoding="utf-8"), str(path))
 
 
-def save(txn: Any, tree: SkillTree) -> None:
+def save(txn: TransactionHandle, tree: SkillTree) -> None:
     """Stage the tree in an open store transaction; it lands with the transaction's commit."""
     txn.write(TREE_FILE, tree.to_json())

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from datetime import datetime, timedelta
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from skilltree.tree import SkillTree
+from skilltree.tree import Skill, SkillTree
+
+if TYPE_CHECKING:
+    from configs.settings import PlannerSettings
+    from memory_shared.stats import AccessLog
 
 
 def _norm(path: str) -> str:
@@ -19,7 +23,7 @@ def _sop_owners(tree: SkillTree) -> dict[str, str]:
     return {_norm(skill.sop): skill.id for skill in tree.skills.values() if skill.sop}
 
 
-def usage(tree: SkillTree, access_log: Any, since: Optional[datetime] = None,
+def usage(tree: SkillTree, access_log: AccessLog, since: Optional[datetime] = None,
           until: Optional[datetime] = None) -> dict[str, int]:
     """{skill_id: distinct tasks that read its SOP in [since, until)}; every skill is present
     (0 when unused or without a SOP). `access_log` is a memory_shared.AccessLog."""
@@ -33,7 +37,7 @@ def usage(tree: SkillTree, access_log: Any, since: Optional[datetime] = None,
     return counts
 
 
-def usage_timeline(tree: SkillTree, access_log: Any,
+def usage_timeline(tree: SkillTree, access_log: AccessLog,
                    edges: Sequence[datetime]) -> list[dict[str, int]]:
     """Usage per consecutive window [edges[i], edges[i+1]) in one pass over the log."""
     owners = _sop_owners(tree)
@@ -55,7 +59,7 @@ def _bucket(stamps: list[float], t: float) -> Optional[int]:
     return index if 0 <= index < len(stamps) - 1 else None
 
 
-def usage_after_creation(skills: Sequence[Any], access_log: Any, window: timedelta) -> dict[str, int]:
+def usage_after_creation(skills: Sequence[Skill], access_log: AccessLog, window: timedelta) -> dict[str, int]:
     """{skill_id: distinct tasks that read its SOP in [created, created + window)}, one log pass."""
     by_sop = {_norm(s.sop): s for s in skills if s.sop}
     seen: dict[str, set[str]] = {s.id: set() for s in skills}
@@ -69,7 +73,7 @@ def usage_after_creation(skills: Sequence[Any], access_log: Any, window: timedel
     return {skill_id: len(tasks) for skill_id, tasks in seen.items()}
 
 
-def recent_usage(tree: SkillTree, access_log: Any, now: datetime, planner: Any) -> tuple[dict[str, int], dict[str, int]]:
+def recent_usage(tree: SkillTree, access_log: AccessLog, now: datetime, planner: Optional[PlannerSettings]) -> tuple[dict[str, int], dict[str, int]]:
     """Uses per skill in the demand rule's window and trend window, ending at `now`."""
     if planner is None or planner.rule != "demand":
         return {}, {}

@@ -7,7 +7,6 @@ history come from readline. Ctrl-C stops the current turn, not the session; Ctrl
 from __future__ import annotations
 
 import atexit
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -17,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from configs import Settings
-from worker import conversations
+from worker import sessionfiles
+from worker.chatview import TextStream, sessions_table
 from worker.oneshot import new_id, open_exchange, open_store, run_interruptibly, with_nested_usage
 from worker.record import Stop
 from worker.taskspec import Runtime
@@ -31,7 +31,7 @@ HINT = "/help lists the commands · Ctrl-C stops a turn · /quit or Ctrl-D leave
 
 
 class Chat:
-    def __init__(self, settings: Settings, console: Console, session: Optional[conversations.Session] = None,
+    def __init__(self, settings: Settings, console: Console, session: Optional[sessionfiles.Session] = None,
                  model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
                  list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None,
                  stream: Optional["TextStream"] = None, show_tool: Optional[Callable[[dict], None]] = None,
@@ -93,11 +93,11 @@ class Chat:
             session, worker = open_exchange(self.settings, text, session, runtime, model_name=self.model,
                                             workdir=Path.cwd(), on_text=self.stream, session_id=self.new_id,
                                             origin="chat")
-        except (conversations.SessionError, ValueError) as exc:
+        except (sessionfiles.SessionError, ValueError) as exc:
             self.console.print(f"[red]error:[/red] {exc}", highlight=False)
             return
         self.session = session
-        with conversations.session_log(session):
+        with sessionfiles.session_log(session):
             try:
                 result = run_interruptibly(worker, lambda: self.console.print("[yellow]stopping this turn…[/yellow]"),
                                            patient=True)
@@ -105,7 +105,7 @@ class Chat:
                 self.console.print("[red]the turn ended without a result[/red]")
                 return
         with_nested_usage(result, worker)
-        self.session = conversations.record(self.settings, session, result)
+        self.session = sessionfiles.record(self.settings, session, result)
         streamed = self.stream is not None and self.stream.close()
         if result.status in ("succeeded", "unverified"):
             if not streamed:
@@ -158,15 +158,15 @@ class Chat:
 
     def _resume(self, key: str) -> None:
         try:
-            self.session = conversations.find(self.settings, key, answered=True)
-        except conversations.SessionError as exc:
+            self.session = sessionfiles.find(self.settings, key, answered=True)
+        except sessionfiles.SessionError as exc:
             self.console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             return
         self.model = self.session.model
         self.console.print(f"resumed session {self.session.id}: {self.session.first_task[:60]}", highlight=False)
 
     def _list(self) -> None:
-        self.console.print(sessions_table(conversations.list_sessions(self.settings, everything=False)[:20]))
+        self.console.print(sessions_table(sessionfiles.list_sessions(self.settings, everything=False)[:20]))
 
     def _runs(self) -> None:
         rows = self.list_runs(self.session.id) if self.session and self.list_runs else []
@@ -175,47 +175,6 @@ class Chat:
         for row in rows:
             self.console.print(f"{row['run_id']}  {row['status']}  {row['finished']}/{row['tasks'] or '?'} finished, "
                                f"{row['failed']} failed", highlight=False)
-
-
-class TextStream:
-    """Writes the model's text as it arrives; `close()` ends the line (True if anything was written)."""
-
-    def __init__(self, write: Callable[[str], Any], flush: Callable[[], Any]):
-        self.write, self.flush = write, flush
-        self.wrote = self.open = False
-
-    def __call__(self, piece: str) -> None:
-        self.write(piece)
-        self.flush()
-        self.wrote, self.open = True, not piece.endswith("\n")
-
-    def close(self) -> bool:
-        if self.open:
-            self.write("\n")
-            self.flush()
-        wrote, self.wrote, self.open = self.wrote, False, False
-        return wrote
-
-
-def sessions_table(rows: list[conversations.Session]) -> Table:
-    """Fits 80 columns: ids whole (a later command needs them); the first task gives way first."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("session", no_wrap=True)
-    table.add_column("first task", min_width=10)  # wraps in the layout's eyes; its text stays one cut line
-    for column in ("turns", "tokens", "cost"):
-        table.add_column(column, no_wrap=True, justify="right")
-    table.add_column("last used", no_wrap=True)
-    for s in rows:
-        usage = s.usage or {}
-        table.add_row(s.id, Text(" ".join(s.first_task.split()), no_wrap=True, overflow="ellipsis"), str(s.turns),
-                      f"{usage.get('total', 0):,}", f"${usage.get('cost', 0):.4f}", _when(s.updated))
-    return table
-
-
-def _when(moment: float) -> str:
-    """As `ls -l` shows a time: `Dec  1 15:27` this year, `Dec  1  2025` before."""
-    shown = time.localtime(moment)
-    return time.strftime("%b %e %H:%M" if shown.tm_year == time.localtime().tm_year else "%b %e  %Y", shown)
 
 
 def _line_editing(history_file: Path) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from configs import load_settings
 from configs.projecttrust import model_field_refusal
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
@@ -94,7 +95,7 @@ class ModelConfig(BaseModel):
 
     def chat_url(self) -> str:
         """The endpoint's chat completions URL; ModelConfigError when base_url cannot be used."""
-        from worker.model.transport import BadURL, check_url
+        from worker.model.transport import BadURL, check_url  # here: httpx, which `ga --help` does not need
 
         url = self.base_url.rstrip("/") + "/chat/completions"
         try:
@@ -118,8 +119,6 @@ def resolve_model(name: Optional[str], settings: Any = None, files: Optional[lis
     """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none. `files`: the
     model files to look in (default: shipped, user, project; see load_model_entries)."""
     if settings is None:
-        from configs import load_settings
-
         settings = load_settings()
     resend = settings.context.schema_resend_every
     name = name or settings.worker.model
@@ -223,7 +222,7 @@ def _expanded(value: Any) -> Any:
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:
-    from worker.scripted import ScriptError, ensure_scripted_server, load_script
+    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # only a scripted model needs it
 
     path = Path(name[len("scripted:"):]).expanduser()
     shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory

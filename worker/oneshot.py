@@ -11,7 +11,7 @@ from typing import Callable, Optional
 from configs import Settings
 from configs.logs import in_context
 from memory_shared import MemoryStore
-from worker import conversations
+from worker import conversations, sessionfiles
 from worker.agent import Worker
 from worker.record import NestedUsage, TaskRecord
 from worker.taskspec import Runtime
@@ -48,20 +48,20 @@ def run_one(task: str, settings: Settings, *, model_name: Optional[str] = None, 
     is told, and the record (stop: cancelled) is kept in the session like any other."""
     session = None
     if continue_session is not None:
-        session = conversations.find(settings, continue_session)
+        session = sessionfiles.find(settings, continue_session)
         if model_name:
             session = session.model_copy(update={"model": model_name})
     runtime = Runtime(store=open_store(settings), interactive=interactive, ask=ask, on_turn=on_turn,
                       on_tool_start=on_tool_start)
     session, worker = open_exchange(settings, task, session, runtime, model_name=model_name, workdir=workdir,
                                     on_text=on_text, origin=origin)
-    with conversations.session_log(session):
+    with sessionfiles.session_log(session):
         try:
             result = run_interruptibly(worker, on_interrupt) if on_interrupt else worker.run()
         except KeyboardInterrupt:
             raise Abandoned(session.id) from None
     with_nested_usage(result, worker)
-    conversations.record(settings, session, result)
+    sessionfiles.record(settings, session, result)
     worker.history.write_beside("answer.md", result.answer + "\n")
     return result
 
@@ -104,10 +104,10 @@ def with_nested_usage(result: TaskRecord, worker: Worker) -> TaskRecord:
     return result
 
 
-def open_exchange(settings: Settings, task: str, session: Optional[conversations.Session], runtime: Runtime, *,
+def open_exchange(settings: Settings, task: str, session: Optional[sessionfiles.Session], runtime: Runtime, *,
                   model_name: Optional[str] = None, workdir: Optional[Path] = None, session_id: Optional[str] = None,
                   origin: str = "run", on_text: Optional[Callable[[str], None]] = None,
-                  ) -> tuple[conversations.Session, Worker]:
+                  ) -> tuple[sessionfiles.Session, Worker]:
     """The session (a new one when None, its first task `task`, its id `session_id` or a new one) and the worker
     for its next exchange, served by `runtime`, the session saved so that it can go on even if this process dies.
     When the worker cannot be made (a bad model, home or store) nothing ran: a new session leaves nothing behind,
@@ -121,14 +121,14 @@ def open_exchange(settings: Settings, task: str, session: Optional[conversations
         if new:
             shutil.rmtree(session.run_dir, ignore_errors=True)
         raise
-    conversations.save(settings, session)
+    sessionfiles.save(settings, session)
     return session, worker
 
 
 def start_session(settings: Settings, task: str, model_name: Optional[str], workdir: Optional[Path],
-                  session_id: Optional[str] = None, origin: str = "run") -> conversations.Session:
+                  session_id: Optional[str] = None, origin: str = "run") -> sessionfiles.Session:
     """A new session (not saved yet: open_exchange saves it once its worker could be made)."""
-    session_id = session_id or new_id(origin if origin in conversations.PERSON else "run")
+    session_id = session_id or new_id(origin if origin in sessionfiles.PERSON else "run")
     history = Path(settings.fanout.runs_dir).resolve() / session_id / "tasks" / session_id / "history.jsonl"
-    return conversations.new_session(settings, session_id, task, model_name or settings.worker.model,
+    return sessionfiles.new_session(settings, session_id, task, model_name or settings.worker.model,
                                      (workdir or Path.cwd()).resolve(), history, origin)

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ga.telemetry")
 CONTENT_CHARS = 8000  # of each captured content attribute
 _lock = threading.Lock()
-_state: dict[str, Any] = {"endpoint": None, "capture": False, "provider": None, "tracer": None, "warned": False}
+# otel: the module worker/otel.py once a tracer is set up (every other function runs only after that)
+_state: dict[str, Any] = {"endpoint": None, "capture": False, "provider": None, "tracer": None, "warned": False,
+                          "otel": None}
 
 
 def tracer(settings: Any) -> Any:
@@ -49,21 +51,17 @@ def tracer(settings: Any) -> Any:
         if _state["endpoint"] == endpoint:
             return _state["tracer"]
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from worker import otel  # optional: OpenTelemetry, the `ga[otel]` extra, only with an endpoint
         except ImportError:
             if not _state["warned"]:
                 log.warning("telemetry_unavailable", endpoint=endpoint,
                             fix="telemetry.otlp_endpoint is set but OpenTelemetry is not installed: pip install 'ga[otel]'")
                 _state["warned"] = True
             return None
-        provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
+        provider = otel.provider(config.service_name, endpoint)
         if _state["provider"] is not None:
             _state["provider"].shutdown()
-        _state.update(endpoint=endpoint, provider=provider, tracer=provider.get_tracer("ga"))
+        _state.update(endpoint=endpoint, provider=provider, tracer=provider.get_tracer("ga"), otel=otel)
         return _state["tracer"]
 
 
@@ -76,15 +74,13 @@ def span(settings: Any, name: str, *, client: bool = False, parent: Optional[str
     if active is None:
         yield None
         return
-    from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
+    otel = _state["otel"]
     context = None
-    if not trace.get_current_span().get_span_context().is_valid:
+    if not otel.in_span():
         carrier = parent or os.environ.get("TRACEPARENT")
-        context = TraceContextTextMapPropagator().extract({"traceparent": carrier}) if carrier else None
-    kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
-    with active.start_as_current_span(name, context=context, kind=kind, attributes=_clean(attributes or {})) as current:
+        context = otel.context_of(carrier) if carrier else None
+    with active.start_as_current_span(name, context=context, kind=otel.span_kind(client),
+                                      attributes=_clean(attributes or {})) as current:
         yield current
 
 
@@ -94,14 +90,12 @@ def joined(traceparent: Optional[str]) -> Iterator[None]:
     if not traceparent or _state["tracer"] is None:
         yield
         return
-    from opentelemetry import context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    token = context.attach(TraceContextTextMapPropagator().extract({"traceparent": traceparent}))
+    otel = _state["otel"]
+    token = otel.attach(traceparent)
     try:
         yield
     finally:
-        context.detach(token)
+        otel.detach(token)
 
 
 def annotate(current: Any, attributes: dict[str, Any], error: str = "") -> None:
@@ -110,9 +104,7 @@ def annotate(current: Any, attributes: dict[str, Any], error: str = "") -> None:
         return
     current.set_attributes(_clean(attributes))
     if error:
-        from opentelemetry.trace import Status, StatusCode
-
-        current.set_status(Status(StatusCode.ERROR, redact_text(error)[:300]))
+        current.set_status(_state["otel"].error(redact_text(error)[:300]))
 
 
 def content(settings: Any, value: Any) -> Optional[str]:
@@ -128,17 +120,12 @@ def child_env() -> dict[str, str]:
     is recording)."""
     if _state["tracer"] is None:
         return {}
-    from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    if not trace.get_current_span().get_span_context().is_valid:
-        return {}
-    carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier)
-    if "traceparent" not in carrier:
+    otel = _state["otel"]
+    traceparent = otel.current_traceparent() if otel.in_span() else None
+    if traceparent is None:
         return {}
     # the child exports where this process does (a nested fan-out loads its settings from the environment)
-    return {"TRACEPARENT": carrier["traceparent"], "GA_TELEMETRY__OTLP_ENDPOINT": _state["endpoint"],
+    return {"TRACEPARENT": traceparent, "GA_TELEMETRY__OTLP_ENDPOINT": _state["endpoint"],
             "GA_TELEMETRY__CAPTURE_CONTENT": "true" if _state["capture"] else "false"}
 
 

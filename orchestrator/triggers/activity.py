@@ -28,6 +28,7 @@ import structlog
 
 from memory_shared.fsutil import atomic_replace, flocked, is_abandoned, is_held, lock_fd
 from orchestrator.triggers.durations import format_duration, parse_duration
+from orchestrator.triggers.pyfile import PyFileError, load_python_file
 
 if TYPE_CHECKING:
     from configs import Settings
@@ -182,8 +183,6 @@ def idle_now(settings: "Settings", *, now: Optional[Clock] = None) -> IdleStatus
 
 
 def _trigger_status(path: Path, last: Optional[datetime]) -> IdleStatus:
-    from orchestrator.triggers.pyfile import PyFileError, load_python_file
-
     try:
         module = load_python_file(path, "idle trigger", required={"check": "def check() -> bool"})
         verdict = module.check()

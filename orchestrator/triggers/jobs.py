@@ -27,7 +27,7 @@ from pydantic_core import ErrorDetails
 
 from memory_shared.usererrors import FieldError, field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_mapping
-from orchestrator.triggers.durations import parse_duration
+from orchestrator.triggers.durations import format_duration, parse_duration
 
 EXAMPLE = "configs/examples/jobs.yaml"
 DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -121,8 +121,6 @@ class Job(BaseModel):
 
     def describe(self) -> str:
         """When the job runs, in a few words: 'daily at 03:30', 'every 30m on mon, fri'."""
-        from orchestrator.triggers.durations import format_duration
-
         when = f"every {format_duration(self.every)}" if self.every else f"{self.repeat or 'daily'} at {self.at:%H:%M}"
         return when + (f" on {', '.join(self.days)}" if self.days else "")
 

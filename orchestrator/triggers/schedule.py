@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 import structlog
 
 from configs import Settings
+from memory_shared import Archive, MemoryStore, MemoryStoreError
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
 from orchestrator.triggers.activity import Clock, local_now
 from orchestrator.triggers.authority import writable_by_tasks, writable_problem
@@ -184,8 +185,6 @@ def _run(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], st
 
 def run_builtin(job: Job, settings: Settings, clock: Clock) -> dict[str, Any]:
     """The built-in jobs; a failure a user can fix is a failed status, never an exception."""
-    from memory_shared import Archive, MemoryStore, MemoryStoreError
-
     started = clock()
     try:
         if job.builtin == "archive_compress":

@@ -10,7 +10,10 @@ import structlog
 
 from configs import Settings
 from configs.logs import redact_text
+from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import Clock, local_now, user_job
+from worker.model import ModelError
+from worker.modelconfig import ModelConfigError
 
 log = structlog.get_logger("ga.daemon")
 ANSWER_CHARS = 2000
@@ -19,10 +22,7 @@ ANSWER_CHARS = 2000
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
              workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
-    from memory_shared import MemoryStoreError
-    from worker.model import ModelError
-    from worker.modelconfig import ModelConfigError
-    from worker.oneshot import run_one
+    from worker.oneshot import run_one  # the agent loop: `ga --help` and `ga schedule --help` load this module
 
     clock = now or local_now
     started = clock()

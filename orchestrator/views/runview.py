@@ -15,6 +15,7 @@ from typing import Any, Optional
 from memory_shared.fsutil import is_abandoned
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.views.runlist import list_runs
+from worker.history import replay
 
 REDUCE = "reduce"
 
@@ -256,8 +257,6 @@ def first_user_message(history_path: Path) -> str:
 
 def replayed_requests(history_path: Path) -> list[list[dict[str, Any]]]:
     """Every request the worker sent, rebuilt exactly (`ga runs show RUN TASK --json`)."""
-    from worker.history import replay
-
     return replay(history_path) if history_path.is_file() else []
 
 

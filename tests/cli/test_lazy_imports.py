@@ -29,3 +29,22 @@ def test_a_worker_imports_neither_openai_nor_playwright_until_it_browses():
     found = json.loads(proc.stdout)
     assert found["loaded"] == []
     assert {"web_scan", "web_execute_js", "code_run", "file_write"} <= set(found["tools"])  # still registered
+
+
+SESSIONS_PROBE = """
+import sys
+from typer.testing import CliRunner
+from cli import app
+result = CliRunner().invoke(app, ["sessions", "list", "--all"])
+assert result.exit_code == 0, result.output
+print(sorted(m for m in ("worker.agent", "worker.conversations", "worker.tools") if m in sys.modules))
+"""
+
+
+def test_listing_sessions_loads_no_agent_loop(tmp_path: Path):
+    """`ga sessions list` reads session records and prints a table (worker/sessionfiles.py, worker/chatview.py):
+    the agent loop, its tools and the browser stay out of the process."""
+    proc = subprocess.run([sys.executable, "-c", SESSIONS_PROBE], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "GA_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

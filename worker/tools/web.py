@@ -54,7 +54,7 @@ class Browser(ToolState):
 
     def open(self) -> WebSession:
         """The session, opened on first use (ChromiumMissing / BrowserRefused / BrowserStartError)."""
-        from worker import web
+        from worker import web  # Playwright: see the module's docstring
 
         session = self.session
         if session is None or session.closed:
@@ -94,29 +94,26 @@ def browser_policy(ctx: ToolContext, env: dict[str, str]) -> sandbox.Policy:
 
 
 def _guarded(run: Callable[[], ToolResult]) -> ToolResult:
-    from playwright.async_api import Error as PlaywrightError
-
-    from worker import web
-    from worker.web.execjs import ScriptError
+    from worker import web  # Playwright: see the module's docstring
 
     try:
         return run()
-    except ScriptError as exc:
+    except web.ScriptError as exc:
         return _failure(f"error: the script threw {exc}")
     except (web.ChromiumMissing, web.BrowserRefused, web.BrowserStartError, web.TabError) as exc:
         return _failure(f"error: {exc}")
     except TimeoutError as exc:
         return _failure(f"error: {exc}")
-    except PlaywrightError as exc:
+    except web.PlaywrightError as exc:
         return _failure(f"error: browser: {str(exc).strip().splitlines()[0]}")
 
 
 def web_scan(ctx: ToolContext, args: WebScanArgs) -> ToolResult:
-    from worker.web.scan import web_scan as scan_tabs
+    from worker import web  # Playwright: see the module's docstring
 
     def run() -> ToolResult:
         cap = output_cap(ctx.settings.context, "web_scan_text" if args.text_only else "web_scan_html", ctx.calls_in_turn)
-        notice, result = _in_browser(ctx, scan_tabs, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
+        notice, result = _in_browser(ctx, web.web_scan, args.tabs_only, args.switch_tab_id, args.text_only, args.page, cap)
         head = "\n".join(filter(None, [notice, result["tabs"]]))
         if args.tabs_only:
             session = browser_of(ctx)
@@ -159,7 +156,7 @@ def _paging_line(number: int, pages: int, text_only: bool) -> str:
 
 
 def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
-    from worker.web.execjs import execute
+    from worker import web  # Playwright: see the module's docstring
 
     def run() -> ToolResult:
         try:
@@ -168,7 +165,7 @@ def web_execute_js(ctx: ToolContext, args: WebExecuteJsArgs) -> ToolResult:
         except (PathError, OSError) as exc:
             return _failure(f"error: {exc}")
         timeout = ctx.settings.worker.code_timeout + 60.0
-        notice, outcome = _in_browser(ctx, execute, source, args.switch_tab_id, args.no_monitor, timeout=timeout)
+        notice, outcome = _in_browser(ctx, web.execute, source, args.switch_tab_id, args.no_monitor, timeout=timeout)
         value = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False)
         if target is not None:
             text = outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False, indent=2)

@@ -15,15 +15,19 @@ from __future__ import annotations
 from typing import Any, Callable, Union
 
 import structlog
+from playwright.async_api import Error as PlaywrightError
 
 from worker import sandbox
 from worker.web import launch
 from worker.web.browser import BrowserStartError, ExternalBrowser, TaskBrowser
 from worker.web.browser_context import TabError, WebSession
 from worker.web.chromium import ChromiumMissing, find_chromium
+from worker.web.execjs import ScriptError, execute
 from worker.web.launch import BrowserRefused
+from worker.web.scan import web_scan
 
-__all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "TabError", "WebSession", "browser_for"]
+__all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "PlaywrightError", "ScriptError", "TabError", "WebSession",
+           "browser_for", "execute", "web_scan"]
 log = structlog.get_logger("worker.web")
 PolicyOf = Callable[[Any, dict[str, str]], sandbox.Policy]
 _warned: set[str] = set()
