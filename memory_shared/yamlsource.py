@@ -125,7 +125,7 @@ class _Composer:
         line = event.start_mark.line
         found = self.marks.get(line)
         if found is None:
-            found = self.marks[line] = yaml.Mark(self.where, 0, line, 0, None, None)
+            found = self.marks[line] = yaml.Mark(self.where, 0, line, 0, None, 0)
         return found
 
     def compose(self, text: str) -> Optional[yaml.Node]:
