@@ -17,6 +17,7 @@ import itertools
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 from contextlib import closing
@@ -25,10 +26,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import structlog
 
-from configs.logs import in_context
-from memory_shared import StoreHandle, fsutil
+from configs.logs import in_context, setup_logging
+from memory_shared import MemoryStore, StoreHandle, fsutil
+from orchestrator.governor import task_model
 from orchestrator.inputfiles import copy_input
+from orchestrator.reaper import alive
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
+from worker.agent import Worker
 from worker.record import Failure, Stop
 from worker.taskcheck import TaskCheck
 from worker.taskspec import Runtime, TaskSpec
@@ -37,7 +41,6 @@ from worker.usage import Usage
 
 if TYPE_CHECKING:
     from configs import Settings
-    from worker.agent import Worker
 
 CANCEL_GRACE = 10.0  # seconds a cancelled Worker gets to return before the actor gives up on it
 CONTROL_CALLS = 4  # concurrent calls beyond the task slots: progress, cancel, info, renew
@@ -57,9 +60,6 @@ class WorkerActor:
     in_process: it lives in the driver's own process (no driver to watch, the driver's logging kept)."""
 
     def __init__(self, uid: str, slots: int = 1, in_process: bool = False):
-        import worker.agent  # noqa: F401  (import once per process, not per task)
-        import worker.model.client  # noqa: F401
-
         self.uid, self.slots = uid, slots
         self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel" (its reason), "stop", ...}
         self.stores: dict[str, Any] = {}
@@ -160,13 +160,9 @@ class WorkerActor:
 
     def task_model(self, job: Job, client_id: str) -> Any:
         """The task's model client (`ga replay` puts a recording in its place: orchestrator/replay.py)."""
-        from orchestrator.governor import task_model
-
         return task_model(job, client_id)
 
     def _run(self, job: Job, started: float) -> TaskRecord:
-        from worker.agent import Worker
-
         task_dir = Path(job.task_dir)
         workdir = _prepare_workdir(job, task_dir)
         settings = job.settings
@@ -257,8 +253,6 @@ class WorkerActor:
     def _configure_logging(self, level: str) -> None:
         """Once per process: the run's level (Ray starts workers with structlog's debug-everything default)."""
         if not self.in_process and getattr(self, "_log_level", None) != level:
-            from configs.logs import setup_logging
-
             setup_logging(level)
             self._log_level = level
 
@@ -285,8 +279,6 @@ class WorkerActor:
             with _OPENING_STORES:  # once: the first tasks of a run all start at once (188 stores were built for W=256)
                 store = self.stores.get(root)
                 if store is None:
-                    from memory_shared import MemoryStore
-
                     store = self.stores[root] = MemoryStore(settings.memory_root, create=True,
                                                             l1_max_lines=settings.memory.l1_max_lines,
                                                             l1_max_chars=settings.memory.l1_max_chars)
@@ -313,16 +305,12 @@ class WorkerActor:
 
 def _node_id() -> Optional[str]:
     """The Ray node this actor runs on; None in the driver's own process without Ray."""
-    import sys
-
     ray = sys.modules.get("ray")
     return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else None
 
 
 def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:
     """Why the driver that sent this task is taken for dead ("" while it is alive)."""
-    from orchestrator.reaper import alive
-
     if lease.get("pid_started") is not None and lease.get("namespace") and lease["namespace"] == process_namespace():
         return "" if alive(lease["pid"], lease["pid_started"]) else f"its process {lease['pid']} ended"
     return f"its lease was not renewed for {lease['ttl']:g}s" if now > expires else ""

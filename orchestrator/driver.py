@@ -7,7 +7,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import structlog
 
@@ -32,14 +32,13 @@ from orchestrator.records import (
     TaskRecord,
     Usage,
 )
+from orchestrator.reduce import Reducer
 from orchestrator.spec import MEMORY_WRITE_TOOL, Plan, PlannedTask
 from orchestrator.views.progress import Display, choose_mode
 from orchestrator.views.runlist import resume_command
 from worker import telemetry
-from worker.modelconfig import nested_model_env
-
-if TYPE_CHECKING:
-    from worker.modelconfig import ModelConfig
+from worker.modelconfig import ModelConfig, nested_model_env
+from worker.tools import REGISTRY
 
 log = structlog.get_logger("ga.fanout")
 FINAL_STATUSES = ("succeeded", "unverified", "failed", "needs_input", "limit")
@@ -97,8 +96,6 @@ class Driver:
                 done_before=before.finished, failed_before=before.finished - before.counts["succeeded"])
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
-                from orchestrator.reduce import Reducer
-
                 display.update(note="reduce")
                 reduce_result = Reducer(self, pool, display).run(self._ordered_results())
                 outcome.usage += reduce_result.usage
@@ -197,8 +194,6 @@ class Driver:
         return settings
 
     def tools_for(self, task: PlannedTask) -> Optional[list[str]]:
-        from worker.tools import REGISTRY
-
         names = [n for n in (task.tools if task.tools is not None else list(REGISTRY)) if n in REGISTRY]
         if not self.plan.memory_commit:
             names = [n for n in names if n != MEMORY_WRITE_TOOL]

@@ -33,13 +33,14 @@ import structlog
 from configs.logs import in_context
 from memory_shared.fsutil import atomic_write_text
 from orchestrator import reaper
+from orchestrator.actor import WorkerActor
 from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost, drain
+from orchestrator.governor import Governor, local_governor
 from orchestrator.records import Job, TaskRecord
 
 if TYPE_CHECKING:
     from configs import Settings
     from configs.settings import FanoutSettings
-    from orchestrator.governor import Governor
 
 TASK_THREAD = "ga-task-"
 POLL = 0.1  # seconds between looks at the mailbox (the driver) and for the reply (the asker)
@@ -59,8 +60,6 @@ class LocalExecutor:
         return LocalPool(run_id, size, run_path)
 
     def governor(self, key: str, fanout_settings: FanoutSettings) -> Governor:
-        from orchestrator.governor import local_governor
-
         return local_governor(key, fanout_settings)
 
     def memory_mode(self, settings: Settings) -> MemoryPlacement:
@@ -82,8 +81,6 @@ class LocalPool(SlotPool):
         self.mailbox.start()
 
     def _member(self) -> Member:
-        from orchestrator.actor import WorkerActor
-
         uid = f"t-{uuid.uuid4().hex[:8]}"
         actor = WorkerActor(uid, 1, in_process=True)
         actor.stores = self.stores

@@ -45,6 +45,8 @@ from worker.usage import Account, Usage, cost_of
 if TYPE_CHECKING:
     from worker.modelconfig import ModelConfig
 
+# orchestrator.fanout loads this module at every `ga` start (nested runs register here), so the model
+# configuration and the HTTP transport, which only a task's gateway needs, are imported where it uses them.
 PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
 PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gateway adds the real one
 ENV_SOCKET = "GA_GATEWAY"  # the socket's path inside the sandbox: orchestrator.fanout posts nested runs there
