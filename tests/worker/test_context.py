@@ -416,7 +416,11 @@ SUMMARIES = [
     (("code_run", json.dumps({"script": "pip list | grep torch and more things here", "type": "bash"}),
       "exit code 0\n" + "p" * 1200, True), "code_run(script='pip list | grep torch and more things h…', type='bash') -> exit 0, 1.2k chars"),
     (("code_run", json.dumps({"script": "x" * 100}), "exit code 2\nboom", False),
-     f"code_run(script='{'x' * 39}…') -> exit 2, 16 chars"),
+     f"code_run(script='{'x' * 39}…') -> exit 2: boom"),
+    (("code_run", "{}", "exit code 1\nTraceback (most recent call last):\n  File \"c.py\", line 1\n"
+      "ModuleNotFoundError: No module named 'sympy'\n", False),
+     "code_run() -> exit 1: ModuleNotFoundError: No module named 'sympy'"),
+    (("code_run", "{}", "exit code 1\n", False), "code_run() -> exit 1, 12 chars"),
     (("file_read", '{"path": "a.py", "start": 1, "count": 5}', "1|a", True), "file_read(path='a.py', start=1, …) -> ok, 3 chars"),
     (("file_patch", '{"path": "a.py"}', "error: old_content matched 0 times\nmore", False),
      "file_patch(path='a.py') -> error: error: old_content matched 0 times"),

@@ -109,12 +109,18 @@ def format_arguments(arguments: Any, limit: int = ARG_CHARS, count: int = 2) -> 
 
 
 def describe_result(output: str, ok: bool = True, data: Optional[dict] = None) -> str:
-    """`exit 0, 1.2k chars`, `ok, 300 chars` or `error: <first line>`."""
+    """`exit 0, 1.2k chars`, `exit 1: <its last line>`, `ok, 300 chars` or `error: <first line>`. A failed run
+    names its error (a traceback ends with it), not its size: a small model took "exit 1, 259 chars" for a
+    result and answered 259."""
     output = output or ""
     code = (data or {}).get("exit_code")
     match = _EXIT_RE.match(output)
     if code is None and match:
         code = match.group(1)
+    if code is not None and str(code) != "0":
+        last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+        if last and not _EXIT_RE.match(last):
+            return f"exit {code}: " + _one_line(last, 80)
     if code is not None:
         return f"exit {code}, {human_size(len(output))}"
     if ok:
