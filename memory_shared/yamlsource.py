@@ -5,8 +5,11 @@ cost anything: a file over `max_bytes`, bytes that are not UTF-8, nesting deeper
 aliases that would expand to more than `max_alias_nodes` extra nodes (a "billion laughs" bomb),
 and a key given twice in one mapping. Every problem is a YamlError whose str() is one line.
 
-The node tree is composed here from the parser's events, without recursion, so a deep file is
-counted before anything recursive (PyYAML's composer, pydantic) sees it.
+The values are built here from the parser's events, without recursion, so a deep file is counted
+before anything recursive (pydantic) sees it. A file with anchors, aliases, explicit tags, merge keys or
+keys that are not scalars gets a node tree first (`_Composer`, then PyYAML's SafeConstructor); every
+other file, which is nearly every file ga reads, is built without one (`_Builder`): the tree of 10,000
+one-line tasks was twice the size of their values, and it was the peak of a large fan-out's memory.
 """
 from __future__ import annotations
 
@@ -78,6 +81,10 @@ def load_text(text: str, where: str, limits: Optional[YamlLimits] = None) -> tup
     """Parse YAML text (`where` names it in errors) under the same limits as a file."""
     limits = limits or _limits
     try:
+        try:
+            return _Builder(where, limits).build(text)
+        except _NeedsNodes:
+            pass
         node = _Composer(where, limits).compose(text)
         data = _construct(node) if node is not None else None
     except YamlError:
@@ -137,8 +144,7 @@ class _Composer:
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
                 if documents > 1:
-                    raise YamlError(f"{self.where}:{event.start_mark.line + 1}: more than one YAML document; keep "
-                                    "one document per file (remove the '---')")
+                    raise _second_document(self.where, event)
                 self.anchors = {}
                 continue
             if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
@@ -158,8 +164,7 @@ class _Composer:
                 self.anchor(event, node)
             else:  # a collection starts
                 if len(stack) >= self.limits.max_depth:
-                    raise YamlError(f"{self.where}:{event.start_mark.line + 1}: nested deeper than "
-                                    f"{self.limits.max_depth} levels (yaml.max_depth); flatten the structure")
+                    raise _too_deep(self.where, event, self.limits)
                 if isinstance(event, yaml.SequenceStartEvent):
                     tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(
                         yaml.SequenceNode, None, event.implicit)
@@ -220,9 +225,110 @@ class _Composer:
                 ident = (key.tag, key.value)
                 line = key.start_mark.line + 1
                 if ident in seen:
-                    raise YamlError(f"{self.where}:{line}: duplicate key '{_one_line(key.value)[:60]}' (first at line "
-                                    f"{seen[ident]}); remove one of them (a second key would silently replace the first)")
+                    raise _duplicate(self.where, key.value, line, seen[ident])
                 seen[ident] = line
+
+
+class _NeedsNodes(Exception):
+    """The file uses what only a node tree reads right: an anchor, an alias, an explicit tag, a merge key or a
+    key that is not a scalar."""
+
+
+_BUILT_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "timestamp"))
+_STR = "tag:yaml.org,2002:str"
+_NO_KEY = object()  # a mapping's frame between its entries
+
+
+class _Builder:
+    """Values and key lines straight from the parser's events, with the composer's checks (one document, depth,
+    duplicate keys), for a file that needs no node tree; `_NeedsNodes` at the first thing that does. The
+    values and lines are those `_construct` and `_walk` give for the same file
+    (tests/memory_shared/test_yaml_builder.py)."""
+
+    def __init__(self, where: str, limits: YamlLimits):
+        self.where, self.limits = where, limits
+        self.resolver = Resolver()
+        self.constructor = SafeConstructor()
+
+    def build(self, text: str) -> tuple[Any, dict[tuple, int]]:
+        lines: dict[tuple, int] = {}
+        root: Any = None
+        documents = 0
+        stack: list[list] = []  # [container, its key path, pending key or _NO_KEY, its text, {(tag, text): line}]
+        for event in yaml.parse(text, Loader=_Loader):
+            kind = type(event)
+            if kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise _second_document(self.where, event)
+                continue
+            if kind in (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent):
+                continue
+            if kind in (yaml.SequenceEndEvent, yaml.MappingEndEvent):
+                stack.pop()
+                continue
+            if kind is yaml.AliasEvent or event.anchor is not None or event.tag not in (None, "!"):
+                raise _NeedsNodes
+            line = event.start_mark.line + 1
+            tag = ""
+            if kind is yaml.ScalarEvent:
+                tag, value = self.scalar(event)
+            elif len(stack) >= self.limits.max_depth:
+                raise _too_deep(self.where, event, self.limits)
+            else:
+                value = [] if kind is yaml.SequenceStartEvent else {}
+            if not stack:
+                root, path = value, ()
+                lines.setdefault(path, line)
+            else:
+                frame = stack[-1]
+                parent = frame[0]
+                if isinstance(parent, list):
+                    path = frame[1] + (len(parent),)
+                    parent.append(value)
+                    lines.setdefault(path, line)
+                elif frame[2] is _NO_KEY:  # a key
+                    if tag not in _BUILT_TAGS:  # a collection as a key, a merge key (<<), a value key (=)
+                        raise _NeedsNodes
+                    seen = frame[4]
+                    ident = (tag, event.value)
+                    if ident in seen:
+                        raise _duplicate(self.where, event.value, line, seen[ident])
+                    seen[ident] = line
+                    frame[2], frame[3] = value, event.value
+                    lines[frame[1] + (event.value,)] = line
+                    continue
+                else:
+                    path = frame[1] + (frame[3],)
+                    parent[frame[2]] = value
+                    frame[2] = _NO_KEY
+            if kind is not yaml.ScalarEvent:
+                stack.append([value, path, _NO_KEY, None, {}])
+        return root, lines
+
+    def scalar(self, event: yaml.ScalarEvent) -> tuple[str, Any]:
+        tag = self.resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == _STR:
+            return tag, event.value
+        if tag not in _BUILT_TAGS:
+            raise _NeedsNodes
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+        return tag, self.constructor.yaml_constructors[tag](self.constructor, node)
+
+
+def _second_document(where: str, event: yaml.Event) -> YamlError:
+    return YamlError(f"{where}:{event.start_mark.line + 1}: more than one YAML document; keep one document per file "
+                     "(remove the '---')")
+
+
+def _too_deep(where: str, event: yaml.Event, limits: YamlLimits) -> YamlError:
+    return YamlError(f"{where}:{event.start_mark.line + 1}: nested deeper than {limits.max_depth} levels "
+                     "(yaml.max_depth); flatten the structure")
+
+
+def _duplicate(where: str, key: str, line: int, first: int) -> YamlError:
+    return YamlError(f"{where}:{line}: duplicate key '{_one_line(key)[:60]}' (first at line {first}); remove one of "
+                     "them (a second key would silently replace the first)")
 
 
 def _construct(node: yaml.Node) -> Any:
