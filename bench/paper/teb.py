@@ -53,10 +53,16 @@ def grade(task: dict, outcome: Outcome) -> tuple[bool, str]:
     workspace = outcome.workspace or Path("/nonexistent")
     response = workspace.parent / f"final_response.{outcome.agent}.txt"
     response.write_text(outcome.answer or "", encoding="utf-8")
+    command = [sys.executable, str(DATA / task["grader"]), "--workspace", str(workspace)]
+    if "--response-file" in (DATA / task["grader"]).read_text(encoding="utf-8"):  # teb_13's and teb_14's grade files only
+        command += ["--response-file", str(response)]
     try:
-        done = subprocess.run([sys.executable, str(DATA / task["grader"]), "--workspace", str(workspace),
-                               "--response-file", str(response)], capture_output=True, text=True, timeout=300)
-        verdict = json.loads(done.stdout.strip().splitlines()[-1])
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        printed = done.stdout.strip()
+        try:
+            verdict = json.loads(printed)  # teb_13's and teb_14's graders print indented JSON
+        except ValueError:
+            verdict = json.loads(printed.splitlines()[-1])  # the others: a JSON line after their log
     except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return False, f"grader failed ({type(exc).__name__})"
     failed = [k for k, v in verdict.items() if v is False and k != "task_success"]
