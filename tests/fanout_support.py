@@ -4,9 +4,21 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from worker.scripted import ScriptedServer
+
+
+def done_tasks_file(path: Path, url: str, n: int, *, name: str, failing: Collection[int] = (), concurrency: int = 16,
+                    prompt: str = "item {i}") -> Path:
+    """n tasks whose answer is "task done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
+    lines = [f"version: 1\nname: {name}\nconcurrency: {concurrency}\nretries: 0\nmemory: {{commit: false}}",
+             f"defaults: {{model: 'scripted@{url}', max_turns: 3, check: {{pattern: done}}}}", "tasks:"]
+    for i in range(n):
+        check = ", check: {pattern: never-said}" if i in failing else ""
+        lines.append(f"  - {{id: t{i:04d}, prompt: '{prompt.format(i=i)}'{check}}}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def start_server(script: dict[str, Any], log_path: Path) -> ScriptedServer:

@@ -11,19 +11,13 @@ from pathlib import Path
 
 from orchestrator.ledger import QUEUED_BATCH, read_spec
 from orchestrator.views.digest import FULL_TABLE_MAX
-from tests.fanout_support import first_user_message, read_jsonl, result_lines, start_server
+from tests.fanout_support import done_tasks_file, first_user_message, read_jsonl, result_lines, start_server
 from tests.ga_support import GA, REPO, ga_env, run_ga
 
 
 def _tasks_file(path: Path, url: str, n: int, failing: set[int] = frozenset(), concurrency: int = 16) -> Path:
-    """n tasks whose answer is "task done"; the `failing` ones have a check it cannot pass (failed, no retries)."""
-    lines = [f"version: 1\nname: large\nconcurrency: {concurrency}\nretries: 0\nmemory: {{commit: false}}",
-             f"defaults: {{model: 'scripted@{url}', max_turns: 3, check: {{pattern: done}}}}", "tasks:"]
-    for i in range(n):
-        check = ", check: {pattern: never-said}" if i in failing else ""
-        lines.append(f"  - {{id: t{i:04d}, prompt: 'item {i} of the large run'{check}}}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return done_tasks_file(path, url, n, name="large", failing=failing, concurrency=concurrency,
+                           prompt="item {i} of the large run")
 
 
 def test_a_run_larger_than_the_table_prints_a_digest_naming_the_failed_tasks(tmp_path: Path) -> None:

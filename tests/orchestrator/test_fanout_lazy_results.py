@@ -13,7 +13,7 @@ from orchestrator import fanout
 from orchestrator.exitcodes import NOT_DONE, run_exit
 from orchestrator.records import COMPACT_ROWS, TaskRecord
 from orchestrator.views.digest import print_run_digest
-from tests.fanout_support import start_server
+from tests.fanout_support import done_tasks_file, start_server
 
 FAILING = (3, COMPACT_ROWS + 10)
 
@@ -23,24 +23,14 @@ def _records_alive() -> int:
     return sum(isinstance(thing, TaskRecord) for thing in gc.get_objects())
 
 
-def _tasks_file(path: Path, url: str, n: int) -> Path:
-    """n tasks answering "task done"; the FAILING ones have a check it cannot pass (failed, no retries)."""
-    lines = ["version: 1\nname: lazy\nconcurrency: 8\nretries: 0\nmemory: {commit: false}",
-             f"defaults: {{model: 'scripted@{url}', max_turns: 3, check: {{pattern: done}}}}", "tasks:"]
-    for i in range(n):
-        check = ", check: {pattern: never-said}" if i in FAILING else ""
-        lines.append(f"  - {{id: t{i:04d}, prompt: 'item {i}'{check}}}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_the_run_fanout_returns_reads_its_records_only_when_asked(tmp_path: Path) -> None:
     n = COMPACT_ROWS + 20
     server = start_server({"latency": 0, "tasks": [{"match": ".*", "turns": [{"content": "task done"}]}]},
                           tmp_path / "requests.jsonl")
     before = _records_alive()
     try:
-        run = fanout(_tasks_file(tmp_path / "tasks.yaml", server.base_url, n), out=tmp_path / "runs",
+        run = fanout(done_tasks_file(tmp_path / "tasks.yaml", server.base_url, n, name="lazy", failing=FAILING,
+                                     concurrency=8), out=tmp_path / "runs",
                      display="quiet", preflight=False)
     finally:
         server.stop()
