@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from configs.logs import redact_text
 from orchestrator.executor import EndpointGovernor
 from orchestrator.records import Job
-from worker.model import HookedModel, LLMClient, Model, ModelError, Reply
+from worker.model import ChatMessage, HookedModel, LLMClient, Model, ModelError, Reply, ToolSchema
 from worker.usage import Usage
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ class GovernedModel:
         self.link.disturb()
         self.governor.rate_limited(self.client_id, retry_after)
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         self.asked = False
         reply = self.client.chat(messages, tools)
         used = reply.usage.prompt + reply.usage.completion
@@ -374,7 +374,7 @@ class FailoverModel:
         """Only the last model's open circuit pauses the run: before it, the task moves on."""
         return bool(getattr(self.chain[self.index][1], "circuit_open", False))
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         while True:
             name, model = self.chain[self.index]
             try:

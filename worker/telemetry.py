@@ -26,7 +26,7 @@ import structlog
 from configs.logs import redact_text
 
 if TYPE_CHECKING:
-    from worker.model import Model, Reply, ToolCall
+    from worker.model import ChatMessage, Model, Reply, ToolCall, ToolSchema
     from worker.modelconfig import ModelConfig
     from worker.record import TaskRecord
     from worker.types import ToolResult
@@ -208,7 +208,7 @@ class TracedModel:
     def config(self) -> Optional[ModelConfig]:
         return self.inner.config
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         name = model_name(self.inner)
         with span(self.settings, f"chat {name}", client=True, attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": name,
