@@ -118,7 +118,7 @@ def _provenance(txn: TransactionHandle, key: str, run_id: str, task: TaskPlan, c
                 files: list[str], trust: str, line: Optional[str] = None) -> None:
     """A provenance record for each file this commit filed (and the L1 line it added): ga explore wrote it for
     the task; `verified` only when every check of skilltree.verify passed, re-run included."""
-    who = {"author": AUTHOR, "run": run_id, "task": task.task_id, **({"model": model} if model else {})}
+    who: dict[str, object] = {"author": AUTHOR, "run": run_id, "task": task.task_id, **({"model": model} if model else {})}
     backs = [{"tool": "code_run", "call": call, "ok": True, "exit_code": 0, "evidence": True}
              for call in collected.evidence]
     reruns = [a for a in collected.artifacts if a.script and a.exit_code is not None]
