@@ -1,7 +1,8 @@
 """What the loop says to a model about a reply it cannot take as it is (worker/agent.py).
 
 - A reply that is not an answer gets a short correction, as a malformed call does: an empty reply, a word
-  parroted from the system prompt's rule line ("Done", "Blocked"), or a lone code block that ran nowhere.
+  parroted from the system prompt's rule line ("Done", "Blocked"), a copy of ga's own marks in the history
+  (an unreadable call's marker, a "[ga]" note), or a lone code block that ran nowhere.
 - A malformed call gets its error with the exact shape to send, built from the model's own script; the same
   tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
 - The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line, or the
@@ -16,14 +17,19 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
+from worker.context.compress import PLACEHOLDER
 from worker.model import ToolCall
 from worker.model.callshape import call_text, code_block_form, is_script_tool, shape
 from worker.model.codeblocks import blocks
+from worker.model.replies import UNREADABLE_MARK
 
 NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
 # words of the system prompt's rule line that small models send back as their whole answer
 PARROTS = {"done", "ask_user", "ask user", "call ask_user", "the answer", "the answer itself", "final answer"}
 BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_user", "i am blocked", "i m blocked"}
+# what ga itself writes into a history: a reply made only of these says nothing (small models copy them)
+GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
+                                r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
 LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
 
 
@@ -35,6 +41,9 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
                f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
     if not stripped:
         return f"[ga] Your reply was empty. Reply with the final answer itself, or call a tool.{example}"
+    if not re.sub(r"[\W_]+", "", GA_MARKS.sub("", stripped)):
+        return (f'[ga] "{_short(stripped)}" repeats a note ga wrote, and is not an answer. Reply with the final '
+                f"answer itself, or call a tool.{example}")
     words = " ".join(re.sub(r"[^\w\s]", " ", stripped.lower()).split())
     if words in BLOCKED:
         return (f'[ga] "{_short(stripped)}" is not an answer. If something stops you, call ask_user with your '
