@@ -5,7 +5,8 @@
   (an unreadable call's marker, a "[ga]" note), or a lone code block that ran nowhere.
 - A malformed call gets its error with the exact shape to send, built from the model's own script; the same
   tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
-- The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line, or the
+- The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line (with what
+  the common ones need: a NameError, a missing module or command or file, a SyntaxError), or the
   code-block form after a call that could not be read, or that the task's check refused the answer. It
   never asks the model to repeat itself and never quotes a check (a pattern would hand over the answer).
 """
@@ -30,7 +31,19 @@ BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_u
 # what ga itself writes into a history: a reply made only of these says nothing (small models copy them)
 GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
                                 r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
-LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
+LONE_BLOCK_WORDS = 30
+# the fix a failed script's error line most often needs, in one clause: small models told only "fix the script"
+# change nothing (the live 1.5B fib task: `print(fibonacci(10))`, a NameError, then the same answer)
+FIXES = [
+    (re.compile(r"NameError: name '(\w+)' is not defined"),
+     "each code_run is a new process, so define or import `{0}` in the same script"),
+    (re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'"),
+     "`{0}` is not installed here: use the standard library, or install it first"),
+    (re.compile(r"^(?:SyntaxError|IndentationError)\b"),
+     "the script is not valid Python as sent: write it plainly in a fenced python block"),
+    (re.compile(r"FileNotFoundError: .*?'([^']+)'"), "`{0}` is not there: list the working directory first"),
+    (re.compile(r"\b([\w.-]+): (?:command )?not found\b"), "`{0}` is not installed here: do it another way"),
+]  # a code block with at most this many other characters is "a lone code block"
 
 
 def not_an_answer(text: str, mode: str, again: bool = False) -> str:
@@ -98,8 +111,11 @@ def second_chance_note(backing: Backing, mode: str) -> str:
                 + code_block_form(call.name, call.script_hint, call.kind, mode))
     last = backing.last_run
     if last is not None and last[0] == "code_run" and not last[1]:
-        return (f"{head}Your last code_run failed: {failure_line(last[2])}. Fix the script and run it again, then "
-                "answer from the run that succeeds.")
+        line = failure_line(last[2])
+        fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
+                    if (found := pattern.search(line))), "")
+        return (f"{head}Your last code_run failed: {line}{fix}. Fix the script and run it again, then answer from "
+                "the run that succeeds.")
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
     if refused:

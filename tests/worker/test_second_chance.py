@@ -41,6 +41,7 @@ def test_a_model_told_its_script_failed_fixes_it_and_succeeds(tmp_path: Path) ->
     note = requests[2]["messages"][-1]
     assert note["role"] == "user" and "last code_run failed: NameError: name 'totl' is not defined" in note["content"]
     assert "again" not in note["content"].split("Fix the script")[0]  # no "say so again": it names the fix only
+    assert "new process, so define or import `totl` in the same script" in note["content"]  # the fix, named
     assert "say so" not in note["content"]
     # the note and the turn it cost are in the history, and the usage counts all four requests
     history = replay(Path(result.history_path))
