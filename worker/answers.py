@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from worker.context.compress import PLACEHOLDER
 from worker.model import ToolCall
 from worker.model.callshape import call_text, code_block_form, is_script_tool, shape
-from worker.model.codeblocks import blocks
+from worker.model.codeblocks import blocks, script_from_blocks
 from worker.model.replies import UNREADABLE_MARK
 
 NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
@@ -97,6 +97,7 @@ class Backing:
     last_run: Optional[tuple[str, bool, str]]  # (tool, ok, output)
     unread: Optional[ToolCall]
     verdict: Optional[tuple[bool, str]]
+    reply: str = ""  # the answer itself (its code blocks ran nowhere)
 
 
 def second_chance_note(backing: Backing, mode: str) -> str:
@@ -114,8 +115,10 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         line = failure_line(last[2])
         fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
                     if (found := pattern.search(line))), "")
-        return (f"{head}Your last code_run failed: {line}{fix}. Fix the script and run it again, then answer from "
-                "the run that succeeds.")
+        block = script_from_blocks("code_run", backing.reply)
+        step = ("Fix the script and run it again" if block is None else "The script in your reply's code block ran "
+                f"nowhere: send the block again with this call line after it, {call_text('code_run', {'type': block[0]}, mode)}")
+        return f"{head}Your last code_run failed: {line}{fix}. {step}, then answer from the run that succeeds."
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
     if refused:
