@@ -7,7 +7,7 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Callable, Optional, TypeVar
 
 import structlog
 from pydantic import ValidationError
@@ -196,8 +196,9 @@ class Worker:
     def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[TaskRecord]:
         """The task's result if the turn's calls end it (a stop, malformed calls, a spending limit), else None."""
         if last.stop:
-            question = last.data.get("question")
-            reason = last.data.get("reason") or "waiting for the user"
+            asked, said = last.data.get("question"), last.data.get("reason")
+            question = asked if isinstance(asked, str) else None
+            reason = said if isinstance(said, str) and said else "waiting for the user"
             return self._result(last.stop, question or "", turn, reason, question)
         if malformed >= MAX_MALFORMED_IN_A_ROW:
             return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {last.output}")
@@ -343,7 +344,7 @@ class Worker:
                           "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
     def _result(self, status: Status, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
-                check: Optional[dict[str, Any]] = None, stop: Optional[Stop] = None) -> TaskRecord:
+                check: Optional[dict[str, object]] = None, stop: Optional[Stop] = None) -> TaskRecord:
         if self._second_chances:
             reason = f"{reason}; after a second chance" if reason else "after a second chance"
         return TaskRecord(task_id=self.task_id, status=status, answer=answer, turns=turns, usage=self.usage,
