@@ -18,12 +18,9 @@ user did not get.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, Protocol
 
 from memory_shared.yamlsource import line_of
-
-if TYPE_CHECKING:
-    from configs.settings import Settings
 
 Rule = Literal["lower", "subset", "network", "mode", "free", "user"]
 USER_FILE_NAME = "~/.config/ga/config.yaml"
@@ -120,7 +117,23 @@ WHY: dict[Rule, str] = {
 }
 
 
-def value_of(settings: Settings, key: tuple[str, ...]) -> object:
+class _Limits(Protocol):
+    def resolved(self) -> object: ...
+
+
+class _Sandbox(Protocol):
+    @property
+    def limits(self) -> _Limits: ...
+
+
+class WalkedSettings(Protocol):
+    """A Settings as value_of walks it (by name; configs.settings imports this module, so not named here)."""
+
+    @property
+    def sandbox(self) -> _Sandbox: ...
+
+
+def value_of(settings: WalkedSettings, key: tuple[str, ...]) -> object:
     """The value of `key` in a Settings, walked by name (sandbox limits as this machine resolves a null)."""
     node: object = settings.sandbox.limits.resolved() if key[:2] == ("sandbox", "limits") else settings
     for part in key[2:] if key[:2] == ("sandbox", "limits") else key:
@@ -128,7 +141,7 @@ def value_of(settings: Settings, key: tuple[str, ...]) -> object:
     return node
 
 
-def check_project(settings: Settings, baseline: Settings, path: Path, data: dict, lines: dict) -> None:
+def check_project(settings: WalkedSettings, baseline: WalkedSettings, path: Path, data: dict, lines: dict) -> None:
     """Raise WeakerSetting for the first key (by line) the project file at `path` sets that is not classified,
     or whose value in `settings` (with the file) is weaker than in `baseline` (the same layers without it)."""
     found = []
