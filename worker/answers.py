@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import BaseModel
 
@@ -85,7 +85,7 @@ def call_error(call: ToolCall, reason: str, mode: str, again: bool, args_model: 
     return f"error: {reason}"
 
 
-def placeholder_args(model: type[BaseModel]) -> dict[str, Any]:
+def placeholder_args(model: type[BaseModel]) -> dict[str, str]:
     return {name: "..." for name, info in model.model_fields.items() if info.is_required()}
 
 

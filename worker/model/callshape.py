@@ -11,6 +11,7 @@ without it. A model that cannot escape a script inside JSON can still write a co
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 from worker.model.codeblocks import SCRIPT_TOOLS
 
@@ -18,7 +19,7 @@ MAX_SHAPED_SCRIPT = 3000  # a longer script is shown in the code-block form only
 FENCE_OF = {"python": "python", "bash": "bash", "javascript": "javascript"}
 
 
-def call_text(name: str, args: dict[str, object], mode: str) -> str:
+def call_text(name: str, args: Mapping[str, object], mode: str) -> str:
     body = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
     return f"<tool_use>{body}</tool_use>" if mode == "text" else f"<tool_call>{body}</tool_call>"
 

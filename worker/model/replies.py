@@ -33,10 +33,11 @@ import re
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Union
+from typing import Iterable, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import validation_line
 from worker.model.callshape import is_script_tool
 from worker.model.codeblocks import needs_script, recovered_script, with_script
@@ -109,7 +110,7 @@ class _Loose(BaseModel):
 
 class _Function(_Loose):
     name: Optional[StrictStr] = None
-    arguments: Union[StrictStr, dict[str, Any], None] = None
+    arguments: Union[StrictStr, JSONObject, None] = None
 
 
 class _ToolCall(_Loose):
@@ -385,7 +386,8 @@ def _from_call_syntax(text: str, params: dict[str, list[str]]) -> list[ContentCa
     return [ContentCall(found.group(1), json.dumps(args, ensure_ascii=False), how="python", as_written=False)]
 
 
-def _from_object(data: dict[str, Any], how: str = "json") -> ContentCall | None:
+def _from_object(data: JSONObject, how: str = "json") -> ContentCall | None:
+    """The call an object a model wrote names, if it names one (its fields checked here)."""
     if isinstance(data.get("function"), dict):  # {"type": "function", "function": {...}}
         data = data["function"]
     name = data.get("name")
@@ -446,7 +448,7 @@ def _mend_native(call: ToolCall, text: str, notes: list[str]) -> tuple[ToolCall,
     return ToolCall(call.id, call.name, mended.arguments, mended.problem, mended.script_hint, mended.kind), shown
 
 
-def _loads_object(text: str) -> Optional[dict[str, Any]]:
+def _loads_object(text: str) -> Optional[dict[str, object]]:
     try:
         value = json.loads(text or "{}", strict=False)
     except json.JSONDecodeError:
