@@ -30,16 +30,16 @@ class Command(NamedTuple):
 
 # The commands in the order `ga --help` lists them.
 COMMANDS = {
-    "run": Command("cli.work", "commands",
+    "run": Command("cli.run", "commands",
                    "Run one worker on TASK and show each turn live (every run is a session that can go on)."),
-    "chat": Command("cli.work", "commands", "A conversation with the parent agent: follow-ups, /help, /runs, /cost, "
+    "chat": Command("cli.chat", "commands", "A conversation with the parent agent: follow-ups, /help, /runs, /cost, "
                     "/model, /resume, /quit; Ctrl-C stops\na turn. The model (and its endpoint) is checked before "
                     "the first message."),
     "fake-llm": Command("cli.fakellm", "commands",
                         "Serve the scripted OpenAI-compatible model on 127.0.0.1 until Ctrl-C."),
     "fanout": Command("cli.work", "commands", "Run every task of FILE on a pool of workers (in this process, or on "
                       "Ray), then its reduce step."),
-    "replay": Command("cli.work", "commands", "Run RUN's tasks again from their histories with zero model calls; exit "
+    "replay": Command("cli.replay", "commands", "Run RUN's tasks again from their histories with zero model calls; exit "
                       "0 when every request and tool\noutput is as recorded. With --from TURN, fork one task onto a "
                       "live model from that turn."),
     "reflect": Command("cli.triggers", "commands", "Call TRIGGER's check() every INTERVAL seconds and hand each task "
