@@ -100,7 +100,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})
     uid = _running_uid(run_dir, records, task_id)
     if opened.get("executor") == "local":
-        from orchestrator.local import ask  # here: steering a Ray run, or `ga --help`, needs no local executor
+        from orchestrator.local import ask  # here: +83 modules at every `ga` start (orchestrator loads this)
 
         reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text})
         if reply is None:

@@ -180,7 +180,7 @@ class Chat:
 def _line_editing(history_file: Path) -> None:
     """readline: arrow keys, editing and a persistent history of what was typed (where readline exists)."""
     try:
-        import readline
+        import readline  # here: optional (not every Python has it), and it changes input() for the process
     except ImportError:
         return
     history_file.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from configs import load_settings
 from configs.projecttrust import model_field_refusal
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
+from worker.scripted import ScriptError, ensure_scripted_server, load_script
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
@@ -95,7 +96,7 @@ class ModelConfig(BaseModel):
 
     def chat_url(self) -> str:
         """The endpoint's chat completions URL; ModelConfigError when base_url cannot be used."""
-        from worker.model.transport import BadURL, check_url  # here: httpx, which `ga --help` does not need
+        from worker.model.transport import BadURL, check_url  # here: httpcore2, ~60 modules `ga --help` does not need
 
         url = self.base_url.rstrip("/") + "/chat/completions"
         try:
@@ -222,8 +223,6 @@ def _expanded(value: Any) -> Any:
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:
-    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # only a scripted model needs it
-
     path = Path(name[len("scripted:"):]).expanduser()
     shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory
     if not path.is_file() and not path.is_absolute() and shipped.is_file():

@@ -22,7 +22,7 @@ ANSWER_CHARS = 2000
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
              workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
-    from worker.oneshot import run_one  # the agent loop: `ga --help` and `ga schedule --help` load this module
+    from worker.oneshot import run_one  # the agent loop: +72 modules on `ga schedule --help`, which loads this
 
     clock = now or local_now
     started = clock()
