@@ -33,7 +33,6 @@ from configs import load_settings
 from configs.projecttrust import model_field_refusal
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
-from worker.scripted import ScriptError, ensure_scripted_server, load_script
 
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "configs" / "models.yaml"
 USER_FILE = Path("~/.config/ga/models.yaml")
@@ -223,6 +222,8 @@ def _expanded(value: Any) -> Any:
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:
+    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # only a scripted model needs it
+
     path = Path(name[len("scripted:"):]).expanduser()
     shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory
     if not path.is_file() and not path.is_absolute() and shipped.is_file():
