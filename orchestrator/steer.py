@@ -20,8 +20,7 @@ from typing import Any, Optional
 
 from configs import load_settings
 from memory_shared.fsutil import atomic_write_text
-from orchestrator.ledger import RunDir, read_jsonl
-from orchestrator.views.runview import driver_holds
+from orchestrator.ledger import RunDir, driver_holds, read_jsonl
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}
