@@ -55,7 +55,6 @@ from memory_shared.yamlsource import YamlError, current_limits, line_of, load_ma
 from orchestrator.preflight import prompt_chars
 from worker.modelconfig import ModelConfigError, load_model_entries
 from worker.taskcheck import TaskCheck
-from worker.tools import REGISTRY
 
 SPEC_VERSION = 1
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
@@ -635,7 +634,10 @@ class _Expander:
 
 @functools.cache
 def known_tools() -> tuple[str, ...]:
-    """The names a task's `tools:` may list: worker.tools' REGISTRY."""
+    """The names a task's `tools:` may list: worker.tools' REGISTRY, loaded only when a spec names tools (the tools
+    import the sandbox and the web session: this module stays cheap for `ga --help`)."""
+    from worker.tools import REGISTRY  # here: +15 modules at every `ga` start (tests/cli/test_lazy_imports.py)
+
     return tuple(REGISTRY)
 
 

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from worker.tools.code import CodeRunArgs, run_script
-
 if TYPE_CHECKING:
     from worker.tools import ToolContext
 
@@ -54,6 +52,8 @@ class TaskCheck(BaseModel):
 
 def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, str]:
     """(passed, one line saying what was checked or why it failed)."""
+    from worker.tools.code import CodeRunArgs, run_script  # here: the tools, +15 modules at every `ga` start
+
     done: list[str] = []
     if check.pattern is not None:
         if not re.search(check.pattern, answer or "", re.M):
