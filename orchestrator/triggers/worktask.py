@@ -14,6 +14,7 @@ from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import Clock, local_now, user_job
 from worker.model import ModelError
 from worker.modelconfig import ModelConfigError
+from worker.oneshot import run_one
 
 log = structlog.get_logger("ga.daemon")
 ANSWER_CHARS = 2000
@@ -22,8 +23,6 @@ ANSWER_CHARS = 2000
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
              workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
-    from worker.oneshot import run_one  # the agent loop: +72 modules on `ga schedule --help`, which loads this
-
     clock = now or local_now
     started = clock()
     if settings.sandbox.mode == "off":  # reflect and scheduled tasks run model-written code unattended
