@@ -222,7 +222,7 @@ def _expanded(value: Any) -> Any:
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:
-    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # only a scripted model needs it
+    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # here: 3 import floors less
 
     path = Path(name[len("scripted:"):]).expanduser()
     shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory
