@@ -29,7 +29,8 @@ ORDER = ("run", "chat", "fake-llm", "fanout", "replay", "reflect", "schedule", "
 class _UserErrors(typer.core.TyperGroup):
     """The one place a user-caused error (cli/errors.py) becomes `error:` lines and exit 2."""
 
-    def invoke(self, ctx: Any) -> Any:
+    # ctx: typer's own copy of click's Context, which typer does not export by name
+    def invoke(self, ctx: Any) -> object:
         try:
             return super().invoke(ctx)
         except Exception as exc:
