@@ -38,7 +38,7 @@ class TriggeredRun(_RunEnd, total=False):
     history: str
     builtin: str  # a built-in job's name, and what it did
     compressed: int
-    months_dropped: int
+    months_dropped: list[str]  # the months folded into a summary
 
 
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
