@@ -115,10 +115,13 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         line = failure_line(last[2])
         fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
                     if (found := pattern.search(line))), "")
+        failed = f"{head}Your last code_run failed: {line}{fix}."
         block = script_from_blocks("code_run", backing.reply)
-        step = ("Fix the script and run it again" if block is None else "The script in your reply's code block ran "
-                f"nowhere: send the block again with this call line after it, {call_text('code_run', {'type': block[0]}, mode)}")
-        return f"{head}Your last code_run failed: {line}{fix}. {step}, then answer from the run that succeeds."
+        if block is None:
+            return f"{failed} Fix the script and run it again, then answer from the run that succeeds."
+        kind, script = block  # shown as the whole call: small models copy a call, they seldom add one to a block
+        return (f"{failed} The script in your reply's code block ran nowhere. {shape('code_run', script, kind, mode)}"
+                "\nThen answer from the run that succeeds.")
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
     if refused:
