@@ -42,7 +42,7 @@ def chat(
     clock = ToolClock(stream)
     try:
         Chat(current, console, session, model, show_turn=turn_printer(stream, clock), stream=stream,
-             list_runs=lambda session_id: runs_of_session(Path(current.fanout.runs_dir), session_id),
+             list_runs=lambda session_id: [dict(row) for row in runs_of_session(Path(current.fanout.runs_dir), session_id)],
              show_tool=clock.start, check_model=lambda name: model_problem(name, current)).loop()
     finally:
         clock.stop()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -125,7 +126,7 @@ def explore_command(
     raise typer.Exit(0 if result.status == "consolidated" else 1)
 
 
-def _when_idle(modes: Any, current: Settings, when_idle: str, model: Optional[str], trigger: Optional[Path], tick: float,
+def _when_idle(modes: ModuleType, current: Settings, when_idle: str, model: Optional[str], trigger: Optional[Path], tick: float,
                max_cycles: Optional[int], as_json: bool, options: dict) -> None:
     try:
         window = parse_duration(when_idle)

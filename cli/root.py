@@ -84,7 +84,8 @@ class _Root(typer.core.TyperGroup):
         name, _, rest = super().resolve_command(ctx, args)  # the stand-in, or a usage error that suggests a name
         return name, (load_command(name) if name else None), rest
 
-    def invoke(self, ctx: Any) -> Any:
+    # ctx: typer's own copy of click's Context, which typer does not export by name
+    def invoke(self, ctx: Any) -> object:
         try:
             return super().invoke(ctx)
         except Exception as exc:

@@ -18,7 +18,7 @@ from orchestrator import FanoutError, Run
 from orchestrator import dry_run as plan_only
 from orchestrator import fanout as run_fanout
 from orchestrator.exitcodes import INTERRUPTED
-from orchestrator.fanout import nested_here, plan_for
+from orchestrator.fanout import DryRun, nested_here, plan_for
 from orchestrator.ledger import RunDir
 from orchestrator.triggers.activity import user_job
 from orchestrator.views.columns import Column, Rows
@@ -113,7 +113,7 @@ def _run_left(runs_dir: Path, resume: Optional[str], began: float) -> Optional[P
     return Path(started[0]["path"]) if started else None
 
 
-def print_plan(plan: dict) -> None:
+def print_plan(plan: DryRun) -> None:
     """The plan's table, its first PLAN_ROWS tasks (and the reduce) when it has more; `--json` lists them all."""
     columns = [Column("id", whole=True), Column("model", least=12), Column("turns", right=True, whole=True),
                Column("timeout", right=True, whole=True), Column("inputs", least=8),

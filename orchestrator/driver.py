@@ -84,7 +84,7 @@ class Driver:
                    parent_task=self.nest.parent_task, session=self.nest.session or os.environ.get("GA_SESSION"))
         self._start_governors()
         self._choose_memory()
-        before = self._tally()
+        tally = self._tally()  # what earlier runs of this directory finished; the map loop adds its own
         display = Display(self.display_mode, plan.name, len(plan.tasks))
         pool = self.executor.pool(run.run_id, min(self.workers, max(1, len(todo))), self.settings.fanout, run.path)
         reduce_result = None
@@ -92,8 +92,8 @@ class Driver:
             loop = MapLoop(
                 pool, run, self.job, retries=self.retries, timeout_of=self.timeout_of,
                 budget_tokens=plan.budget_tokens, budget_cost=plan.budget_cost, spent=spent, display=display,
-                cancel=self.cancel, carve=self.nest.subtree, announce=True,
-                done_before=before.finished, failed_before=before.finished - before.counts["succeeded"])
+                cancel=self.cancel, carve=self.nest.subtree, announce=True, record=lambda r: self._record(r, tally),
+                done_before=tally.finished, failed_before=tally.finished - tally.counts["succeeded"])
             outcome = loop.run_all(todo)
             if plan.reduce and outcome.stop is None:
                 display.update(note="reduce")
@@ -102,7 +102,7 @@ class Driver:
         finally:
             display.close()
             pool.close()
-        tally = self._tally()
+        tally.in_order([t.id for t in plan.tasks])
         summary = self._summary(outcome, tally, reduce_result, started, resumed)
         results = StoredResults(run.path, tally.finished)  # read when asked for: the records are not held
         judged = Run(run.run_id, run.path, summary.status, summary.exit_code, results, summary, reduce_result,
@@ -122,14 +122,21 @@ class Driver:
         return [found[t.id] for t in self.plan.tasks if t.id in found]
 
     def _tally(self) -> Tally:
-        """What the summary says of the finished tasks, read from results.jsonl a record at a time, none kept."""
+        """What the summary says of the tasks finished before this run started (an earlier run of this directory),
+        read from results.jsonl a record at a time, none kept; the map loop's own are added as written (`_record`)."""
         tally = Tally()
         planned = {t.id for t in self.plan.tasks}
         for record in self.run.each_result():
             if record.task_id in planned:
                 tally.add(record)
-        tally.in_order([t.id for t in self.plan.tasks])
         return tally
+
+    def _record(self, record: TaskRecord, tally: Tally) -> bool:
+        """A task the map loop finished: its record written, exactly once (False if already there), and counted."""
+        if not self.run.add_result(record):
+            return False
+        tally.add(record)
+        return True
 
     def _start_governors(self) -> None:
         for name, config in self.models.items():

@@ -30,6 +30,7 @@ import os
 import secrets
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -37,7 +38,7 @@ from pydantic import BaseModel
 
 from configs.idprefix import by_prefix
 from memory_shared import groupsync
-from memory_shared.fsutil import HeldElsewhere, atomic_write_text, hold, is_abandoned
+from memory_shared.fsutil import Folder, HeldElsewhere, Unsafe, atomic_write_text, hold, is_abandoned
 from memory_shared.yamlsource import YamlError, load_yaml
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord, TaskResult
 
@@ -162,12 +163,37 @@ def _plain(value: Any) -> Any:
     return value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else str(value)
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.is_file():
+def read_jsonl(path: Path, end: Optional[int] = None,
+               file_id: Optional[tuple[int, int]] = None) -> Iterator[dict[str, Any]]:
+    """The objects of a JSON-lines file one at a time, in order, none kept; a missing file has none. A line without
+    its newline (the one a crash cut off) or that is not JSON is left out. Its name is opened as fsutil's readers
+    open a name hostile code could have replaced: a symbolic link or anything but a regular file there (a FIFO
+    would block the read) is refused (fsutil.Unsafe, one line).
+
+    `end`: only the lines within the first `end` bytes (those there when it was measured: an appender may have
+    added more since). `file_id`: the (st_dev, st_ino) of the file measured; if the name leads to another file now
+    (a resume with --retry-failed rewrites results.jsonl), FileNotFoundError."""
+    if end == 0:
         return
-    with path.open(encoding="utf-8") as handle:
+    try:
+        with closing(Folder(path.parent)) as folder:
+            fd = folder.open(path.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except Unsafe as exc:  # named by the file's name alone: the run or task it is in named too
+        raise Unsafe(f"{path.parent}{os.sep}{exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if file_id is not None and (found.st_dev, found.st_ino) != file_id:
+            raise FileNotFoundError(f"{path} was rewritten since its lines were counted (a resume with "
+                                    "--retry-failed); read the records of that later run instead")
+        left = end
         for line in handle:
-            if line.endswith("\n"):
+            if left is not None:
+                left -= len(line)
+                if left < 0:
+                    return
+            if line.endswith(b"\n"):
                 try:
                     yield json.loads(line)
                 except json.JSONDecodeError:
@@ -184,15 +210,6 @@ def _cut_torn_tail(path: Path) -> None:
         handle.truncate(data.rfind(b"\n") + 1)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _read_results(path: Path) -> dict[str, TaskRecord]:
-    return {record.task_id: record for record in each_result(path)}
-
-
-def each_result(path: Path) -> Iterator[TaskRecord]:
-    """The records of a results.jsonl one at a time, in the order they finished, none of them kept."""
-    return (TaskRecord.model_validate(line) for line in read_jsonl(path))
 
 
 class StoredResults:
@@ -212,7 +229,7 @@ class StoredResults:
 
     def each(self) -> Iterator[TaskRecord]:
         """In the order they finished."""
-        return (TaskResult.model_validate(line) for line in self._lines())
+        return (TaskResult.model_validate(line) for line in read_jsonl(self.path, self.end, self.file_id))
 
     def all(self) -> list[TaskRecord]:
         """Every one, in the order of the plan (spec.jsonl)."""
@@ -227,24 +244,6 @@ class StoredResults:
         kept = (record for record in self.each() if where is None or where(record))
         return heapq.nsmallest(limit, kept, key=lambda record: (key(record) if key else 0,
                                                                  place.get(record.task_id, len(place))))
-
-    def _lines(self) -> Iterator[dict[str, Any]]:
-        if not self.end:
-            return
-        with self.path.open("rb") as handle:
-            found = os.fstat(handle.fileno())
-            if (found.st_dev, found.st_ino) != self.file_id:
-                raise FileNotFoundError(f"{self.path} was rewritten after this run ended (a resume with "
-                                        "--retry-failed); read the records of that later run instead")
-            left = self.end
-            for line in handle:
-                left -= len(line)
-                if left < 0:
-                    return
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    continue
 
 
 class RunDir:
@@ -332,10 +331,10 @@ class RunDir:
             return "?"
 
     def open_files(self) -> "RunDir":
+        self._finished = {record.task_id for record in self.each_result()}  # first: refused if not a plain file
         self._ledger = JsonlFile(self.path / "ledger.jsonl")
         self._results = JsonlFile(self.path / "results.jsonl")
         self._events = JsonlFile(self.path / "events.jsonl", sync=False)
-        self._finished = {record.task_id for record in each_result(self.path / "results.jsonl")}
         return self
 
     def close(self) -> None:
@@ -367,11 +366,11 @@ class RunDir:
 
     def results(self) -> dict[str, TaskRecord]:
         """Every finished task's record, read from results.jsonl (whose lines are in the kernel once appended)."""
-        return _read_results(self.path / "results.jsonl")
+        return {record.task_id: record for record in self.each_result()}
 
     def each_result(self) -> Iterator[TaskRecord]:
         """Every finished task's record, one at a time (in the order they finished), none kept."""
-        return each_result(self.path / "results.jsonl")
+        return (TaskRecord.model_validate(line) for line in read_jsonl(self.path / "results.jsonl"))
 
     def ledger_records(self) -> list[LedgerEvent]:
         return [LedgerEvent.model_validate(line) for line in read_jsonl(self.path / "ledger.jsonl")]

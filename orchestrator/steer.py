@@ -16,10 +16,11 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from configs import load_settings
 from memory_shared.fsutil import atomic_write_text
+from memory_shared.jsontypes import JSONObject
 from orchestrator.ledger import RunDir, driver_holds, read_jsonl
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
@@ -120,7 +121,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     return bool(pool.call(handle, method, task_id, text))
 
 
-def _running_uid(run_dir: RunDir, records: list[dict[str, Any]], task_id: str) -> str:
+def _running_uid(run_dir: RunDir, records: list[JSONObject], task_id: str) -> str:
     """The worker running `task_id` now, from the ledger; SteerError when none is."""
     if not driver_holds(run_dir.path):
         raise SteerError(f"run {run_dir.run_id} is not running; `ga fanout --resume {run_dir.run_id}` continues it")

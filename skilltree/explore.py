@@ -41,7 +41,7 @@ from orchestrator.records import TaskRecord, Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
 from skilltree.plan import ExplorationPlan, write_plan
 from skilltree.planner import PROMPTS, plan_exploration
-from skilltree.reports import REPORTS_DIR, load_reports
+from skilltree.reports import REPORTS_DIR, ExplorationReport, load_reports
 from skilltree.tree import load, slugify, utc
 from skilltree.usage import recent_usage, usage
 from skilltree.verify import collect
@@ -309,8 +309,9 @@ def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, 
     if finished is None:
         return Consolidated(task.task_id, "unfinished",
                             problems=[f"the task did not finish; run `ga explore --resume {record['run_id']}`"])
+    planned = ExplorationReport(title=task.title, category=task.category, skill=task.target_skill)
     collected = collect(task.task_id, run_dir / "tasks" / task.task_id / "workdir", finished.status,
-                        _path(finished.history_path), reason=finished.reason, timeout=timeout)
+                        _path(finished.history_path), reason=finished.reason, timeout=timeout, planned=planned)
     return consolidate_task(store, record["run_id"], task, collected, tokens=finished.spent.total, now=now,
                             model=str(record.get("model") or ""))
 

@@ -22,10 +22,16 @@ Outcomes:
    code_run of `echo` is not an execution that verifies.
 Check 5 needs a script among the artifacts: a task that names only data or notes is unverified, since
 nothing it left can be run to show the skill works.
+
+A task that succeeded and wrote no report.md (small models seldom write its front matter) gets one from ga
+when the caller hands the planned report (`planned`): its artifact is the script of the task's last code_run that
+exited 0 and computed something, and check 2 is ga's, not the model's. Checks 1 and 3 to 6 apply as to any
+report, so such a skill is still filed only when that script alone, re-run, does something.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +50,7 @@ from worker.rerun import RERUN_TIMEOUT, SCRIPT_RUNNERS
 from worker.rerun import rerun as rerun_files
 
 REPORT_FILE = "report.md"
+RAN_SCRIPT = "ran"  # the artifact of a report ga writes from the task's run: ran.py or ran.sh
 REQUIRED = ("title", "category", "skill", "verified", "artifacts")
 MAX_ARTIFACT_BYTES = 64_000
 MAX_REPORT_BYTES = 1_000_000  # report.md is read up to this (the task wrote it: not followed, never a FIFO)
@@ -106,9 +113,14 @@ def read_task_report(workdir: Path) -> ExplorationReport:
 def execution_evidence(history_path: Optional[Path]) -> list[str]:
     """Ids of the code_run calls of a task's history that exited 0 and computed something (worker.evidence:
     `echo`, `true` or a print of a literal proves nothing)."""
-    ids: list[str] = []
+    return [call_id for call_id, _, _ in _computing_runs(history_path)]
+
+
+def _computing_runs(history_path: Optional[Path]) -> list[tuple[str, str, str]]:
+    """(call id, type, script) of each code_run of a task's history that exited 0 and computed something."""
+    runs: list[tuple[str, str, str]] = []
     if not history_path or not Path(history_path).is_file():
-        return ids
+        return runs
     with open(history_path, encoding="utf-8") as handle:
         for line in handle:
             try:
@@ -120,8 +132,23 @@ def execution_evidence(history_path: Optional[Path]) -> list[str]:
                 if result.get("name") == "code_run" and result.get("ok") is True:
                     kind, script = scripts.get(str(result.get("id")), ("python", ""))
                     if not is_trivial(script, kind):
-                        ids.append(str(result.get("id")))
-    return ids
+                        runs.append((str(result.get("id")), kind, script))
+    return runs
+
+
+def report_from_run(planned: ExplorationReport, history_path: Optional[Path]) -> Optional[tuple[ExplorationReport,
+                                                                                                 Artifact]]:
+    """The report ga writes for a task that wrote none: the planned one, naming the script of the task's last
+    computing code_run as its artifact; None when no such run is in the history."""
+    runs = _computing_runs(history_path)
+    if not runs:
+        return None
+    _, kind, script = runs[-1]
+    name = RAN_SCRIPT + (".sh" if kind in ("bash", "sh", "shell") else ".py")
+    body = (f"ga wrote this report: the task wrote no {REPORT_FILE}. `{name}` is the script of its last code_run "
+            "that exited 0, re-run alone to verify it.")
+    report = planned.model_copy(update={"verified": True, "artifacts": [name], "body": body, "path": None})
+    return report, Artifact(name, script if script.endswith("\n") else script + "\n", True)
 
 
 def _scripts_of(record: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -167,20 +194,29 @@ def rerun(script: Artifact, files: list[Artifact], timeout: float = RERUN_TIMEOU
 
 
 def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Path], *, reason: str = "",
-            timeout: float = RERUN_TIMEOUT, sandbox: Optional[SandboxSettings] = None) -> Collected:
-    """Read the task's report and run every check of the module doc."""
+            timeout: float = RERUN_TIMEOUT, sandbox: Optional[SandboxSettings] = None,
+            planned: Optional[ExplorationReport] = None) -> Collected:
+    """Read the task's report (or, for a task that succeeded without one, write it from the run when `planned` is
+    given) and run every check of the module doc."""
     workdir = Path(workdir)
+    ran: Optional[Artifact] = None
     try:
         report = read_task_report(workdir)
     except (ValueError, OSError) as exc:
-        return Collected(task_id, "failed", problems=[str(exc)])
+        absent = not os.path.lexists(workdir / REPORT_FILE)  # a report the model wrote wrong is its own, kept failed
+        derived = report_from_run(planned, history_path) if planned and absent and status == "succeeded" else None
+        if derived is None:
+            return Collected(task_id, "failed", problems=[str(exc)])
+        report, ran = derived
     found = Collected(task_id, "unverified", report=report)
     problems, checks = found.problems, found.checks
     if status == "succeeded":
         checks.append("task succeeded")
     else:
         problems.append(f"task ended '{status}'" + (f": {reason}" if reason else ""))
-    if report.verified:
+    if ran is not None:
+        checks.append(f"no {REPORT_FILE}: ga wrote the report from the task's last run")
+    elif report.verified:
         checks.append("report says verified")
     else:
         problems.append("the report says it is not verified")
@@ -189,8 +225,10 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
         checks.append(f"{len(found.evidence)} code_run call(s) exited 0")
     else:
         problems.append("no code_run exited 0 in the task's history (No Execution, No Memory)")
-    names = [a for a in dict.fromkeys(report.artifacts) if a.strip() and a.strip() != REPORT_FILE]
-    if not names:
+    names = [] if ran else [a for a in dict.fromkeys(report.artifacts) if a.strip() and a.strip() != REPORT_FILE]
+    if ran is not None:
+        found.artifacts.append(ran)
+    elif not names:
         problems.append("the report names no artifact")
     elif len(names) > MAX_ARTIFACTS:
         problems.append(f"the report names {len(names)} artifacts; at most {MAX_ARTIFACTS}")

@@ -146,8 +146,8 @@ class Worker:
                     continue
                 verdict = run_check(self.spec.check, reply.content, self._ctx) if self.spec.check is not None else None
                 chance = self._second_chances < self.settings.worker.second_chance
-                note = answers.second_chance_note(answers.Backing(self._last_run, self._unread, verdict),
-                                                  self._mode) if chance else ""
+                backing = answers.Backing(self._last_run, self._unread, verdict, reply.content)
+                note = answers.second_chance_note(backing, self._mode) if chance else ""
                 if not note:
                     return self._answered(reply.content, turn, verdict)
                 self._second_chances += 1

@@ -1,10 +1,12 @@
 """What the loop says to a model about a reply it cannot take as it is (worker/agent.py).
 
 - A reply that is not an answer gets a short correction, as a malformed call does: an empty reply, a word
-  parroted from the system prompt's rule line ("Done", "Blocked"), or a lone code block that ran nowhere.
+  parroted from the system prompt's rule line ("Done", "Blocked"), a copy of ga's own marks in the history
+  (an unreadable call's marker, a "[ga]" note), or a lone code block that ran nowhere.
 - A malformed call gets its error with the exact shape to send, built from the model's own script; the same
   tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
-- The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line, or the
+- The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line (with what
+  the common ones need: a NameError, a missing module or command or file, a SyntaxError), or the
   code-block form after a call that could not be read, or that the task's check refused the answer. It
   never asks the model to repeat itself and never quotes a check (a pattern would hand over the answer).
 """
@@ -16,15 +18,32 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
+from worker.context.compress import PLACEHOLDER
 from worker.model import ToolCall
 from worker.model.callshape import call_text, code_block_form, is_script_tool, shape
-from worker.model.codeblocks import blocks
+from worker.model.codeblocks import blocks, script_from_blocks
+from worker.model.replies import UNREADABLE_MARK
 
 NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
 # words of the system prompt's rule line that small models send back as their whole answer
 PARROTS = {"done", "ask_user", "ask user", "call ask_user", "the answer", "the answer itself", "final answer"}
 BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_user", "i am blocked", "i m blocked"}
-LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
+# what ga itself writes into a history: a reply made only of these says nothing (small models copy them)
+GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
+                                r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
+LONE_BLOCK_WORDS = 30
+# the fix a failed script's error line most often needs, in one clause: small models told only "fix the script"
+# change nothing (the live 1.5B fib task: `print(fibonacci(10))`, a NameError, then the same answer)
+FIXES = [
+    (re.compile(r"NameError: name '(\w+)' is not defined"),
+     "each code_run is a new process, so define or import `{0}` in the same script"),
+    (re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'"),
+     "`{0}` is not installed here: use the standard library, or install it first"),
+    (re.compile(r"^(?:SyntaxError|IndentationError)\b"),
+     "the script is not valid Python as sent: write it plainly in a fenced python block"),
+    (re.compile(r"FileNotFoundError: .*?'([^']+)'"), "`{0}` is not there: list the working directory first"),
+    (re.compile(r"\b([\w.-]+): (?:command )?not found\b"), "`{0}` is not installed here: do it another way"),
+]  # a code block with at most this many other characters is "a lone code block"
 
 
 def not_an_answer(text: str, mode: str, again: bool = False) -> str:
@@ -35,6 +54,9 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
                f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
     if not stripped:
         return f"[ga] Your reply was empty. Reply with the final answer itself, or call a tool.{example}"
+    if not re.sub(r"[\W_]+", "", GA_MARKS.sub("", stripped)):
+        return (f'[ga] "{_short(stripped)}" repeats a note ga wrote, and is not an answer. Reply with the final '
+                f"answer itself, or call a tool.{example}")
     words = " ".join(re.sub(r"[^\w\s]", " ", stripped.lower()).split())
     if words in BLOCKED:
         return (f'[ga] "{_short(stripped)}" is not an answer. If something stops you, call ask_user with your '
@@ -75,6 +97,7 @@ class Backing:
     last_run: Optional[tuple[str, bool, str]]  # (tool, ok, output)
     unread: Optional[ToolCall]
     verdict: Optional[tuple[bool, str]]
+    reply: str = ""  # the answer itself (its code blocks ran nowhere)
 
 
 def second_chance_note(backing: Backing, mode: str) -> str:
@@ -89,8 +112,16 @@ def second_chance_note(backing: Backing, mode: str) -> str:
                 + code_block_form(call.name, call.script_hint, call.kind, mode))
     last = backing.last_run
     if last is not None and last[0] == "code_run" and not last[1]:
-        return (f"{head}Your last code_run failed: {failure_line(last[2])}. Fix the script and run it again, then "
-                "answer from the run that succeeds.")
+        line = failure_line(last[2])
+        fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
+                    if (found := pattern.search(line))), "")
+        failed = f"{head}Your last code_run failed: {line}{fix}."
+        block = script_from_blocks("code_run", backing.reply)
+        if block is None:
+            return f"{failed} Fix the script and run it again, then answer from the run that succeeds."
+        kind, script = block  # shown as the whole call: small models copy a call, they seldom add one to a block
+        return (f"{failed} The script in your reply's code block ran nowhere. {shape('code_run', script, kind, mode)}"
+                "\nThen answer from the run that succeeds.")
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
     if refused:

@@ -222,17 +222,18 @@ def _is_link(path: str) -> bool:
         return False
 
 
-def existing(paths: Iterable[Union[Path, str, None]]) -> list[Path]:
-    """Real paths of those that exist (a bind needs its source; a symlink would bind its target's path)."""
+def existing(paths: Iterable[Union[Path, str, None]], *, remembered: bool = False) -> list[Path]:
+    """Real paths of those that exist, each once (a bind needs its source; a symlink would bind its target's path).
+
+    Whether a path exists is looked at now. Where it leads is too, unless `remembered`: for paths ga's configuration
+    names, whose real path is remembered per process (`_real`)."""
     found = []
     for path in paths:
         if not path:
             continue
-        path = Path(os.path.expanduser(str(path)))
-        if path.exists() or path.is_symlink():
-            real = path.resolve()
-            if real.exists() and real not in found:
-                found.append(real)
+        real = _real(str(path)) if remembered else Path(os.path.expanduser(str(path))).resolve()
+        if real not in found and os.path.exists(real):
+            found.append(real)
     return found
 
 
@@ -248,18 +249,6 @@ def _real(path: str) -> Path:
 @lru_cache(maxsize=1024)
 def _real_absolute(path: str) -> Path:
     return Path(os.path.realpath(path))
-
-
-def _existing(*paths: Union[Path, str]) -> list[Path]:
-    """`existing` for configured paths: the real path remembered (`_real`), whether it exists looked at now."""
-    found = []
-    for path in paths:
-        if not path:
-            continue
-        real = _real(str(path))
-        if real not in found and os.path.exists(real):
-            found.append(real)
-    return found
 
 
 @dataclass(frozen=True)
@@ -292,7 +281,8 @@ class Environment:
         directory and run directory, and the memory it reads (the store's root, the pinned snapshot)."""
         cwd = _real(str(cwd)) if cwd else Path(os.getcwd())  # getcwd: a real path already
         root = Path(os.path.realpath(workdir))
-        writable = (root, *(p for p in _existing(*settings.sandbox.writable, *settings.worker.allow_write) if p != root))
+        configured = existing([*settings.sandbox.writable, *settings.worker.allow_write], remembered=True)
+        writable = (root, *(p for p in configured if p != root))
         runs_dir = os.path.expanduser(str(settings.fanout.runs_dir))
         state: list[tuple[Path, str]] = [(_real(str(settings.home_dir)), "GA_HOME"),
                                          (_real(str(settings.memory_root)), "the memory store"),
@@ -302,7 +292,8 @@ class Environment:
             state.append((_real(str(run_dir)), "this task's run directory"))
             state.append((_real(os.path.join(run_dir, STEER_DIR)), "a run's steering requests (steer/)"))
         state += marked_folders(writable, skip=[p for p, _ in state], real=True)
-        return cls(workdir=root, writable=writable, readable=tuple(_existing(*settings.worker.allow_read)),
+        readable = tuple(existing(settings.worker.allow_read, remembered=True))
+        return cls(workdir=root, writable=writable, readable=readable,
                    state=tuple(state), hidden=tuple(settings.home_dir / name for name in GA_HIDDEN), config_dirs=(cwd,),
                    network=settings.sandbox.network, model=model, account=account)
 

@@ -41,6 +41,7 @@ def test_a_model_told_its_script_failed_fixes_it_and_succeeds(tmp_path: Path) ->
     note = requests[2]["messages"][-1]
     assert note["role"] == "user" and "last code_run failed: NameError: name 'totl' is not defined" in note["content"]
     assert "again" not in note["content"].split("Fix the script")[0]  # no "say so again": it names the fix only
+    assert "new process, so define or import `totl` in the same script" in note["content"]  # the fix, named
     assert "say so" not in note["content"]
     # the note and the turn it cost are in the history, and the usage counts all four requests
     history = replay(Path(result.history_path))
@@ -86,3 +87,20 @@ def test_a_refused_answer_gets_a_note_that_never_quotes_the_check(tmp_path: Path
 def test_an_answer_backed_by_a_good_run_is_taken_at_once(tmp_path: Path) -> None:
     result, requests = run(tmp_path, [{"tool_calls": [FIXED]}, {"content": "42"}])
     assert len(requests) == 2 and result.status == "succeeded" and result.reason == ""
+
+
+# The live 1.5B fib task of this session: after the NameError it wrote the fixed script in a block, with prose and
+# no call, twice; the note said "fix the script and run it again", and the second reply was taken unverified.
+FIXED_IN_PROSE = ("The error message indicates that the `totl` variable is not defined. Here's the corrected script:\n\n"
+                  "```python\ntotl = 6 * 7\nprint(totl)\n```\n\nAfter running this script, the output will be:\n\n"
+                  "```\n42\n```")
+
+
+def test_a_fix_written_in_a_block_and_run_nowhere_is_shown_as_the_whole_call(tmp_path: Path) -> None:
+    call = '<tool_call>{"name": "code_run", "arguments": {"type": "python", "script": "totl = 6 * 7\\nprint(totl)"}}</tool_call>'
+    turns = [{"tool_calls": [BROKEN]}, {"content": FIXED_IN_PROSE}, {"content": call}, {"content": "42"}]  # copied
+    result, requests = run(tmp_path, turns)
+    note = requests[2]["messages"][-1]["content"]
+    assert "The script in your reply's code block ran nowhere. Send it exactly like this" in note
+    assert call in note and "Fix the script" not in note
+    assert result.status == "succeeded" and result.answer == "42", result.reason

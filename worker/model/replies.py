@@ -211,6 +211,8 @@ def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known:
     return Interpreted(found.text, calls, message, content if cut or text != kept else None, notes)
 
 
+UNREADABLE_MARK = "[an unreadable {name} call was here: see the error in its result]"  # in the history
+
 INVENTED_RESULT = re.compile(r"<\s*tool_(?:result|response)\b", re.I)
 TAG_BLOCK = re.compile(r"<(tool_use|tool_call)>(.*?)(?:</\1>|\Z)", re.S)
 FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
@@ -265,7 +267,7 @@ class Extracted:
             lines = []
             for call in span.calls:
                 if call.problem:
-                    lines.append(f"[an unreadable {call.name or 'tool'} call was here: see the error in its result]")
+                    lines.append(UNREADABLE_MARK.format(name=call.name or "tool"))
                 elif mode == "text":
                     lines.append(format_tool_use(call.name, call.shown))
             parts.append("\n".join(lines))
