@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from rich.live import Live
 from rich.prompt import Prompt
@@ -14,6 +14,7 @@ from rich.text import Text
 
 from cli.kit import console, err_console, fail
 from configs import Settings
+from orchestrator.executor import TaskProgress
 from orchestrator.preflight import invalid_url, probe, unreachable
 from orchestrator.views.printable import printable
 from orchestrator.views.progress import doing
@@ -67,7 +68,7 @@ class ToolClock:
     def __init__(self, stream: Optional[TextStream] = None) -> None:
         self.stream = stream  # the model's streamed text: its line is ended before the clock draws
         self.live: Optional[Live] = None
-        self.event: dict[str, Any] = {}
+        self.event: TaskProgress = {}
         self.lock = threading.Lock()
 
     def start(self, event: dict) -> None:
@@ -78,7 +79,7 @@ class ToolClock:
             self._stop()
             if self.stream is not None:
                 self.stream.close()
-            self.event = {**event, "since": time.time()}
+            self.event = TaskProgress(turn=event.get("turn", 0), tool=event.get("tool", ""), since=time.time())
             self.live = Live(console=err_console, get_renderable=self._render, refresh_per_second=2, transient=True,
                              redirect_stdout=False, redirect_stderr=False)
             self.live.start()

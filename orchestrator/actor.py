@@ -21,18 +21,21 @@ import sys
 import threading
 import time
 from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypedDict, TypeVar, Union
 
 import structlog
 
 from configs.logs import in_context, setup_logging
 from memory_shared import MemoryStore, StoreHandle, fsutil
-from orchestrator.governor import task_model
+from orchestrator.executor import TaskProgress
+from orchestrator.governor import FailoverModel, task_model
 from orchestrator.inputfiles import copy_input
 from orchestrator.reaper import alive
 from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
 from worker.agent import Worker
+from worker.model import Model
 from worker.record import Failure, Stop
 from worker.taskcheck import TaskCheck
 from worker.taskspec import Runtime, TaskSpec
@@ -53,6 +56,38 @@ log = structlog.get_logger("ga.actor")
 _OPENING_STORES = threading.Lock()  # held while a process's first MemoryStore for a root is built
 
 
+Steering = dict[str, Union[str, float]]  # a note told to a running task: {"event": "told", "at", "text"}
+
+
+@dataclass
+class TaskState:
+    """One task running in this actor: its Worker (None until it is built), how it was stopped, its progress."""
+
+    job: Job
+    progress: TaskProgress
+    worker: Optional[Worker] = None
+    cancel: str = ""  # the reason it was stopped ("" while it was not)
+    stop: Optional[Stop] = None
+    steering: list[Steering] = field(default_factory=list)  # the notes it was told
+
+
+class Outcome(TypedDict, total=False):
+    """How a task's Worker ended: its record, or the error it crashed with; abandoned: it outlived its cancel."""
+
+    result: TaskRecord
+    error: str
+    abandoned: bool
+
+
+class ActorInfoReply(TypedDict):
+    uid: str
+    pid: int
+    node_id: Optional[str]
+    host: str
+    tainted: bool
+    slots: int
+
+
 class WorkerActor:
     """Created with max_concurrency = slots + CONTROL_CALLS: up to `slots` tasks at once, each in its own
     thread with its own Worker, plus room for progress() and cancel() while they run.
@@ -61,8 +96,8 @@ class WorkerActor:
 
     def __init__(self, uid: str, slots: int = 1, in_process: bool = False):
         self.uid, self.slots = uid, slots
-        self.tasks: dict[str, dict[str, Any]] = {}  # task id -> {"progress", "worker", "cancel" (its reason), "stop", ...}
-        self.stores: dict[str, Any] = {}
+        self.tasks: dict[str, TaskState] = {}  # task id -> what runs here
+        self.stores: dict[str, StoreHandle] = {}  # one per memory root (or service)
         self.tainted = False  # a Worker thread outlived its cancel: the driver must not reuse this process
         self.leases: dict[str, float] = {}  # lessee -> monotonic time its driver's lease runs out
         self._lock = threading.Lock()
@@ -70,14 +105,14 @@ class WorkerActor:
         if not in_process:
             threading.Thread(target=self._watch_drivers, daemon=True).start()
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ActorInfoReply:
         return {"uid": self.uid, "pid": os.getpid(), "node_id": _node_id(),
                 "host": socket.gethostname(), "tainted": self.tainted, "slots": self.slots}
 
-    def progress(self) -> dict[str, dict[str, Any]]:
+    def progress(self) -> dict[str, TaskProgress]:
         """task id -> {turn, tool, tokens, started, ...} for every task running here."""
         with self._lock:
-            return {task_id: dict(state["progress"]) for task_id, state in self.tasks.items()}
+            return {task_id: TaskProgress(**state.progress) for task_id, state in self.tasks.items()}
 
     def renew(self, lessee: str, ttl: float) -> None:
         """The driver of `lessee` is alive: its tasks here may run `ttl` seconds more without hearing from it."""
@@ -94,8 +129,8 @@ class WorkerActor:
             time.sleep(WATCH_EVERY)
             now = time.monotonic()
             with self._lock:
-                running = [(task_id, state["lease"]) for task_id, state in self.tasks.items()
-                           if state.get("lease") and not state["cancel"]]
+                running = [(task_id, state.job.lease) for task_id, state in self.tasks.items()
+                           if state.job.lease and not state.cancel]
                 expiries = dict(self.leases)
             verdicts: dict[str, str] = {}  # one check per driver, not per task: an actor runs many of one run's
             for task_id, lease in running:
@@ -109,10 +144,10 @@ class WorkerActor:
         """Deliver a person's note into the task's next request; False when the task is not running here."""
         with self._lock:
             state = self.tasks.get(task_id)
-            if state is None or state["cancel"] or state["worker"] is None:  # not here, not started, being stopped
+            if state is None or state.cancel or state.worker is None:  # not here, not started, being stopped
                 return False
-            worker = state["worker"]
-            state["steering"].append({"event": "told", "at": round(time.time(), 3), "text": text[:500]})
+            worker = state.worker
+            state.steering.append({"event": "told", "at": round(time.time(), 3), "text": text[:500]})
         worker.tell(text)
         return True
 
@@ -126,20 +161,20 @@ class WorkerActor:
         with self._lock:
             targets = [s for t, s in self.tasks.items() if task_id is None or t == task_id]
             for state in targets:
-                if state["stop"] != Stop.timeout:
-                    state["cancel"], state["stop"] = reason, stop
+                if state.stop != Stop.timeout:
+                    state.cancel, state.stop = reason, stop
         for state in targets:
-            if state["worker"] is not None:
-                state["worker"].cancel()
+            if state.worker is not None:
+                state.worker.cancel()
         return len(targets)
 
     def run_task(self, job: Job) -> TaskRecord:
         started = time.time()
         task_id, lease = job.task_id, job.lease
         with self._lock:
-            self.tasks[task_id] = {"worker": None, "cancel": "", "stop": None, "lease": lease, "steering": [], "progress": {
-                "task_id": task_id, "turn": 0, "tool": "", "since": started, "tokens": 0, "started": started,
-                "attempt": job.attempt, "pid": os.getpid()}}
+            self.tasks[task_id] = TaskState(job, TaskProgress(
+                task_id=task_id, turn=0, tool="", since=started, tokens=0, started=started, attempt=job.attempt,
+                pid=os.getpid()))
             if lease:  # the job just came from a live driver
                 self._extend(lease["lessee"], lease["ttl"])
         try:
@@ -150,7 +185,7 @@ class WorkerActor:
         finally:
             with self._lock:
                 self.tasks.pop(task_id, None)
-                in_use = {state["lease"]["lessee"] for state in self.tasks.values() if state.get("lease")}
+                in_use = {state.job.lease["lessee"] for state in self.tasks.values() if state.job.lease}
                 for lessee in [k for k in self.leases if k not in in_use and self.leases[k] < time.monotonic()]:
                     del self.leases[lessee]
         record.actor = ActorInfo(uid=self.uid, pid=os.getpid(), node_id=_node_id(), tainted=self.tainted)
@@ -158,7 +193,7 @@ class WorkerActor:
 
     # ---- one task ----
 
-    def task_model(self, job: Job, client_id: str) -> Any:
+    def task_model(self, job: Job, client_id: str) -> Model:
         """The task's model client (`ga replay` puts a recording in its place: orchestrator/replay.py)."""
         return task_model(job, client_id)
 
@@ -179,29 +214,29 @@ class WorkerActor:
                           on_turn=lambda event: self._on_turn(task_id, event),
                           on_tool_start=lambda event: self._on_tool_start(task_id, event))
         worker = Worker(spec, runtime)
-        outcome: dict[str, Any] = {}
+        outcome: Outcome = {}
         try:
             return self._finish(job, started, worker, model, task_dir, outcome)
         finally:
             if not outcome.get("abandoned"):  # at once: a finished task holds no descriptor (a Worker sits in cycles)
                 worker.history.close()
 
-    def _finish(self, job: Job, started: float, worker: Worker, model: Any, task_dir: Path,
-                outcome: dict[str, Any]) -> TaskRecord:
+    def _finish(self, job: Job, started: float, worker: Worker, model: Model, task_dir: Path,
+                outcome: Outcome) -> TaskRecord:
         """Run the Worker to its end (`outcome`: its result, or "abandoned" when its thread outlived the cancel)
         and make its record."""
         with self._lock:
             state = self.tasks[job.task_id]
-            state["worker"] = worker
-            cancelled_early = state["cancel"]
+            state.worker = worker
+            cancelled_early = state.cancel
         if cancelled_early:
             worker.cancel()
         self._wait(worker, state, job, outcome)
         with self._lock:
-            stopped = state["cancel"], state["stop"]
+            stopped = state.cancel, state.stop
         record = _outcome_record(job, started, worker, stopped, outcome)
-        record.steering = state["steering"] or None
-        if getattr(model, "switches", None):
+        record.steering = state.steering or None
+        if isinstance(model, FailoverModel) and model.switches:
             record.failovers, record.usage_by_model = model.switches, model.usage
         if getattr(model, "circuit_open", False):
             record.stop = Stop.paused
@@ -213,7 +248,7 @@ class WorkerActor:
             record.files = _read_files(worker.history.folder, ["history.jsonl", "answer.md"])
         return record
 
-    def _wait(self, worker: Worker, state: dict[str, Any], job: Job, outcome: dict[str, Any]) -> dict[str, Any]:
+    def _wait(self, worker: Worker, state: TaskState, job: Job, outcome: Outcome) -> Outcome:
         """Run the Worker in its own thread; past the job's timeout cancel it (a thread that outlives that taints
         the actor)."""
         timeout = job.timeout
@@ -225,7 +260,7 @@ class WorkerActor:
         thread.join(timeout)
         if thread.is_alive():
             with self._lock:
-                state["cancel"], state["stop"] = f"timeout after {timeout:g}s", Stop.timeout
+                state.cancel, state.stop = f"timeout after {timeout:g}s", Stop.timeout
             worker.cancel()
             thread.join(CANCEL_GRACE)
             if thread.is_alive():
@@ -233,13 +268,13 @@ class WorkerActor:
                 outcome["abandoned"] = True  # it may still write its history: its files stay open
         return outcome
 
-    def _run_here(self, worker: Worker, state: dict[str, Any], timeout: Optional[float],
-                  outcome: dict[str, Any]) -> dict[str, Any]:
+    def _run_here(self, worker: Worker, state: TaskState, timeout: Optional[float],
+                  outcome: Outcome) -> Outcome:
         """In the driver's process the Worker runs in the task's own thread; one shared thread cancels it at its
         timeout. One that still does not stop is the driver's to abandon (the map loop's kill past KILL_MARGIN)."""
         def time_out() -> None:
             with self._lock:
-                state["cancel"], state["stop"] = f"timeout after {timeout:g}s", Stop.timeout
+                state.cancel, state.stop = f"timeout after {timeout:g}s", Stop.timeout
             worker.cancel()
 
         deadline = DEADLINES.add(timeout, time_out) if timeout else None
@@ -260,14 +295,14 @@ class WorkerActor:
         if job.memory == "none":
             return None
         if job.memory == "service":
-            from orchestrator.memory_service import NAMESPACE, ReplicaStore
+            from orchestrator.memory_service import NAMESPACE, ReplicaStore  # Ray: only a Ray run has a service
 
             if job.memory_service is None:
                 raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
             with _OPENING_STORES:
                 if key not in self.stores:
-                    import ray
+                    import ray  # Ray: the in-process executor runs this class without it
 
                     service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
                     replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)
@@ -284,23 +319,32 @@ class WorkerActor:
                                                             l1_max_chars=settings.memory.l1_max_chars)
         return store
 
-    def _on_turn(self, task_id: str, event: dict[str, Any]) -> None:
+    def _on_turn(self, task_id: str, event: Mapping[str, object]) -> None:
         """A tool call ended: the worker waits for the model next (tool "" since now)."""
         with self._lock:
             state = self.tasks.get(task_id)
             if state is not None:
-                state["progress"].update(turn=event.get("turn", 0), tool="", since=time.time(),
-                                         tokens=event.get("tokens", 0))
+                state.progress.update(turn=_field(event, "turn", 0), tool="", since=time.time(),
+                                      tokens=_field(event, "tokens", 0))
 
-    def _on_tool_start(self, task_id: str, event: dict[str, Any]) -> None:
+    def _on_tool_start(self, task_id: str, event: Mapping[str, object]) -> None:
         """A tool call started: the live view shows it with the seconds it has run."""
         with self._lock:
             state = self.tasks.get(task_id)
             if state is not None:
-                worker = state.get("worker")  # what it spent so far: the live view's count, as the turn line's
-                spent = {"tokens": worker.account.spent().total} if worker is not None else {}
-                state["progress"].update(turn=event.get("turn", 0), tool=event.get("tool", ""), since=time.time(),
-                                         **spent)
+                state.progress.update(turn=_field(event, "turn", 0), tool=_field(event, "tool", ""), since=time.time())
+                worker = state.worker  # what it spent so far: the live view's count, as the turn line's
+                if worker is not None:
+                    state.progress["tokens"] = worker.account.spent().total
+
+
+FieldT = TypeVar("FieldT")
+
+
+def _field(event: Mapping[str, object], key: str, default: FieldT) -> FieldT:
+    """A field of the Worker's hook event, of the default's type (the Worker's own, so never another)."""
+    value = event.get(key, default)
+    return value if isinstance(value, type(default)) else default
 
 
 def _node_id() -> Optional[str]:
@@ -311,8 +355,9 @@ def _node_id() -> Optional[str]:
 
 def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:
     """Why the driver that sent this task is taken for dead ("" while it is alive)."""
-    if lease.get("pid_started") is not None and lease.get("namespace") and lease["namespace"] == process_namespace():
-        return "" if alive(lease["pid"], lease["pid_started"]) else f"its process {lease['pid']} ended"
+    started, namespace = lease.get("pid_started"), lease.get("namespace")
+    if started is not None and namespace and namespace == process_namespace():
+        return "" if alive(lease["pid"], started) else f"its process {lease['pid']} ended"
     return f"its lease was not renewed for {lease['ttl']:g}s" if now > expires else ""
 
 
@@ -326,7 +371,7 @@ def process_namespace() -> str:
         return ""
 
 
-def _run_worker(worker: Worker, outcome: dict[str, Any]) -> None:
+def _run_worker(worker: Worker, outcome: Outcome) -> None:
     try:
         outcome["result"] = worker.run()
     except BaseException as exc:  # noqa: BLE001  (reported to the driver as the task's failure)
@@ -339,7 +384,7 @@ def _record(job: Job, status: Status, started: float, reason: str = "", usage: O
 
 
 def _outcome_record(job: Job, started: float, worker: Worker, stopped: tuple[str, Optional[Stop]],
-                    outcome: dict[str, Any]) -> TaskRecord:
+                    outcome: Outcome) -> TaskRecord:
     """The record of how the Worker ended: stopped (timeout, lease lost, cancelled: the reason and the Stop the
     actor was given), crashed, or its result."""
     reason, stop = stopped
@@ -351,7 +396,8 @@ def _outcome_record(job: Job, started: float, worker: Worker, stopped: tuple[str
         record = _record(job, "failed", started, reason=outcome["error"], usage=worker.usage)
         record.error = Failure.crash
         return record
-    record: TaskRecord = outcome["result"]  # the Worker's own record: the actor adds its part
+    record = outcome.get("result")  # the Worker's own record: the actor adds its part
+    assert record is not None, "a Worker that neither crashed nor was stopped returned its record"
     record.attempt, record.started = job.attempt, started
     record.finished = time.time()
     record.seconds = round(record.finished - started, 3)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar, Union
 
 if TYPE_CHECKING:
     from configs import Settings
@@ -42,6 +42,33 @@ class ClusterInfo(TypedDict):
     started: bool  # this process started the cluster (or has nothing to start: local)
 
 
+class TaskProgress(TypedDict, total=False):
+    """What a worker says of one task it runs (WorkerActor.progress), and the live view shows."""
+
+    task_id: str
+    turn: int
+    tool: str  # the tool running now, "" while the worker waits for the model
+    since: float  # when that began
+    tokens: int
+    started: float
+    attempt: int
+    pid: int
+    slot: int  # added by the map loop: the slot it runs in
+
+
+class DriverIdentity(TypedDict):
+    """The driver's process, which a worker in the same pid namespace checks directly (orchestrator/reaper.py); with
+    `lessee` and `ttl`, a job's lease (Pool.lease_for_job)."""
+
+    pid: int
+    pid_started: Optional[int]  # its start time: tells it from a later process of the same pid
+    namespace: str  # the machine's boot and pid namespace ("" when unknown)
+
+
+
+GovernorSnapshot = dict[str, Union[str, float, bool, None]]  # an endpoint governor's state and counts, as reported
+
+
 @dataclass(frozen=True)
 class MemoryPlacement:
     """How a run's workers reach the memory store: the store itself (a shared filesystem), or through the
@@ -57,7 +84,7 @@ class Member:
     """One worker (a Ray actor process, or an in-process actor object); several slots may share it."""
 
     uid: str
-    handle: Any  # the executor's own: a WorkerActor (threads) or a Ray actor handle; only its pool calls it
+    handle: object  # the executor's own: a WorkerActor (threads) or a Ray actor handle; only its pool reads it
     dead: bool = False
     retiring: bool = False  # tainted: no new tasks; replaced once its slots are idle
 
@@ -75,7 +102,7 @@ class Slot:
         return self.member.uid
 
     @property
-    def handle(self) -> Any:
+    def handle(self) -> object:
         return self.member.handle
 
 
@@ -102,7 +129,7 @@ class Pool(Protocol[TicketT]):
         """A control call whose answer nobody waits for (cancel)."""
         ...
 
-    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, dict[str, Any]]]]:
+    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, TaskProgress]]]:
         """[(member, {task id: progress})] for those that answered in time."""
         ...
 
@@ -137,7 +164,7 @@ class EndpointGovernor(Protocol):
 
     def watch(self, version: int, timeout: float) -> tuple[int, bool]: ...
 
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self) -> GovernorSnapshot: ...
 
 
 class Executor(Protocol):

@@ -22,13 +22,14 @@ import tempfile
 import threading
 from contextlib import closing, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Optional, TypedDict, Union
 
 import structlog
 
 from configs import Settings, load_settings
 from memory_shared import fsutil
 from memory_shared.fsutil import atomic_write_text
+from memory_shared.jsontypes import JSONObject
 from memory_shared.yamlsource import YamlError, load_text
 from orchestrator import spec as specs
 from orchestrator.executor import Executor
@@ -58,6 +59,36 @@ REQUEST_SETTINGS = "request_settings.json"  # in a run's directory, for `ga repl
 REQUEST_SETTINGS_FORMAT = 1
 
 
+class PlanRow(TypedDict):
+    """A task of `--dry-run`'s plan, with the upper bound on its cost (None: a model without prices)."""
+
+    id: str
+    model: str
+    max_turns: int
+    timeout: Optional[float]
+    inputs: list[str]  # base names
+    prompt: str
+    max_cost: Optional[float]
+
+
+class BudgetLimits(TypedDict):
+    tokens: Optional[int]
+    cost: Optional[float]
+
+
+class DryRun(TypedDict):
+    """What `--dry-run` prints (`--json`: as is)."""
+
+    name: str
+    tasks: list[PlanRow]  # the reduce step last, as "(reduce)"
+    total_max_cost: Optional[float]
+    concurrency: int
+    retries: int
+    budget: BudgetLimits
+    reduce: Optional[dict[str, object]]  # the reduce block's fields
+    memory_commit: bool
+
+
 class FanoutError(ValueError):
     """Bad input (spec, resume, depth, model, cluster address): nothing was started. One line per problem."""
 
@@ -65,7 +96,7 @@ class FanoutError(ValueError):
 def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[str] = None, retry_failed: bool = False,
            address: Optional[str] = None, out: Optional[Union[str, Path]] = None, settings: Optional[Settings] = None,
            display: Optional[str] = None, preflight: bool = True, nest: Optional[Nesting] = None,
-           cancel: Optional[threading.Event] = None, **top: Any) -> Run:
+           cancel: Optional[threading.Event] = None, **top: object) -> Run:
     """Run every task of `spec` on the worker pool (in this process, or on Ray: orchestrator/executor.py), then
     the reduce step; see the module doc.
 
@@ -80,7 +111,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     if nest is None and os.environ.get(sandbox.ENV_MARK) == "bwrap":
         raise FanoutError("nested fan-out refused: this code_run has no model gateway (sandbox.network: off); "
                           "do the work in the current task, or let the parent's sandbox reach its gateway")
-    from orchestrator.driver import Driver, Nesting  # here, not at import: `ga --help` needs neither
+    from orchestrator.driver import Driver, Nesting  # here: +92 modules at every `ga` start (`ga --help` too)
 
     settings = settings or load_settings()
     nest = nest or Nesting()
@@ -134,7 +165,7 @@ def choose_executor(executor: str, address: Optional[str]) -> str:
 def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]) -> Executor:
     """The executor for this run; a cluster that cannot be reached raises pool.ClusterError."""
     if choose_executor(executor, address) == "local":
-        from orchestrator.local import LocalExecutor  # here: `ga --help` and a Ray run load neither executor
+        from orchestrator.local import LocalExecutor  # here: +83 modules at every `ga` start; a Ray run needs none
 
         return LocalExecutor()
     from orchestrator.pool import RayExecutor  # Ray (optional): imported only by a run on Ray
@@ -151,7 +182,7 @@ def write_request_settings(run_path: Path, settings: Settings, models: dict[Opti
     atomic_write_text(Path(run_path) / REQUEST_SETTINGS, json.dumps(data, indent=1) + "\n")
 
 
-def build_plan(spec: SpecInput, **top: Any) -> Plan:
+def build_plan(spec: SpecInput, **top: object) -> Plan:
     try:
         if isinstance(spec, Plan):
             return spec
@@ -328,13 +359,13 @@ def _create_run(plan: Plan, runs_dir: Path) -> RunDir:
         raise
 
 
-def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
+def dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: object) -> DryRun:
     """The expanded plan with an upper bound on cost per task and in total; starts nothing."""
     with specs.collections_paused():
         return _dry_run(spec, settings, **top)
 
 
-def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -> dict[str, Any]:
+def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: object) -> DryRun:
     settings = settings or load_settings()
     plan = build_plan(spec, **top)
     book = ModelBook(settings)  # each model's prices and window looked up once, not once per task
@@ -342,7 +373,7 @@ def _dry_run(spec: SpecInput, settings: Optional[Settings] = None, **top: Any) -
         specs.check_prompt_sizes(plan, book.prompt_limit)
     except SpecError as exc:
         raise FanoutError(str(exc)) from None
-    rows = []
+    rows: list[PlanRow] = []
     total: Optional[float] = 0.0
     for task in plan.tasks:
         turns = task.max_turns or settings.worker.max_turns
@@ -377,15 +408,15 @@ def nested_here() -> bool:
     return bool(int(os.environ.get("GA_DEPTH") or 0) or os.environ.get(gateway.ENV_SOCKET))
 
 
-def _through_gateway(spec: SpecInput, top: dict[str, Any], *, workers: Optional[int], resume: Optional[str],
-                     retry_failed: bool, preflight: bool, fixed: dict[str, Any]) -> Run:
+def _through_gateway(spec: SpecInput, top: dict[str, object], *, workers: Optional[int], resume: Optional[str],
+                     retry_failed: bool, preflight: bool, fixed: dict[str, object]) -> Run:
     """Inside a task's sandbox: the parent runs the fan-out (serve_nested); this waits for its result."""
     named = [name for name, value in fixed.items() if value is not None]
     if named:
         raise FanoutError(f"nested fan-out: {', '.join(named)} cannot be chosen from inside a task (the parent run "
                           "places its nested runs); drop the option")
-    request: dict[str, Any] = {"cwd": os.getcwd(), "top": top, "workers": workers, "resume": resume,
-                               "retry_failed": retry_failed, "preflight": preflight}
+    request: dict[str, object] = {"cwd": os.getcwd(), "top": top, "workers": workers, "resume": resume,
+                                  "retry_failed": retry_failed, "preflight": preflight}
     if isinstance(spec, (str, Path)):
         path = Path(spec).absolute()
         try:  # read here: the parent reads nothing on the sandbox's behalf
@@ -409,13 +440,13 @@ def _through_gateway(spec: SpecInput, top: dict[str, Any], *, workers: Optional[
     return Run.from_public(reply)
 
 
-def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, Any]:
+def serve_nested(request: JSONObject, parent: gateway.Parent) -> dict[str, object]:
     """A nested fan-out a task's code_run asked for, run in the parent's process (outside the sandbox): the
     request is untrusted input; the nested run is held to what the parent may still spend."""
     settings = parent.settings.model_copy(deep=True)
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
-    from orchestrator.driver import Nesting  # here, as in fanout(): `ga --help` needs no driver
+    from orchestrator.driver import Nesting  # here, as in fanout(): +92 modules at every `ga` start
 
     plan = _nested_plan(request, parent)
     tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left
@@ -434,13 +465,13 @@ def serve_nested(request: dict[str, Any], parent: gateway.Parent) -> dict[str, A
     return run.public()
 
 
-def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
+def _nested_plan(request: JSONObject, parent: gateway.Parent) -> Plan:
     """The plan of a nested request; refused when it would set sandbox options or read what sandboxes hide."""
     cwd = Path(str(request.get("cwd") or parent.workdir))
     base = cwd if cwd.is_absolute() else parent.workdir
-    top: dict[str, Any] = request["top"] if isinstance(request.get("top"), dict) else {}
+    top: JSONObject = request["top"] if isinstance(request.get("top"), dict) else {}
     source, lines = None, None
-    data: dict[str, Any]
+    data: JSONObject
     try:
         if "file" in request:
             source = base / str(request["file"])
@@ -473,7 +504,7 @@ def _nested_plan(request: dict[str, Any], parent: gateway.Parent) -> Plan:
     return plan
 
 
-def _private_matrix_files(data: dict[str, Any], base: Path, private: Path, parent: gateway.Parent) -> dict[str, Any]:
+def _private_matrix_files(data: JSONObject, base: Path, private: Path, parent: gateway.Parent) -> JSONObject:
     """`data` with each matrix's items file (`from:`) read as the sandbox would read it (no link followed, its
     permission bits) into `private`, a folder only ga can write, where the spec reads it: nothing swapped after
     the check can reach the plan."""

@@ -18,10 +18,10 @@ import random
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from configs.logs import redact_text
-from orchestrator.executor import EndpointGovernor
+from orchestrator.executor import EndpointGovernor, GovernorSnapshot
 from orchestrator.records import Job
 from worker.model import ChatMessage, HookedModel, LLMClient, Model, ModelError, Reply, ToolSchema
 from worker.usage import Usage
@@ -135,7 +135,7 @@ class GovernorState:
         now = self.clock()
         return not (self.rpm or self.tpm or self.need_probe or now < self.paused_until or now < self.circuit_until)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> GovernorSnapshot:
         now = self.clock()
         return {"endpoint": self.key, "paused_for": max(0.0, self.paused_until - now),
                 "circuit_open": now < self.circuit_until, "rpm": self.rpm, "tpm": self.tpm, **self.stats}
@@ -204,7 +204,7 @@ class Governor:
             self.changed.wait_for(lambda: self.version != version, timeout)
             return self.version, self.state.calm()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> GovernorSnapshot:
         with self.changed:
             self._touch()
             return self.state.snapshot()
@@ -361,7 +361,7 @@ class FailoverModel:
 
     def __init__(self, chain: list[tuple[str, Model]]):
         self.chain, self.index = chain, 0
-        self.switches: list[dict[str, Any]] = []
+        self.switches: list[dict[str, Union[str, float]]] = []  # {from, to, at, reason}
         self.usage: dict[str, Usage] = {}
 
     @property

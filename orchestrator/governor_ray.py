@@ -6,15 +6,20 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional, TypeVar
 
 import ray
 import ray.exceptions  # a submodule: `import ray` alone does not make it an attribute for pyright
+from ray import ObjectRef
+from ray.actor import ActorClass, ActorHandle
 
+from orchestrator.executor import GovernorSnapshot
 from orchestrator.governor import NAMESPACE, Governor, GovernorGone, actor_name
 
 if TYPE_CHECKING:
     from configs.settings import FanoutSettings
+
+Answer = TypeVar("Answer")
 
 
 @dataclass
@@ -22,10 +27,10 @@ class RemoteGovernor:
     """A Ray governor actor as workers call it: the same methods as Governor, synchronous where an answer is
     needed, fire-and-forget for reports. Picklable: it travels in the job to worker processes."""
 
-    handle: Any
+    handle: ActorHandle[Governor]
     instance: str
 
-    def _get(self, ref: Any, timeout: Optional[float] = None) -> Any:
+    def _get(self, ref: ObjectRef[Answer], timeout: Optional[float] = None) -> Answer:
         try:
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.RayError as exc:
@@ -43,12 +48,12 @@ class RemoteGovernor:
     def watch(self, version: int, timeout: float) -> tuple[int, bool]:
         return self._get(self.handle.watch.remote(version, timeout))
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> GovernorSnapshot:
         return self._get(self.handle.snapshot.remote(), timeout=5)
 
 
 @functools.lru_cache(maxsize=1)
-def _governor_actor() -> Any:  # a Ray actor class: ray's types do not show `.remote` on its handles' methods
+def _governor_actor() -> ActorClass[Governor]:
     # type: ignore below: ray's typed overload of remote(**options) lists task options, not actor ones (max_concurrency)
     return ray.remote(num_cpus=0, max_concurrency=64)(Governor)  # type: ignore[call-overload]
 
@@ -61,6 +66,7 @@ def governor_for(key: str, fanout_settings: FanoutSettings) -> RemoteGovernor:
         handle = _governor_actor().options(name=actor_name(key), namespace=NAMESPACE, lifetime="detached",
                                            get_if_exists=True, max_restarts=0).remote(
             key, s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown, s.pool_idle_seconds)
+        assert isinstance(handle, ActorHandle)  # ray's types let `.remote()` answer the class itself
         try:
             instance: str = ray.get(handle.configure.remote(s.rpm, s.tpm, s.circuit_after, s.circuit_cooldown))
             return RemoteGovernor(handle, instance)

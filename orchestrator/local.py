@@ -26,15 +26,27 @@ import time
 import uuid
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
 import structlog
 
 from configs.logs import in_context
+from memory_shared import StoreHandle
 from memory_shared.fsutil import atomic_write_text
+from memory_shared.jsontypes import JSONObject
 from orchestrator import reaper
 from orchestrator.actor import WorkerActor
-from orchestrator.executor import ClusterInfo, Member, MemoryPlacement, Slot, SlotPool, WorkerError, WorkerLost, drain
+from orchestrator.executor import (
+    ClusterInfo,
+    Member,
+    MemoryPlacement,
+    Slot,
+    SlotPool,
+    TaskProgress,
+    WorkerError,
+    WorkerLost,
+    drain,
+)
 from orchestrator.governor import Governor, local_governor
 from orchestrator.records import Job, TaskRecord
 
@@ -71,7 +83,7 @@ class LocalPool(SlotPool):
 
     def __init__(self, run_id: str, size: int, run_path: Path):
         self.run_id = run_id
-        self.stores: dict[str, Any] = {}  # one MemoryStore per root, shared by every worker of the run
+        self.stores: dict[str, StoreHandle] = {}  # one MemoryStore per root, shared by every worker of the run
         self.members = [self._member() for _ in range(size)]
         self.slots = [Slot(i, member) for i, member in enumerate(self.members)]
         self._futures: dict[str, list[Future[TaskRecord]]] = {}  # member uid -> its tasks' futures
@@ -97,7 +109,7 @@ class LocalPool(SlotPool):
         def run() -> None:
             try:
                 with structlog.contextvars.bound_contextvars(task=job.task_id):  # its info lines: off stderr, in ga.log
-                    record = member.handle.run_task(job)
+                    record = _actor(member).run_task(job)
             except BaseException as exc:  # noqa: BLE001  (reported as the call's error)
                 self._settle(future, WorkerError(f"{type(exc).__name__}: {exc}"))
             else:
@@ -127,15 +139,15 @@ class LocalPool(SlotPool):
         return future.result()
 
     def send(self, member: Member, method: str, *args: object) -> None:
-        getattr(member.handle, method)(*args)
+        getattr(_actor(member), method)(*args)
 
-    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, Any]]]:
-        return [(m, m.handle.progress()) for m in members]
+    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, TaskProgress]]]:
+        return [(m, _actor(m).progress()) for m in members]
 
     def kill(self, member: Member) -> None:
         """A thread cannot be killed: cancel its tasks (their code_run processes are killed) and settle them
         as lost now; a thread that still runs is abandoned."""
-        member.handle.cancel(None, "killed by the driver")
+        _actor(member).cancel(None, "killed by the driver")
         with self._lock:
             futures = list(self._futures.pop(member.uid, []))
         for future in futures:
@@ -144,7 +156,7 @@ class LocalPool(SlotPool):
     def _successor(self, member: Member) -> Member:
         return self._member()  # the old thread, if it still runs, is abandoned (see kill)
 
-    def lease_for_job(self) -> Optional[dict[str, Any]]:
+    def lease_for_job(self) -> None:
         return None  # the driver is this process: nothing to watch
 
     def close(self) -> None:
@@ -152,22 +164,42 @@ class LocalPool(SlotPool):
         self.mailbox.stop()
         for slot in self.slots:
             if slot.busy:
-                slot.member.handle.cancel(None, "the run ended")
+                _actor(slot.member).cancel(None, "the run ended")
 
     # ---- steering ----
 
-    def _steer(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _steer(self, request: JSONObject) -> SteerReply:
         """{"op": "tell" or "stop_task", "task_id", "text"}: the actor method of that name, on the task's worker."""
         op, task_id = request.get("op"), request.get("task_id")
         if op not in ("tell", "stop_task"):
             return {"ok": False, "error": f"unknown request {op!r}"}
         for member in self.members:
-            if task_id in member.handle.tasks:
-                return {"ok": bool(getattr(member.handle, op)(task_id, str(request.get("text", ""))))}
+            actor = _actor(member)
+            if task_id in actor.tasks:
+                return {"ok": bool(getattr(actor, op)(task_id, str(request.get("text", ""))))}
         return {"ok": False, "gone": True}
 
 
+def _actor(member: Member) -> WorkerActor:
+    """A member's handle, which a LocalPool's members hold."""
+    actor = member.handle
+    assert isinstance(actor, WorkerActor), f"{member.uid} is not an in-process worker"
+    return actor
+
+
 # ---- steering, as files in the run directory ----
+
+
+class SteerRequest(TypedDict):
+    op: str  # "tell" or "stop_task"
+    task_id: str
+    text: str
+
+
+class SteerReply(TypedDict, total=False):
+    ok: bool
+    error: str
+    gone: bool  # the task is not running in this run now
 
 
 def _folder(run_path: Path) -> Path:
@@ -177,7 +209,7 @@ def _folder(run_path: Path) -> Path:
 class Mailbox:
     """The driver's side: a thread answering requests with `handle(request) -> reply`."""
 
-    def __init__(self, run_path: Path, handle: Callable[[dict[str, Any]], dict[str, Any]]):
+    def __init__(self, run_path: Path, handle: Callable[[JSONObject], SteerReply]):
         self.folder, self.handle = _folder(run_path), handle
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -198,7 +230,8 @@ class Mailbox:
             for path in sorted(self.folder.glob("*.json")):
                 try:
                     request = json.loads(path.read_text(encoding="utf-8"))
-                    reply = self.handle(request) if isinstance(request, dict) else {"ok": False, "error": "bad request"}
+                    reply: SteerReply = (self.handle(request) if isinstance(request, dict)
+                                         else {"ok": False, "error": "bad request"})
                 except (OSError, ValueError) as exc:
                     reply = {"ok": False, "error": f"unreadable request: {exc}"}
                 except Exception as exc:  # noqa: BLE001  (one odd request must not end steering for the run)
@@ -207,7 +240,7 @@ class Mailbox:
                 path.unlink(missing_ok=True)
 
 
-def ask(run_path: Path, request: dict[str, Any], wait: float = REPLY_WAIT) -> Optional[dict[str, Any]]:
+def ask(run_path: Path, request: SteerRequest, wait: float = REPLY_WAIT) -> Optional[JSONObject]:
     """Send one request to the run's driver; its reply, or None when none came within `wait` seconds."""
     folder = _folder(run_path)
     folder.mkdir(exist_ok=True)

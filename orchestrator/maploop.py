@@ -12,14 +12,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Callable, Generic, Optional, ParamSpec, Union
 
 import structlog
 
 from configs import Settings
 from memory_shared.fsutil import atomic_write_text
 from orchestrator.actor import CANCEL_GRACE
-from orchestrator.executor import Member, Pool, Slot, TicketT, WorkerError, WorkerLost
+from orchestrator.executor import Member, Pool, Slot, TaskProgress, TicketT, WorkerError, WorkerLost
 from orchestrator.ledger import QUEUED_BATCH, RunDir
 from orchestrator.records import ActorInfo, Job, NestedUsage, RunStop, TaskRecord, Usage, WorkerTotals
 from orchestrator.spec import PlannedTask
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from orchestrator.views.progress import Display
 
 log = structlog.get_logger("ga.fanout")
+Params = ParamSpec("Params")
+SignalHandler = Union[Callable[[int, Optional[FrameType]], object], int, None]  # what signal.signal takes back
 HOUSEKEEPING_EVERY = 1.0
 WAIT = 0.5  # seconds the loop waits for a task to finish before it looks at the rest (a stop, housekeeping)
 KILL_MARGIN = CANCEL_GRACE + 20.0  # past its timeout + this, the driver kills the actor itself
@@ -85,7 +88,7 @@ class MapLoop(Generic[TicketT]):
         self.requeues: dict[str, int] = {}
         self.live_tokens: dict[str, int] = {}  # task id -> tokens it spent so far (housekeeping's look)
         self.live_total = 0  # their sum, kept as they change: a task's start does not add them all up
-        self.progress: dict[int, dict[str, Any]] = {}
+        self.progress: dict[int, TaskProgress] = {}  # slot -> what its task is doing
         self.interrupts = 0
         self.cancel = cancel  # set: the run stops as on Ctrl-C (a nested run's code_run ended)
         self.free: deque[Slot] = deque(slot for slot in pool.slots if not slot.busy)  # idle, ready for a task
@@ -369,7 +372,8 @@ class MapLoop(Generic[TicketT]):
                     tokens = info.get("tokens", 0)
                     self.live_total += tokens - self.live_tokens.get(task_id, 0)
                     self.live_tokens[task_id] = tokens
-                    self.progress[item.slot.index] = {**info, "slot": item.slot.index}
+                    shown = self.progress[item.slot.index] = info.copy()
+                    shown["slot"] = item.slot.index
                     if not item.seen_running:
                         item.seen_running = True
                         self.run.ledger("running", task_id, attempt=item.attempt, pid=info.get("pid"),
@@ -405,7 +409,7 @@ def _within(settings: Settings, share: tuple[Optional[int], Optional[float]]) ->
     """A copy of a job's settings whose task limits are no more than `share` (tokens, cost; None: no bound)."""
     worker = settings.worker
     tokens, cost = share
-    update: dict[str, Any] = {}
+    update: dict[str, float] = {}
     if tokens is not None:
         update["max_tokens"] = max(1, min(tokens, worker.max_tokens or tokens))
     if cost is not None:
@@ -413,16 +417,17 @@ def _within(settings: Settings, share: tuple[Optional[int], Optional[float]]) ->
     return settings.model_copy(update={"worker": worker.model_copy(update=update)})
 
 
-def _quiet(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def _quiet(call: Callable[Params, object], *args: Params.args, **kwargs: Params.kwargs) -> None:
     try:
         call(*args, **kwargs)
     except Exception:  # noqa: BLE001  (the actor is gone already)
         pass
 
 
-def _install_sigterm() -> Any:
-    """SIGTERM stops a run like Ctrl-C (ledger written, resumable). Only possible on the main thread."""
-    def handler(signum: int, frame: Any) -> None:
+def _install_sigterm() -> SignalHandler:
+    """SIGTERM stops a run like Ctrl-C (ledger written, resumable). Only possible on the main thread. The handler
+    it replaced, to put back (None when it could not)."""
+    def handler(signum: int, frame: Optional[FrameType]) -> None:
         raise KeyboardInterrupt
 
     try:

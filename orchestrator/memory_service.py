@@ -19,12 +19,15 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Optional
+from types import TracebackType
+from typing import Callable, Optional
 
 import ray
+from ray.actor import ActorHandle
 
 from configs import Settings
-from memory_shared import MemoryStore
+from memory_shared import Commit, MemoryStore
+from memory_shared.transaction import Transaction
 from orchestrator.executor import MemoryPlacement
 
 NAMESPACE = "ga"
@@ -46,20 +49,23 @@ def service_name(root: Path) -> str:
     return "ga-memory-" + hashlib.sha1(str(root).encode()).hexdigest()[:12]
 
 
-def service_for(settings: Settings) -> Any:
+def service_for(settings: Settings) -> ActorHandle[StoreOwner]:
     root = settings.memory_root
-    return MemoryService.options(name=service_name(root), namespace=NAMESPACE, lifetime="detached",
-                                 get_if_exists=True, max_restarts=0,
-                                 resources={"node:__internal_head__": 0.001}).remote(
+    service = MemoryService.options(name=service_name(root), namespace=NAMESPACE, lifetime="detached",
+                                    get_if_exists=True, max_restarts=0,
+                                    resources={"node:__internal_head__": 0.001}).remote(
         str(root), settings.memory.l1_max_lines, settings.memory.l1_max_chars)
+    assert isinstance(service, ActorHandle)  # ray's types let `.remote()` answer the class itself
+    return service
 
 
-@ray.remote(num_cpus=0)
-class MemoryService:
+class StoreOwner:
+    """The service actor's class (`MemoryService` is it on Ray): it owns the store."""
+
     def __init__(self, root: str, l1_max_lines: int, l1_max_chars: int):
         self.store = MemoryStore(Path(root), create=True, l1_max_lines=l1_max_lines, l1_max_chars=l1_max_chars)
         self.packs: dict[int, ray.ObjectRef[dict[str, bytes]]] = {}  # generation -> its files, packed
-        self.txns: dict[str, Any] = {}
+        self.txns: dict[str, Transaction] = {}
 
     def head(self) -> tuple[int, list[ray.ObjectRef[dict[str, bytes]]]]:
         """The current generation and, wrapped in a list (so it travels as a reference), its packed tree."""
@@ -84,7 +90,7 @@ class MemoryService:
         self.txns[txn_id] = txn
         return txn_id, txn.base, txn.generation, txn.already_committed
 
-    def op(self, txn_id: str, name: str, args: tuple) -> Any:
+    def op(self, txn_id: str, name: str, args: tuple[str, ...]) -> object:
         return getattr(self.txns[txn_id], name)(*args)  # ValueError/TypeError reach the caller as themselves
 
     def finish(self, txn_id: str, commit: bool, message: str) -> tuple[Optional[int], bool]:
@@ -97,11 +103,14 @@ class MemoryService:
         txn.commit()
         return txn.generation, txn.already_committed
 
-    def log(self) -> list[Any]:
+    def log(self) -> list[Commit]:
         return self.store.log()
 
     def node(self) -> str:
         return ray.get_runtime_context().get_node_id()
+
+
+MemoryService = ray.remote(num_cpus=0)(StoreOwner)
 
 
 class ReplicaSnapshot:
@@ -117,14 +126,14 @@ class ReplicaSnapshot:
     def __enter__(self) -> "ReplicaSnapshot":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
 
 class ReplicaStore:
     """The store handle a worker sees (memory_shared.StoreHandle), backed by the service."""
 
-    def __init__(self, base: Path, service: Any):
+    def __init__(self, base: Path, service: ActorHandle[StoreOwner]):
         node = ray.get_runtime_context().get_node_id()
         self.root = Path(base) / node[:16]
         self.service = service
@@ -157,14 +166,15 @@ class ReplicaStore:
                     key: Optional[str] = None) -> "RemoteTransaction":
         return RemoteTransaction(self.service, message, author, base, key)
 
-    def log(self) -> list[Any]:
+    def log(self) -> list[Commit]:
         return ray.get(self.service.log.remote())
 
 
 class RemoteTransaction:
     """memory_shared.TransactionHandle: a transaction of the service's store, opened now, call by call."""
 
-    def __init__(self, service: Any, message: str, author: str, base: Optional[int], key: Optional[str] = None):
+    def __init__(self, service: ActorHandle[StoreOwner], message: str, author: str, base: Optional[int],
+                 key: Optional[str] = None):
         self.service, self.message, self.author = service, message, author
         self._id, self.base, self.generation, self.already_committed = ray.get(
             service.begin.remote(message, author, base, key))
@@ -173,11 +183,12 @@ class RemoteTransaction:
     def __enter__(self) -> "RemoteTransaction":
         return self
 
-    def _op(self, name: str, *args: Any) -> Any:
+    def _op(self, name: str, *args: str) -> object:
         return ray.get(self.service.op.remote(self._id, name, args))
 
     def read(self, rel: str) -> Optional[str]:
-        return self._op("read", rel)
+        text = self._op("read", rel)
+        return text if isinstance(text, str) else None  # the service's Transaction.read: a str or None
 
     def write(self, rel: str, text: str) -> None:
         self._op("write", rel, text)
@@ -202,5 +213,6 @@ class RemoteTransaction:
                 self.generation, self.already_committed = generation, already
         return self.generation
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         self._finish(commit=exc_type is None)

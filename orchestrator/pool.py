@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
 
@@ -30,16 +30,19 @@ from ray._private import worker as ray_worker
 from ray._private.authentication.authentication_token_setup import (  # noqa: E402
     maybe_enable_token_auth_if_token_available,
 )
+from ray.actor import ActorHandle  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from orchestrator import reaper  # noqa: E402
 from orchestrator.actor import CONTROL_CALLS, WorkerActor, process_namespace  # noqa: E402
 from orchestrator.executor import (  # noqa: E402
     ClusterInfo,
+    DriverIdentity,
     Member,
     MemoryPlacement,
     Slot,
     SlotPool,
+    TaskProgress,
     WorkerError,
     WorkerLost,
     drain,
@@ -64,6 +67,16 @@ class ClusterError(RuntimeError):
 
 
 RemoteWorkerActor = ray.remote(num_cpus=0)(WorkerActor)
+WorkerHandle = ActorHandle[WorkerActor]
+
+
+class ActorLease(TypedDict):
+    """A worker actor the manager lent: to which driver (the lessee), for which run, until when (monotonic)."""
+
+    handle: WorkerHandle
+    lessee: str
+    run: str
+    expires: float
 
 
 class RayExecutor:
@@ -97,8 +110,8 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Cl
     # private: its token-auth notice at each start has no public switch; silencing its logger by name touches no API
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     address = address or os.environ.get("GA_RAY_ADDRESS") or None
-    options: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
-                                   namespace=NAMESPACE)
+    init = functools.partial(ray.init, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+                             namespace=NAMESPACE)
     try:
         existing = address if address and address != "local" else (None if address else _running_local_cluster())
         if existing and existing != "auto" and not _reachable(existing):
@@ -108,14 +121,14 @@ def connect(address: Optional[str] = None, num_cpus: Optional[int] = None) -> Cl
         if existing:
             _token_auth_if_available()
             try:
-                ray.init(address=existing, **options)
+                init(address=existing)
                 return cluster_info(started=False, address=existing)
             except ConnectionError:
                 if address:
                     raise
                 # a stale `ray start` address file: start our own below
         # hidden kwarg (so ray.init says): the env switch to loopback is read at `import ray`, too late for this one
-        ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **options)
+        init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1")
         reaper.ensure()  # the processes of a Ray this driver started go when it dies, even by kill -9
     except (ConnectionError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -182,26 +195,26 @@ def cluster_info(started: bool, address: Optional[str] = None) -> ClusterInfo:
     return {"address": gcs or address, "node_id": node, "started": started}
 
 
-@ray.remote(num_cpus=0)
 class PoolManager:
     """Owns the worker actors of this cluster; hands them out as leases."""
 
     def __init__(self, idle_seconds: float):
         self.idle_seconds = idle_seconds
-        self.idle: list[tuple[str, Any, float]] = []  # (uid, handle, idle since)
+        self.idle: list[tuple[str, WorkerHandle, float]] = []  # (uid, handle, idle since)
         self.capacity: dict[str, int] = {}  # uid -> task slots the actor was created with
         self.node_of: dict[str, Optional[str]] = {}  # uid -> node it was placed on
-        self.leased: dict[str, dict[str, Any]] = {}  # uid -> {handle, lessee, run, expires}
+        self.leased: dict[str, ActorLease] = {}  # uid -> its lease
         self.created = 0
         self.last_call = time.monotonic()
         self._lock = threading.Lock()
         threading.Thread(target=self._reaper, daemon=True).start()
 
-    def lease(self, lessee: str, run_id: str, n: int, slots: int = 1, ttl: float = LEASE_TTL) -> list[tuple[str, Any]]:
+    def lease(self, lessee: str, run_id: str, n: int, slots: int = 1,
+              ttl: float = LEASE_TTL) -> list[tuple[str, WorkerHandle]]:
         """n actors able to run `slots` tasks each: idle ones first (warm), new ones for the rest."""
         with self._lock:
             self.last_call = time.monotonic()
-            out = []
+            out: list[tuple[str, WorkerHandle]] = []
             for item in [i for i in reversed(self.idle) if self.capacity.get(i[0], 1) >= slots][:n]:
                 self.idle.remove(item)
                 out.append((item[0], item[1]))
@@ -215,15 +228,16 @@ class PoolManager:
                 strategy = NodeAffinitySchedulingStrategy(node, soft=False) if node else "SPREAD"
                 handle = RemoteWorkerActor.options(scheduling_strategy=strategy, max_restarts=0,
                                              max_concurrency=slots + CONTROL_CALLS).remote(uid, slots)
+                assert isinstance(handle, ActorHandle)  # ray's types let `.remote()` answer the class itself
                 self.capacity[uid] = slots
                 self.node_of[uid] = node
                 out.append((uid, handle))
             expires = time.monotonic() + ttl
             for uid, handle in out:
-                self.leased[uid] = {"handle": handle, "lessee": lessee, "run": run_id, "expires": expires}
+                self.leased[uid] = ActorLease(handle=handle, lessee=lessee, run=run_id, expires=expires)
             return out
 
-    def leased_actor(self, uid: str) -> Any:
+    def leased_actor(self, uid: str) -> Optional[WorkerHandle]:
         """The handle of a leased actor (steering a running task reaches it through here), or None."""
         with self._lock:
             lease = self.leased.get(uid)
@@ -271,12 +285,12 @@ class PoolManager:
                 self._kill(uid, self.leased.pop(uid)["handle"])
             return len(stale)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Union[int, list[str]]]:
         with self._lock:
             return {"idle": len(self.idle), "leased": len(self.leased), "created": self.created,
                     "lessees": sorted({v["lessee"] for v in self.leased.values()})}
 
-    def _kill(self, uid: str, handle: Any) -> None:
+    def _kill(self, uid: str, handle: WorkerHandle) -> None:
         self.capacity.pop(uid, None)
         self.node_of.pop(uid, None)
         _kill(handle)
@@ -297,21 +311,27 @@ class PoolManager:
                 return
 
 
-def _kill(handle: Any) -> None:
+def _kill(handle: WorkerHandle) -> None:
     try:
         ray.kill(handle, no_restart=True)
     except Exception:  # noqa: BLE001  (already dead)
         pass
 
 
-def manager(idle_seconds: float) -> Any:
+RemotePoolManager = ray.remote(num_cpus=0)(PoolManager)
+
+
+def manager(idle_seconds: float) -> ActorHandle[PoolManager]:
     """This code version's pool manager: actors started from older code are never handed out (they idle out)."""
-    return PoolManager.options(name=f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE, lifetime="detached",
-                               get_if_exists=True, max_restarts=0, max_concurrency=8).remote(idle_seconds)
+    handle = RemotePoolManager.options(name=f"{MANAGER_NAME}-{code_version()}", namespace=NAMESPACE,
+                                       lifetime="detached", get_if_exists=True, max_restarts=0,
+                                       max_concurrency=8).remote(idle_seconds)
+    assert isinstance(handle, ActorHandle)  # ray's types let `.remote()` answer the class itself
+    return handle
 
 
 @functools.lru_cache(maxsize=1)
-def leased_actor(address: Optional[str], uid: str) -> Optional[Any]:
+def leased_actor(address: Optional[str], uid: str) -> Optional[WorkerHandle]:
     """The handle of the pool's actor `uid` through the cluster at `address` and the pool manager; None when the
     actor is gone. ClusterError (or Ray's ValueError) when the cluster or its manager cannot be reached."""
     connect(address)
@@ -319,7 +339,7 @@ def leased_actor(address: Optional[str], uid: str) -> Optional[Any]:
     return ray.get(manager.leased_actor.remote(uid))
 
 
-def call(handle: Any, method: str, *args: object) -> Any:
+def call(handle: WorkerHandle, method: str, *args: object) -> object:
     """`method(*args)` on an actor's handle, waited for: its answer."""
     return ray.get(getattr(handle, method).remote(*args))
 
@@ -336,7 +356,7 @@ def code_version() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def driver_identity() -> dict[str, Any]:
+def driver_identity() -> DriverIdentity:
     """This process as an actor on the same machine (and pid namespace) can check it directly: faster than a
     lease and never fooled by a driver too busy to renew."""
     return {"pid": os.getpid(), "pid_started": reaper.start_time(os.getpid()), "namespace": process_namespace()}
@@ -374,7 +394,7 @@ class RayPool(SlotPool):
         self._renewer = threading.Thread(target=self._renew, daemon=True)
         self._renewer.start()
 
-    def _lease(self, n: int) -> list[tuple[str, Any]]:
+    def _lease(self, n: int) -> list[tuple[str, WorkerHandle]]:
         for _ in range(3):
             try:
                 return ray.get(self.manager.lease.remote(self.lessee, self.run_id, n, self.per_actor))
@@ -392,14 +412,14 @@ class RayPool(SlotPool):
             for member in list(self.members):
                 if not member.dead:
                     try:
-                        member.handle.renew.remote(self.lessee, ACTOR_LEASE_TTL)
+                        _remote(member).renew.remote(self.lessee, ACTOR_LEASE_TTL)
                     except Exception:  # noqa: BLE001  (a dead actor shows up in the run loop)
                         pass
 
     # ---- the Pool protocol (orchestrator/executor.py) ----
 
     def submit(self, slot: Slot, job: Job) -> ObjectRef[TaskRecord]:
-        ref: ObjectRef[TaskRecord] = slot.handle.run_task.remote(job)
+        ref: ObjectRef[TaskRecord] = _remote(slot.member).run_task.remote(job)
         ref.future().add_done_callback(lambda _: self._done.put(ref))  # Ray's callback, once the result is here
         return ref
 
@@ -416,19 +436,19 @@ class RayPool(SlotPool):
 
     def send(self, member: Member, method: str, *args: object) -> None:
         try:
-            getattr(member.handle, method).remote(*args)
+            getattr(_remote(member), method).remote(*args)
         except Exception:  # noqa: BLE001  (the actor is gone already)
             pass
 
     def kill(self, member: Member) -> None:
-        _kill(member.handle)
+        _kill(_remote(member))
 
-    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, Any]]]:
-        polls = {m.handle.progress.remote(): m for m in members}
+    def progress(self, members: list[Member], timeout: float) -> list[tuple[Member, dict[str, TaskProgress]]]:
+        polls: dict[ObjectRef[dict[str, TaskProgress]], Member] = {_remote(m).progress.remote(): m for m in members}
         if not polls:
             return []
         ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=timeout)
-        out = []
+        out: list[tuple[Member, dict[str, TaskProgress]]] = []
         for ref in ready:
             try:
                 out.append((polls[ref], ray.get(ref)))
@@ -460,3 +480,10 @@ class RayPool(SlotPool):
             ray.get(self.manager.release.remote(self.lessee, idle), timeout=10)
         except Exception:  # noqa: BLE001  (the lease then expires on its own)
             pass
+
+
+def _remote(member: Member) -> WorkerHandle:
+    """A member's handle, which a RayPool's members hold."""
+    handle = member.handle
+    assert isinstance(handle, ActorHandle), f"{member.uid} is not a Ray actor"
+    return handle

@@ -40,6 +40,7 @@ from orchestrator.local import LocalExecutor
 from orchestrator.preflight import probe
 from orchestrator.records import Job, RunSummary, TaskCounts, TaskRecord, Usage
 from orchestrator.spec import Plan, PlannedTask
+from worker.model import LLMClient, Model
 from worker.model.playback import Divergence, Normaliser, RecordedTurn, ReplayModel, recorded_turns
 from worker.modelconfig import ModelConfig, ModelConfigError, resolve_model
 
@@ -324,12 +325,12 @@ class ReplayActor(WorkerActor):
         self.models: dict[str, ReplayModel] = {}
         self.live_jobs: dict[str, Job] = {}
 
-    def task_model(self, job: Job, client_id: str) -> Any:
+    def task_model(self, job: Job, client_id: str) -> Model:
         model = self.models[job.task_id]
         if job.task_id in self.live_jobs:
-            model.live = super().task_model(self.live_jobs[job.task_id], client_id)
-            if isinstance(getattr(model.live, "requests", None), int):  # text mode re-sends the tool schemas every
-                model.live.requests = model.live_from - 1  # N requests: count the replayed ones, as the recording did
+            model.live = live = super().task_model(self.live_jobs[job.task_id], client_id)
+            if isinstance(live, LLMClient):  # text mode re-sends the tool schemas every N requests: count the
+                live.requests = model.live_from - 1  # replayed ones, as the recording did
         return model
 
 

@@ -44,12 +44,13 @@ import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Optional, Union
+from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from configs.settings import NetworkMode, network_mode, sandbox_shorthand
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import FieldError
 from memory_shared.yamlsource import YamlError, current_limits, line_of, load_mapping
 from orchestrator.preflight import prompt_chars
@@ -113,9 +114,12 @@ class TaskEntry(Options):
     inputs: list[str] = []
 
 
+MatrixItem = Union[dict[str, object], str, int, float]  # a mapping's values fill its placeholders, else {{item}}
+
+
 class Matrix(Options):
     template: str = Field(min_length=1)
-    items: Optional[list[Union[dict[str, Any], str, int, float]]] = None
+    items: Optional[list[MatrixItem]] = None
     from_: Optional[str] = Field(default=None, alias="from")
     id: Optional[str] = None
     inputs: list[str] = []
@@ -164,6 +168,28 @@ class TasksFile(_Strict):
 # ---- the expanded plan ------------------------------------------------------------------------
 
 
+class SandboxKeys(TypedDict, total=False):
+    """The sandbox keys a tasks file set for a task (its defaults', its own over them), writable paths absolute."""
+
+    mode: Literal["bwrap", "off"]
+    network: NetworkMode
+    writable: list[str]
+
+
+class TaskOptions(TypedDict):
+    """What a task takes from its own options and the file's defaults (`_Expander.merged`)."""
+
+    model: Optional[str]
+    max_turns: Optional[int]
+    timeout: Optional[float]
+    tools: Optional[list[str]]
+    max_tokens: Optional[int]
+    max_cost: Optional[float]
+    check: Optional[dict[str, object]]
+    truncate: bool
+    sandbox: Optional[SandboxKeys]
+
+
 @dataclass
 class PlannedTask:
     id: str
@@ -176,9 +202,9 @@ class PlannedTask:
     max_tokens: Optional[int] = None
     max_cost: Optional[float] = None
     line: int = 0
-    check: Optional[dict[str, Any]] = None
+    check: Optional[dict[str, object]] = None  # a TaskCheck's fields
     truncate: bool = False
-    sandbox: Optional[dict[str, Any]] = None  # the keys a tasks file set: mode, network, writable (absolute)
+    sandbox: Optional[SandboxKeys] = None
 
     def fingerprint(self) -> str:
         """Changes when anything that shapes the task's work changes (inputs by content)."""
@@ -208,7 +234,7 @@ class Plan:
     max_depth: Optional[int] = None
     fingerprints: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The plan as plain data (a run's spec.jsonl); a task's unset fields are left out (100,000 tasks). The
         fingerprints kept are those of tasks with inputs (they hash the inputs' content as the run found it); any
         other task's follows from its stored fields (`stored_fingerprints`)."""
@@ -220,7 +246,7 @@ class Plan:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+    def from_dict(cls, data: JSONObject) -> "Plan":
         data = dict(data)
         data["tasks"] = [PlannedTask(**{**_UNSET_TASK_FIELDS, **t}) for t in data["tasks"]]
         data["source"] = Path(data["source"]) if data.get("source") else None
@@ -228,10 +254,10 @@ class Plan:
         return cls(**data)
 
 
-_UNSET_TASK_FIELDS: dict[str, Any] = {"inputs": [], "model": None, "max_turns": None, "timeout": None, "tools": None}
+_UNSET_TASK_FIELDS: dict[str, object] = {"inputs": [], "model": None, "max_turns": None, "timeout": None, "tools": None}
 
 
-def stored_fingerprints(data: dict[str, Any]) -> dict[str, str]:
+def stored_fingerprints(data: JSONObject) -> dict[str, str]:
     """Every task's fingerprint in a stored plan (spec.jsonl's data): as kept there (a task with inputs, or any task
     of a run made by an older ga), else made from the task's stored fields, as when it was planned."""
     kept = dict(data.get("fingerprints") or {})
@@ -242,9 +268,9 @@ def stored_fingerprints(data: dict[str, Any]) -> dict[str, str]:
     return kept
 
 
-def _task_data(task: PlannedTask) -> dict[str, Any]:
+def _task_data(task: PlannedTask) -> dict[str, object]:
     """A task's fields as plain data, without its line and without what is unset (None, no inputs, no truncate)."""
-    data = {}
+    data: dict[str, object] = {}
     for f in fields(task):
         value = getattr(task, f.name)
         if f.name == "line" or value is None or (f.name in ("inputs", "truncate") and not value):
@@ -267,7 +293,7 @@ def load(path: Union[str, Path]) -> Plan:
     return from_data(data, source=path, lines=lines)
 
 
-def from_data(data: dict[str, Any], *, source: Optional[Path] = None, lines: Optional[dict] = None,
+def from_data(data: JSONObject, *, source: Optional[Path] = None, lines: Optional[dict] = None,
               base_dir: Optional[Path] = None) -> Plan:
     """Validate and expand an already parsed spec (`fanout()` accepts dicts and lists too)."""
     where = str(source) if source else "<spec>"
@@ -281,7 +307,7 @@ def from_data(data: dict[str, Any], *, source: Optional[Path] = None, lines: Opt
     return _Expander(spec, where, lines, base, source).plan()
 
 
-def from_prompts(prompts: list[Union[str, dict[str, Any]]], **top: Any) -> Plan:
+def from_prompts(prompts: list[Union[str, JSONObject]], **top: object) -> Plan:
     """`fanout(["task a", "task b"])`: a list of prompts (or task mappings) with top-level options."""
     tasks = [{"prompt": p} if isinstance(p, str) else p for p in prompts]
     return from_data({**top, "tasks": tasks})
@@ -343,18 +369,19 @@ def _describe(error: ErrorDetails, where: str, lines: dict) -> str:
 
 def _allowed_keys(parent: tuple) -> list[str]:
     """The keys a mapping at this location accepts (for 'did you mean')."""
-    model: Any = TasksFile
+    model: type[BaseModel] = TasksFile
     for part in parent:
         if isinstance(part, int):
             continue
         annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        model = _model_in(annotation)
-        if model is None:
+        found = _model_in(annotation)
+        if found is None:
             return []
+        model = found
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _model_in(annotation: Any) -> Any:
+def _model_in(annotation: object) -> Optional[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
@@ -472,7 +499,7 @@ class _Expander:
         path = Path(rel).expanduser()
         return path if path.is_absolute() else self.base / path
 
-    def merged(self, options: Options, loc: tuple) -> dict[str, Any]:
+    def merged(self, options: Options, loc: tuple) -> TaskOptions:
         self.check_options(options, loc)
         d = self.spec.defaults
         limits = options.limits or d.limits or Limits()
@@ -488,11 +515,17 @@ class _Expander:
             "sandbox": self.sandbox(options.sandbox, d.sandbox),
         }
 
-    def sandbox(self, own: Optional[SandboxOption], default: Optional[SandboxOption]) -> Optional[dict[str, Any]]:
-        merged = {**(default.model_dump(exclude_none=True) if default else {}),
-                  **(own.model_dump(exclude_none=True) if own else {})}
-        if "writable" in merged:
-            merged["writable"] = [str(self.resolve(p)) for p in merged["writable"]]
+    def sandbox(self, own: Optional[SandboxOption], default: Optional[SandboxOption]) -> Optional[SandboxKeys]:
+        merged: SandboxKeys = {}
+        for option in (default, own):  # the task's own keys over its defaults'
+            if option is None:
+                continue
+            if option.mode is not None:
+                merged["mode"] = option.mode
+            if option.network is not None:
+                merged["network"] = list(option.network) if isinstance(option.network, list) else option.network
+            if option.writable is not None:
+                merged["writable"] = [str(self.resolve(p)) for p in option.writable]
         return merged or None
 
     def inputs(self, names: list[str], loc: tuple) -> list[str]:
@@ -569,7 +602,7 @@ class _Expander:
                                      line=line, **options))
         return tasks
 
-    def items(self, matrix: Matrix, loc: tuple) -> Optional[list[Any]]:
+    def items(self, matrix: Matrix, loc: tuple) -> Optional[Sequence[object]]:  # a .jsonl's rows: any JSON
         if (matrix.items is None) == (matrix.from_ is None):
             self.problem(loc, "a matrix needs exactly one of 'items' (inline) or 'from' (a .csv or .jsonl file)")
             return None
@@ -620,7 +653,7 @@ class _Expander:
                               f"{exc.start}); save it as UTF-8")
             return None
 
-    def render(self, template: str, values: dict[str, Any], loc: tuple, index: int) -> Optional[str]:
+    def render(self, template: str, values: Mapping[str, object], loc: tuple, index: int) -> Optional[str]:
         text, names = _template_parts(template)
         missing = [name for name in names if name not in values]
         if missing:
@@ -636,7 +669,7 @@ class _Expander:
 def known_tools() -> tuple[str, ...]:
     """The names a task's `tools:` may list: worker.tools' REGISTRY, loaded only when a spec names tools (the tools
     import the sandbox and the web session: this module stays cheap for `ga --help`)."""
-    from worker.tools import REGISTRY  # here: see the docstring
+    from worker.tools import REGISTRY  # here: +15 modules at every `ga` start (tests/cli/test_lazy_imports.py)
 
     return tuple(REGISTRY)
 
@@ -651,7 +684,7 @@ def _template_parts(template: str) -> tuple[str, list[str]]:
     return text, parts[1::2]
 
 
-def _check_dict(check: Optional[TaskCheck]) -> Optional[dict[str, Any]]:
+def _check_dict(check: Optional[TaskCheck]) -> Optional[dict[str, object]]:
     return check.model_dump(exclude_none=True) if check is not None else None
 
 

@@ -255,8 +255,9 @@ class Worker:
                 raise ContextOverflow(f"even trimmed to {cfg.context_tokens:,} tokens ({again})") from None
 
     def _answered(self, answer: str, turn: int, verdict: Optional[tuple[bool, str]]) -> TaskRecord:
-        """The model answered: succeeded when its last tool run succeeded; with a check, the check's verdict."""
-        status, reason = self._backing()
+        """The model answered: succeeded when its last tool run succeeded and printed what the answer says; with a
+        check, the check's verdict."""
+        status, reason = self._backing(answer)
         if verdict is None:
             return self._result(status, answer, turn, reason)
         passed, detail = verdict
@@ -265,13 +266,16 @@ class Worker:
             return self._result("failed", answer, turn, f"check failed: {detail}", check={"passed": False, "detail": detail})
         return self._result("succeeded", answer, turn, "", check={"passed": True, "detail": detail})
 
-    def _backing(self) -> tuple[Status, str]:
+    def _backing(self, answer: str) -> tuple[Status, str]:
         if self._last_run is None:
             ran = sorted({e.tool for e in self._executions if e.evidence or e.tool.startswith("file_")})  # not bookkeeping
             if not ran:
                 return "unverified", answers.NOTHING_RAN
             return "unverified", f"no run backs the answer ({', '.join(ran)} computed nothing)"
         name, ok, output = self._last_run
+        misread = answers.unbacked_numbers(answer, output) if ok else []
+        if misread:
+            return "unverified", f"the answer's {', '.join(misread)} is not among the numbers the last {name} printed"
         if ok:
             return "succeeded", ""
         return "unverified", f"last {name} failed: {answers.failure_line(output)}"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from datetime import time, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -38,11 +38,7 @@ class JobsError(ValueError):
     """A bad jobs file; str() is one line naming the file, the line and the fix."""
 
 
-def _duration(value: Any) -> timedelta:
-    return parse_duration(value)
-
-
-Duration = Annotated[timedelta, BeforeValidator(_duration)]
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 
 class ArchiveCompressArgs(BaseModel):
@@ -59,7 +55,7 @@ class Job(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     task: Optional[str] = None
     builtin: Optional[Literal["archive_compress"]] = None
-    args: dict[str, Any] = {}
+    args: dict[str, object] = {}  # the built-in's, checked by its BUILTIN_ARGS model
     at: Optional[time] = None
     every: Optional[Duration] = None
     repeat: Optional[Literal["daily", "weekdays", "once"]] = None
@@ -72,7 +68,7 @@ class Job(BaseModel):
 
     @field_validator("at", mode="before")
     @classmethod
-    def _time_of_day(cls, value: Any) -> Any:
+    def _time_of_day(cls, value: object) -> object:
         if isinstance(value, int) and not isinstance(value, bool):  # YAML 1.1 reads 03:30 as 210 (base 60)
             value = f"{value // 60:02d}:{value % 60:02d}"
         if isinstance(value, str):

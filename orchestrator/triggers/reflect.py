@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import structlog
 
@@ -25,7 +25,7 @@ from configs.logs import redact_text
 from orchestrator.triggers.activity import Clock, local_now
 from orchestrator.triggers.authority import writable_by_tasks, writable_problem
 from orchestrator.triggers.pyfile import PyFileError, load_python_file
-from orchestrator.triggers.worktask import append_jsonl, run_task
+from orchestrator.triggers.worktask import DaemonRecord, append_jsonl, run_task
 
 log = structlog.get_logger("ga.reflect")
 DEFAULT_INTERVAL = 60.0
@@ -39,7 +39,7 @@ class TriggerError(PyFileError):
 @dataclass
 class Trigger:
     path: Path
-    check: Callable[[], Any]
+    check: Callable[[], object]  # the trigger file's: a task, or None (checked when it answers)
     interval: float
     once: bool
     stamp: tuple[int, int]
@@ -54,7 +54,7 @@ class ReflectSummary:
     trigger: Path
     log_path: Path
     cycles: int = 0
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[DaemonRecord] = field(default_factory=list)
     stopped_by: str = ""  # once | max_cycles | signal
 
 
@@ -86,7 +86,7 @@ def reflect_log_path(home: Path, trigger: Path) -> Path:
 def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str] = None,
             workdir: Optional[Path] = None, max_cycles: Optional[int] = None,
             stop: Optional[threading.Event] = None, now: Optional[Clock] = None,
-            on_record: Optional[Callable[[dict[str, Any]], None]] = None) -> ReflectSummary:
+            on_record: Optional[Callable[[DaemonRecord], None]] = None) -> ReflectSummary:
     """Call check() every INTERVAL seconds and run the tasks it returns, until ONCE, max_cycles or `stop`."""
     clock = now or local_now
     stop = stop or threading.Event()
@@ -94,7 +94,7 @@ def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str]
     trigger = load_trigger(trigger_path, writable)
     summary = ReflectSummary(trigger.path, reflect_log_path(settings.home_dir, trigger.path))
 
-    def note(record: dict[str, Any]) -> None:
+    def note(record: DaemonRecord) -> None:
         record = {"time": clock().isoformat(), "trigger": str(trigger.path), "cycle": summary.cycles, **record}
         append_jsonl(summary.log_path, record)
         summary.records.append(record)
@@ -125,7 +125,7 @@ def reflect(trigger_path: Path, settings: Settings, *, model_name: Optional[str]
     return summary
 
 
-def _check(trigger: Trigger, note: Callable[[dict[str, Any]], None]) -> Optional[str]:
+def _check(trigger: Trigger, note: Callable[[DaemonRecord], None]) -> Optional[str]:
     try:
         task = trigger.check()
     except Exception as exc:  # the user's code: report it and keep polling
@@ -142,7 +142,7 @@ def _check(trigger: Trigger, note: Callable[[dict[str, Any]], None]) -> Optional
     return task
 
 
-def _reloaded(trigger: Trigger, note: Callable[[dict[str, Any]], None], writable: Iterable[Path]) -> Trigger:
+def _reloaded(trigger: Trigger, note: Callable[[DaemonRecord], None], writable: Iterable[Path]) -> Trigger:
     stamp = _stamp(trigger.path)
     if stamp == trigger.stamp:
         return trigger

@@ -19,18 +19,19 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import structlog
 
 from configs import Settings
 from memory_shared import Archive, MemoryStore, MemoryStoreError
 from memory_shared.fsutil import HeldElsewhere, atomic_replace, single_instance
+from memory_shared.jsontypes import JSONObject
 from orchestrator.triggers.activity import Clock, local_now
 from orchestrator.triggers.authority import writable_by_tasks, writable_problem
 from orchestrator.triggers.jobrules import JobState, after_run_started, after_skip, decide
 from orchestrator.triggers.jobs import ArchiveCompressArgs, Job, JobsError, load_jobs
-from orchestrator.triggers.worktask import append_jsonl, run_task
+from orchestrator.triggers.worktask import DaemonRecord, TriggeredRun, append_jsonl, run_task
 
 log = structlog.get_logger("ga.schedule")
 STATE_VERSION = 1
@@ -51,7 +52,7 @@ class StoredJob:
 @dataclass
 class ScheduleSummary:
     ticks: int = 0
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[DaemonRecord] = field(default_factory=list)
 
 
 def schedule_dir(home: Path) -> Path:
@@ -78,13 +79,13 @@ def save_state(path: Path, jobs: dict[str, StoredJob]) -> None:
     atomic_replace(path, json.dumps(body, indent=1).encode())
 
 
-def _stored_to(stored: StoredJob) -> dict[str, Any]:
+def _stored_to(stored: StoredJob) -> dict[str, object]:
     state = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(stored.state).items()}
     return {**state, "last_status": stored.last_status, "running_pid": stored.running_pid,
             "last_end": stored.last_end.isoformat() if stored.last_end else None}
 
 
-def _stored_from(body: dict[str, Any]) -> StoredJob:
+def _stored_from(body: JSONObject) -> StoredJob:
     def when(key: str) -> Optional[datetime]:
         return datetime.fromisoformat(body[key]) if body.get(key) else None
 
@@ -110,7 +111,7 @@ def scheduler_lock(home: Path) -> Iterator[None]:
 def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tick: float = 30.0,
                  max_ticks: Optional[int] = None, stop: Optional[threading.Event] = None,
                  now: Optional[Clock] = None, model_name: Optional[str] = None,
-                 on_record: Optional[Callable[[dict[str, Any]], None]] = None) -> ScheduleSummary:
+                 on_record: Optional[Callable[[DaemonRecord], None]] = None) -> ScheduleSummary:
     """Run due jobs every `tick` seconds until `stop` (or after one pass with `once`)."""
     clock = now or local_now
     stop = stop or threading.Event()
@@ -120,7 +121,7 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
     stamp = _stamp(jobs_path)
     summary = ScheduleSummary()
 
-    def note(record: dict[str, Any]) -> None:
+    def note(record: DaemonRecord) -> None:
         record = {"time": clock().isoformat(), **record}
         append_jsonl(history, record)
         summary.records.append(record)
@@ -154,7 +155,7 @@ def run_schedule(jobs_path: Path, settings: Settings, *, once: bool = False, tic
 
 
 def _skip(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], state_path: Path,
-          note: Callable[[dict[str, Any]], None]) -> None:
+          note: Callable[[DaemonRecord], None]) -> None:
     entry = stored[job.name]
     entry.state = after_skip(entry.state, slot)
     save_state(state_path, stored)
@@ -163,7 +164,7 @@ def _skip(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], s
 
 
 def _run(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], state_path: Path, settings: Settings,
-         clock: Clock, model_name: Optional[str], note: Callable[[dict[str, Any]], None]) -> None:
+         clock: Clock, model_name: Optional[str], note: Callable[[DaemonRecord], None]) -> None:
     entry = stored[job.name]
     started = clock()
     entry.state = after_run_started(entry.state, slot, started)
@@ -183,7 +184,7 @@ def _run(job: Job, slot: datetime, reason: str, stored: dict[str, StoredJob], st
     log.info("job_finished", job=job.name, status=result["status"], reason=result.get("reason") or None)
 
 
-def run_builtin(job: Job, settings: Settings, clock: Clock) -> dict[str, Any]:
+def run_builtin(job: Job, settings: Settings, clock: Clock) -> TriggeredRun:
     """The built-in jobs; a failure a user can fix is a failed status, never an exception."""
     started = clock()
     try:
@@ -194,16 +195,16 @@ def run_builtin(job: Job, settings: Settings, clock: Clock) -> dict[str, Any]:
             args = ArchiveCompressArgs.model_validate(job.args)
             archive = Archive(settings.memory_root, keep_months=settings.memory.archive_keep_months)
             done = archive.compress(older_than_days=args.older_than_days, now=started)
-            detail = {"compressed": len(done["compressed"]), "months_dropped": done["months_dropped"]}
+            compressed, months_dropped = len(done["compressed"]), done["months_dropped"]
         else:  # the schema admits no other name
             raise AssertionError(job.builtin)
     except (MemoryStoreError, OSError) as exc:
         return {"status": "failed", "reason": str(exc), "started": started.isoformat()}
-    return {"status": "succeeded", "builtin": job.builtin, **detail, "started": started.isoformat(),
-            "seconds": round((clock() - started).total_seconds(), 3)}
+    return {"status": "succeeded", "builtin": job.builtin, "compressed": compressed, "months_dropped": months_dropped,
+            "started": started.isoformat(), "seconds": round((clock() - started).total_seconds(), 3)}
 
 
-def _note_interrupted(stored: dict[str, StoredJob], state_path: Path, note: Callable[[dict[str, Any]], None]) -> None:
+def _note_interrupted(stored: dict[str, StoredJob], state_path: Path, note: Callable[[DaemonRecord], None]) -> None:
     """Runs left under way by a scheduler that died: record them, never repeat them."""
     interrupted = [name for name, entry in stored.items() if entry.running_pid is not None]
     for name in interrupted:
@@ -228,7 +229,7 @@ def checked_jobs(path: Path, settings: Settings) -> list[Job]:
     return jobs
 
 
-def _reloaded(path: Path, current: list[Job], note: Callable[[dict[str, Any]], None], settings: Settings) -> list[Job]:
+def _reloaded(path: Path, current: list[Job], note: Callable[[DaemonRecord], None], settings: Settings) -> list[Job]:
     try:
         jobs = checked_jobs(path, settings)
     except JobsError as exc:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from types import FrameType
+from typing import Iterator, Optional
 
 import structlog
 
@@ -20,7 +21,7 @@ def stop_on_signals(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) 
         yield stop
         return
 
-    def handle(signum: int, _frame: Any) -> None:
+    def handle(signum: int, _frame: Optional[FrameType]) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         log.info("stopping", signal=signal.Signals(signum).name, hint="finishing the current step; again to abort")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Mapping, Optional, TypedDict
 
 import structlog
 
@@ -14,16 +14,37 @@ from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import Clock, local_now, user_job
 from worker.model import ModelError
 from worker.modelconfig import ModelConfigError
+from worker.oneshot import run_one
 
 log = structlog.get_logger("ga.daemon")
 ANSWER_CHARS = 2000
+DaemonRecord = dict[str, object]  # a reflect or schedule log line: its time, event and what it says (shown, kept)
+
+
+class _RunEnd(TypedDict):
+    status: str
+    started: str  # ISO time
+
+
+class TriggeredRun(_RunEnd, total=False):
+    """How a task (or a scheduled built-in job) a trigger started ended: in its log line and its summary."""
+
+    reason: str
+    seconds: float
+    task_id: str
+    turns: int
+    tokens: int
+    cost: float
+    answer: str  # cut at ANSWER_CHARS
+    history: str
+    builtin: str  # a built-in job's name, and what it did
+    compressed: int
+    months_dropped: list[str]  # the months folded into a summary
 
 
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
-             workdir: Optional[Path] = None, now: Optional[Clock] = None) -> dict[str, Any]:
+             workdir: Optional[Path] = None, now: Optional[Clock] = None) -> TriggeredRun:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
-    from worker.oneshot import run_one  # the agent loop: `ga --help` and `ga schedule --help` load this module
-
     clock = now or local_now
     started = clock()
     if settings.sandbox.mode == "off":  # reflect and scheduled tasks run model-written code unattended
@@ -42,7 +63,7 @@ def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[s
             "seconds": round((clock() - started).total_seconds(), 3)}
 
 
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
     """One O_APPEND write per line, fsynced: concurrent writers never interleave, a crash loses no line."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = (json.dumps(record, default=str) + "\n").encode()

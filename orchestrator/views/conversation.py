@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
+from memory_shared.jsontypes import JSONObject
 from orchestrator.ledger import read_jsonl
 from orchestrator.views.columns import Paragraph
-from orchestrator.views.runview import RunView, conversation, first_user_message
+from orchestrator.views.runview import RunView, Turn, conversation, first_user_message
 from worker.context import cut_head_tail
+
+if TYPE_CHECKING:
+    from worker.sessionfiles import Session
 
 SHOWN_CHARS = 1200  # of each tool result and argument; the full size is printed beside it
 
@@ -49,8 +54,8 @@ def print_conversation(console: Console, view: RunView, task_id: str) -> None:
                             title_align="left", border_style=border))
 
 
-def print_session(console: Console, session: Any) -> None:
-    """A `ga run`/`ga chat` session (worker.conversations.Session): each exchange, what the person asked and the
+def print_session(console: Console, session: Session) -> None:
+    """A `ga run`/`ga chat` session (worker.sessionfiles.Session): each exchange, what the person asked and the
     turns that answered it; then the way to go on."""
     usage = session.usage or {}
     console.print(Paragraph(Text.assemble(
@@ -74,7 +79,7 @@ def print_session(console: Console, session: Any) -> None:
     console.print(Text(f"go on: ga chat --resume {session.id}\n   or: ga run --continue {session.id} \"…\""))
 
 
-def _asked(history: Any, first_task: str) -> list[str]:
+def _asked(history: Path, first_task: str) -> list[str]:
     """What the person wrote at the start of each exchange: the first task, then each follow-up (the user message
     that ends the first request of an exchange; an exchange starts at turn 1)."""
     asked = []
@@ -89,13 +94,13 @@ def _asked(history: Any, first_task: str) -> list[str]:
     return asked
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else ""
 
 
-def _live_from(summary: dict[str, Any], task_id: str) -> int:
+def _live_from(summary: JSONObject, task_id: str) -> int:
     """A forked task's first live turn (`forked_from` or `forks`: RUN/TASK@TURN, orchestrator/replay.py); else 0."""
     for origin in [summary.get("forked_from"), *(summary.get("forks") or {}).values()]:
         where, _, turn = str(origin or "").rpartition("@")
@@ -104,8 +109,8 @@ def _live_from(summary: dict[str, Any], task_id: str) -> int:
     return 0
 
 
-def _turn_panel(turn: Any) -> Panel:
-    parts: list[Any] = []
+def _turn_panel(turn: Turn) -> Panel:
+    parts: list[Text] = []
     if turn.text.strip():
         parts.append(Text(turn.text.strip()))
     for call in turn.calls:

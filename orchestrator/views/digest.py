@@ -3,13 +3,16 @@ and the costliest ones, and where the full table is. Made from the run's records
 run directory back (orchestrator/views/runview.py) took a minute and a gigabyte for 100,000 tasks."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from orchestrator.views.columns import Paragraph
 from orchestrator.views.runview import TaskView
 from orchestrator.views.tables import tasks_table
+
+if TYPE_CHECKING:
+    from orchestrator.records import Run, TaskRecord
 
 FULL_TABLE_MAX = 100  # a run of more tasks prints this digest instead of its full table
 FAILED_ROWS = 20
@@ -18,7 +21,7 @@ UNFINISHED_IDS = 20
 GOOD = ("succeeded", "unverified")
 
 
-def print_run_digest(console: Console, result: Any) -> None:
+def print_run_digest(console: Console, result: Run) -> None:
     """At most ~60 lines, whatever the number of tasks (`result` is an orchestrator.Run): the rows it shows are
     read from the run's records one at a time, no more of them held than it prints."""
     counts = result.summary.tasks
@@ -38,6 +41,6 @@ def print_run_digest(console: Console, result: Any) -> None:
         console.print(Paragraph(f"unfinished: {shown}{more}"))
 
 
-def _view(record: Any) -> TaskView:
+def _view(record: TaskRecord) -> TaskView:
     return TaskView(task_id=record.task_id, status=record.status, reason=record.reason, answer=record.answer,
                     turns=record.turns, usage=record.spent.model_dump())

@@ -3,15 +3,19 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, TypedDict
 
 import structlog
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+from typing_extensions import Unpack
 
 from orchestrator.views.printable import Shown
+
+if TYPE_CHECKING:
+    from orchestrator.executor import TaskProgress
 
 log = structlog.get_logger("ga.fanout")
 LOG_EVERY = 10.0
@@ -24,14 +28,38 @@ def choose_mode(requested: Optional[str]) -> str:
     return "live" if sys.stderr.isatty() else "log"
 
 
+class ShownState(TypedDict):
+    """What the live view shows: failed counts every task that did not succeed; unverified (answered, nothing
+    backs it) is shown apart."""
+
+    done: int
+    failed: int
+    unverified: int
+    running: list[TaskProgress]  # in the order of their slots
+    tokens: int
+    cost: float
+    note: str
+
+
+class StateUpdate(TypedDict, total=False):
+    """Some of ShownState's fields, new."""
+
+    done: int
+    failed: int
+    unverified: int
+    running: list[TaskProgress]
+    tokens: int
+    cost: float
+    note: str
+
+
 class Display:
     def __init__(self, mode: str, name: str, total: int):
         self.mode, self.name, self.total = mode, name, total
         self.started = time.monotonic()
         self.last_log = 0.0
-        # failed counts every task that did not succeed; unverified (answered, nothing backs it) is shown apart
-        self.state: dict[str, Any] = {"done": 0, "failed": 0, "unverified": 0, "running": [], "tokens": 0, "cost": 0.0,
-                                      "note": ""}
+        self.state: ShownState = {"done": 0, "failed": 0, "unverified": 0, "running": [], "tokens": 0, "cost": 0.0,
+                                  "note": ""}
         self._live: Optional[Live] = None
         if mode == "live":
             # drawn anew at each refresh, so that the seconds of a long tool call keep counting between updates
@@ -39,7 +67,7 @@ class Display:
                               transient=False)
             self._live.start()
 
-    def update(self, **state: Any) -> None:
+    def update(self, **state: Unpack[StateUpdate]) -> None:
         self.state.update(state)
         if self._live is not None:
             self._live.refresh()
@@ -64,7 +92,7 @@ class Display:
         elapsed = time.monotonic() - self.started
         return _clock(elapsed / done * (self.total - done))
 
-    def _render(self) -> Any:
+    def _render(self) -> Group:
         s = self.state
         width = 20
         filled = int(width * s["done"] / self.total) if self.total else width
@@ -84,13 +112,13 @@ class Display:
         for row in s["running"]:
             table.add_row(str(row.get("slot", "")), Text(row.get("task_id", "")), str(row.get("turn", "")),
                           doing(row, now), f"{row.get('tokens', 0):,}",
-                          _clock(now - row["started"]) if row.get("started") else "")
+                          _clock(now - started) if (started := row.get("started")) else "")
         return Group(header, table)
 
 
-def doing(row: dict[str, Any], now: float) -> str:
+def doing(row: TaskProgress, now: float) -> str:
     """'code_run 12s' while a tool runs, 'model 3s' while the worker waits for the model's reply."""
-    since = f" {int(max(0, now - row['since']))}s" if row.get("since") else ""
+    since = f" {int(max(0, now - began))}s" if (began := row.get("since")) else ""
     return f"{row.get('tool') or 'model'}{since}"
 
 
@@ -103,7 +131,7 @@ def status_style(status: str) -> str:
     return STATUS_STYLES.get(status, "red")
 
 
-def status_counts(tasks: dict[str, Any]) -> str:
+def status_counts(tasks: Mapping[str, int]) -> str:
     """'2/4 succeeded, 1 unverified, 1 failed, 0 unfinished' from a summary's task counts."""
     unverified = tasks.get("unverified", 0)
     failed = tasks["total"] - tasks["succeeded"] - unverified - tasks["unfinished"]

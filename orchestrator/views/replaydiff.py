@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from worker.model.playback import Divergence
@@ -23,6 +23,6 @@ def difference_diff(divergence: Divergence, limit: int = DIFF_LINES) -> list[str
     return lines
 
 
-def _as_lines(value: Any) -> list[str]:
+def _as_lines(value: object) -> list[str]:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
     return text.splitlines() or [""]

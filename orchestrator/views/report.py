@@ -20,7 +20,6 @@ import time
 import zlib
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from memory_shared.fsutil import atomic_replace
 from orchestrator.views.runview import RunView, TaskView, first_user_message
@@ -48,7 +47,7 @@ def write_report(view: RunView, out_dir: Path) -> tuple[Path, Path]:
     return html_path, md_path
 
 
-def page_data(view: RunView) -> dict[str, Any]:
+def page_data(view: RunView) -> dict[str, object]:
     models = sorted({t.model for t in view.tasks})
     end = view.finished or time.time()
     return {
@@ -107,7 +106,7 @@ def render_markdown(view: RunView) -> str:
     return "\n".join(lines)
 
 
-def _conversations(view: RunView) -> dict[str, Any]:
+def _conversations(view: RunView) -> dict[str, object]:
     """Every conversation in compressed chunks, each text cut to what keeps the page within its budget
     (estimated from the first chunks; `ga runs show RUN TASK` has every conversation whole)."""
     chunks = [view.tasks[k:k + CHUNK] for k in range(0, len(view.tasks), CHUNK)]
@@ -130,7 +129,7 @@ def _chunk(view: RunView, tasks: list[TaskView], limit: int) -> str:
     return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
 
 
-def _conversation_data(view: RunView, task: TaskView, limit: int) -> dict[str, Any]:
+def _conversation_data(view: RunView, task: TaskView, limit: int) -> dict[str, object]:
     path = view.history_path(task.task_id)
 
     def cut(text: str) -> str:

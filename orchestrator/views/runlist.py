@@ -6,13 +6,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 from pydantic import ValidationError
 
 from orchestrator.ledger import RunDir, has_spec
 
 LAST = "last"  # the newest run, wherever a run id is taken
+
+
+class RunRow(TypedDict):
+    """A run's line in `ga runs list` (and its --json): what its summary says, or its results so far."""
+
+    run_id: str
+    path: str
+    name: str
+    status: str  # a RunStatus, "running?" without a summary, "damaged"
+    tasks: Optional[int]
+    finished: Optional[int]
+    failed: Optional[int]
+    unverified: Optional[int]
+    tokens: Optional[int]
+    cost: Optional[float]
+    started: float
+
+
+class DamagedRow(RunRow):
+    problem: str  # which file cannot be read, and why
 
 
 @dataclass
@@ -24,21 +44,21 @@ class DamagedRun:
     def line(self) -> str:
         return f"run {self.run_id}: cannot read {self.problem}; fix or remove that file"
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> DamagedRow:
         """Its line in `ga runs list`: the id and `damaged`, nothing else known."""
         return {"run_id": self.run_id, "path": self.path, "name": "", "status": "damaged", "tasks": None,
                 "finished": None, "failed": None, "unverified": None, "tokens": None, "cost": None,
                 "started": _mtime(Path(self.path)), "problem": self.problem}
 
 
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+def list_runs(runs_dir: Path) -> list[RunRow]:
     """Every readable run, newest first (see `scan` for the damaged ones too)."""
     return scan(runs_dir)[0]
 
 
-def scan(runs_dir: Path) -> tuple[list[dict[str, Any]], list[DamagedRun]]:
+def scan(runs_dir: Path) -> tuple[list[RunRow], list[DamagedRun]]:
     """The runs under runs_dir, newest first, and those whose records cannot be read."""
-    rows: list[dict[str, Any]] = []
+    rows: list[RunRow] = []
     damaged: list[DamagedRun] = []
     root = Path(runs_dir)
     if not root.is_dir():
@@ -55,7 +75,7 @@ def scan(runs_dir: Path) -> tuple[list[dict[str, Any]], list[DamagedRun]]:
     return rows, damaged
 
 
-def run_row(path: Path) -> dict[str, Any]:
+def run_row(path: Path) -> RunRow:
     """One run's row; OSError or ValueError (naming the file) when its summary or results cannot be read."""
     run = RunDir(path)
     try:

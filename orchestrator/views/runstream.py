@@ -13,11 +13,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Iterator, Optional
 
 from rich.console import Console
 from rich.text import Text
 
+from memory_shared.jsontypes import JSONObject
 from orchestrator.ledger import RunDir, read_jsonl, spec_task_ids
 from orchestrator.records import TaskRecord
 from orchestrator.views.columns import INDENT, Column, Paragraph, fit, join
@@ -47,7 +48,7 @@ def planned_ids(run: RunDir) -> list[str]:
         return []
 
 
-def run_status(run: RunDir, summary: dict[str, Any]) -> str:
+def run_status(run: RunDir, summary: JSONObject) -> str:
     return summary.get("status") or ("running" if driver_holds(run.path) else "stopped")
 
 
@@ -87,7 +88,7 @@ def reduce_row(run: RunDir) -> Optional[TaskView]:
     return task_view(REDUCE, {"task_id": REDUCE, "turns": len(turns[-1]) if turns else 0, **result}, [], "", [])
 
 
-def ledger_tail(path: Path, count: int = LEDGER_TAIL) -> list[dict[str, Any]]:
+def ledger_tail(path: Path, count: int = LEDGER_TAIL) -> list[JSONObject]:
     """The last `count` whole lines of a JSON-lines file, read from its end."""
     try:
         with path.open("rb") as handle:

@@ -10,14 +10,15 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from memory_shared.fsutil import is_abandoned
-from orchestrator.ledger import RunDir, read_jsonl
-from orchestrator.views.runlist import list_runs
+from memory_shared.jsontypes import JSONObject
+from orchestrator.ledger import RunDir, driver_holds, read_jsonl
+from orchestrator.views.runlist import RunRow, list_runs
 from worker.history import replay
 
 REDUCE = "reduce"
+UsageFigures = dict[str, float]  # a Usage as its JSON: prompt, completion, cached, total tokens, cost
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Turn:
     time: float
     text: str
     calls: list[ToolStep]
-    usage: dict[str, Any]
+    usage: UsageFigures
     seconds: float  # the model's latency for this turn
 
 
@@ -58,10 +59,10 @@ class TaskView:
     reason: str = ""
     answer: str = ""
     turns: int = 0
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFigures = field(default_factory=dict)
     seconds: float = 0.0
     attempts: list[Attempt] = field(default_factory=list)
-    usage_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)  # when it failed over to fallbacks
+    usage_by_model: dict[str, UsageFigures] = field(default_factory=dict)  # when it failed over to fallbacks
 
 
 @dataclass
@@ -73,8 +74,8 @@ class RunView:
     started: float
     finished: Optional[float]
     tasks: list[TaskView]
-    summary: dict[str, Any]
-    marks: list[dict[str, Any]]  # run-level ledger events worth seeing on the timeline (pauses, stops)
+    summary: JSONObject  # summary.json as read back ({} while the run has none)
+    marks: list[JSONObject]  # run-level ledger events worth seeing on the timeline (pauses, stops)
 
     def task(self, task_id: str) -> TaskView:
         for task in self.tasks:
@@ -106,7 +107,7 @@ class RunView:
         return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
 
-def readable_spec(run: RunDir) -> dict[str, Any]:
+def readable_spec(run: RunDir) -> JSONObject:
     """The run's spec for a viewer: a damaged or missing one shows as empty (the ledger and results still tell)."""
     try:
         return run.spec()
@@ -122,7 +123,7 @@ def load_run_view(runs_dir: Path, run_id: str, now: Optional[float] = None) -> R
     models = {t["id"]: str(t.get("model") or default) for t in spec.get("tasks") or []}
     models[REDUCE] = str((spec.get("reduce") or {}).get("model") or next(iter(models.values()), default))
     records = [event.model_dump(exclude_none=True) for event in run.ledger_records()]
-    results: dict[str, Any] = {task_id: r.model_dump() for task_id, r in run.results().items()}
+    results: dict[str, JSONObject] = {task_id: r.model_dump() for task_id, r in run.results().items()}
     reduce_result = _reduce_result(run.path)
     if reduce_result:
         turns = sum(len(attempt) for attempt in conversation(run.path / REDUCE / REDUCE / "history.jsonl")[-1:])
@@ -181,12 +182,12 @@ def view_counts(view: RunView) -> dict[str, int]:
             "unfinished": sum(1 for s in statuses if s not in finished)}
 
 
-def task_usage_total(tasks: list[TaskView]) -> dict[str, Any]:
+def task_usage_total(tasks: list[TaskView]) -> UsageFigures:
     """Tokens and cost of `tasks` summed, for a run without a summary."""
     return {key: sum(t.usage.get(key, 0) or 0 for t in tasks) for key in ("total", "cost")}
 
 
-def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
+def runs_of_session(runs_dir: Path, session_id: str) -> list[RunRow]:
     """The fan-outs a `ga run`/`ga chat` session started (their run_started line names it), newest first."""
     rows = []
     for row in list_runs(runs_dir):
@@ -198,7 +199,7 @@ def runs_of_session(runs_dir: Path, session_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def read_attempts(records: list[dict[str, Any]]) -> dict[str, list[Attempt]]:
+def read_attempts(records: list[JSONObject]) -> dict[str, list[Attempt]]:
     """Each task's attempts from the ledger: a `started` line opens one, the task's next line that is not a
     passing note (running, timeout_kill, …) closes it with that line's event as status: the attempt the line
     names, else the latest one open."""
@@ -255,7 +256,7 @@ def first_user_message(history_path: Path) -> str:
     return ""
 
 
-def replayed_requests(history_path: Path) -> list[list[dict[str, Any]]]:
+def replayed_requests(history_path: Path) -> list[list[JSONObject]]:
     """Every request the worker sent, rebuilt exactly (`ga runs show RUN TASK --json`)."""
     return replay(history_path) if history_path.is_file() else []
 
@@ -267,7 +268,7 @@ def reason_kind(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", text) or "(no reason given)"
 
 
-def task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Attempt], model: str,
+def task_view(task_id: str, result: Optional[JSONObject], attempts: list[Attempt], model: str,
               turns: list[list[Turn]]) -> TaskView:
     if result is None:  # not finished (running, interrupted, stopped): what its history holds so far
         status = attempts[-1].status if attempts else "queued"
@@ -279,9 +280,9 @@ def task_view(task_id: str, result: Optional[dict[str, Any]], attempts: list[Att
                     int(result.get("turns") or 0), usage, float(seconds), attempts, result.get("usage_by_model") or {})
 
 
-def spent_in(attempts: list[list[Turn]]) -> dict[str, Any]:
+def spent_in(attempts: list[list[Turn]]) -> UsageFigures:
     """The usage of every turn recorded (a stopped task's spending, which results.jsonl does not hold)."""
-    usage: dict[str, Any] = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
+    usage: UsageFigures = {"prompt": 0, "completion": 0, "cached": 0, "cost": 0.0, "total": 0}
     for turn in (turn for attempt in attempts for turn in attempt):
         for key in usage:
             usage[key] += turn.usage.get(key) or 0
@@ -292,7 +293,7 @@ def _seconds(attempts: list[Attempt]) -> float:
     return sum(a.end - a.start for a in attempts if a.end is not None)
 
 
-def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
+def _reduce_result(path: Path) -> Optional[JSONObject]:
     result = path / REDUCE / "result.json"
     try:
         return json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
@@ -300,13 +301,7 @@ def _reduce_result(path: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def driver_holds(path: Path) -> bool:
-    """Whether a driver holds the run's lock (the run is in progress)."""
-    lock = path / ".lock"
-    return lock.is_file() and not is_abandoned(lock)
-
-
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -2,22 +2,23 @@
 ids a later command needs are shown whole, the answers give way."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional, Union
 
 from rich.text import Text
 
 from orchestrator.views.columns import Column, Rows
 from orchestrator.views.progress import status_style
+from orchestrator.views.runlist import RunRow
 from orchestrator.views.runview import TaskView
 
 ANSWER_CHARS = 160  # of an answer or reason in a task's row, before the width cuts it further
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Rows:
+def runs_table(rows: list[RunRow]) -> Rows:
     """`ga runs list`: one row per run (orchestrator.views.runlist.list_runs), newest first."""
     columns = [Column("run", whole=True), Column("status", whole=True),
                *(Column(name, right=True, whole=True) for name in ("done", "failed", "unverified", "tokens", "cost"))]
-    def cells(r: dict[str, Any]) -> list[Any]:
+    def cells(r: RunRow) -> list[Union[str, Text]]:
         if r["status"] == "damaged":  # its records cannot be read: one line, nothing else known
             return [r["run_id"], Text("damaged", style="red"), "-", "-", "-", "-", "-"]
         return [r["run_id"], Text(r["status"], style=status_style(r["status"])),

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 
+from memory_shared.jsontypes import JSONObject
 from orchestrator.ledger import RunDir, read_jsonl
 from orchestrator.views.columns import Paragraph
 from orchestrator.views.runview import driver_holds, readable_spec
@@ -38,7 +38,7 @@ def show(console: Console, line: str) -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def event_line(record: dict[str, Any], task_width: int = 12) -> str:
+def event_line(record: JSONObject, task_width: int = 12) -> str:
     """'15:29:01  s1    started       attempt 1 · worker 0': one ledger event for a person."""
     stamp = time.strftime("%H:%M:%S", time.localtime(record.get("time", 0)))
     fields = []
