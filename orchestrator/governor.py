@@ -18,7 +18,7 @@ import random
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from configs.logs import redact_text
 from orchestrator.executor import EndpointGovernor, GovernorSnapshot

@@ -191,7 +191,8 @@ def _line_editing(history_file: Path) -> None:
         readline.read_history_file(history_file)
     except OSError:
         pass
-    atexit.register(lambda: _save_history(readline, history_file))
+    editor = readline  # not None here; the lambda would see the module's global, unnarrowed
+    atexit.register(lambda: _save_history(editor, history_file))
 
 
 class _Readline(Protocol):
