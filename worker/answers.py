@@ -114,7 +114,7 @@ def second_chance_note(backing: Backing, mode: str) -> str:
                 + code_block_form(call.name, call.script_hint, call.kind, mode))
     last = backing.last_run
     misread = unbacked_numbers(backing.reply, last[2]) if last is not None and last[1] and not refused else []
-    if misread:
+    if last is not None and misread:
         return (f"{head}Your answer says {', '.join(misread)}, a number your last {last[0]} did not print (its output: "
                 f"{_short(RUN_STATUS.sub('', last[2], count=1), 120)}). Answer from what the run printed, or run what "
                 "computes your answer.")
