@@ -103,6 +103,10 @@ class MemoryKept(TypedDict):
     proposal: NotRequired[str]  # the proposal that holds what waits for review
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class RunSummary(Record):
     """summary.json: how a run ended, its counts, its usage in total, per task and per worker slot."""
 
@@ -129,6 +133,12 @@ class RunSummary(Record):
     governors: list[GovernorSnapshot] = Field(default_factory=list)  # each endpoint governor's snapshot
     memory: str = "store"
     memory_kept: dict[str, MemoryKept] = Field(default_factory=dict)  # per task whose memory commit kept or lost any
+    # a replay's or a fork's (orchestrator/replay.py): what it replayed or forked; a fan-out's summary has none of them
+    replay_of: Optional[str] = Field(default=None, exclude_if=_absent)  # the run or history.jsonl replayed
+    identical: Optional[bool] = Field(default=None, exclude_if=_absent)  # a replay's: it did what the recording did
+    forked_from: Optional[str] = Field(default=None, exclude_if=_absent)  # RUN/TASK@TURN
+    forks: Optional[dict[str, str]] = Field(default=None, exclude_if=_absent)  # --from-last-good: id -> RUN/TASK@TURN
+    fork_model: Optional[str] = Field(default=None, exclude_if=_absent)  # the live model(s) a fork went on with
 
     def text(self) -> str:
         return self.model_dump_json() + "\n"  # one line: 100,000 tasks in per_task
