@@ -8,7 +8,9 @@ module that names another's class in its annotations while that one imports it),
 import, top level or inside a function, that points against the layering of docs/design.md §2:
 cli → orchestrator/skilltree → worker → configs → memory_shared (configs is usable by all but memory_shared, and
 imports only memory_shared, whose YAML loader it reads its files with). orchestrator ↔ skilltree arrows are listed
-as sideways, not counted as wrong.
+as sideways, not counted as wrong. Then (5) each package's import floors (issue 34: no package deeper than 8): the
+longest chain of load-time imports among the package's own modules, a module that imports none of them being
+floor 1, with the chain itself, deepest module first. Floors are measured, not checked: they never fail the run.
 
     python bench/import_graph.py            # this tree; exit status 1 on a circle of (1), (2) or (3), or a wrong arrow
     python bench/import_graph.py --json     # the same as one JSON object
@@ -24,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["cli", "configs", "memory_shared", "worker", "orchestrator", "skilltree"]
 LAYER = {"cli": 4, "orchestrator": 3, "skilltree": 3, "worker": 2, "configs": 1, "memory_shared": 0}
+FLOORS_GOAL = 8  # issue 34: no package deeper than 8 import floors
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -117,6 +120,31 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found, key=lambda c: (-len(c), c))
 
 
+def floors(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """{package: its longest chain of imports among its own modules, the importing end first}; the chain's length is
+    the package's floors. An import that would close a circle is not followed (circles are reported apart)."""
+    chains: dict[str, list[str]] = {}
+    on_path: set[str] = set()
+
+    def chain(module: str) -> list[str]:
+        if module not in chains:
+            on_path.add(module)
+            package = module.split(".")[0]
+            below = [chain(other) for other in sorted(edges.get(module, ()))
+                     if other.split(".")[0] == package and other not in on_path]
+            on_path.discard(module)
+            chains[module] = [module, *max(below, key=len, default=[])]
+        return chains[module]
+
+    deepest: dict[str, list[str]] = {}
+    for module in sorted(edges):
+        found = chain(module)
+        package = module.split(".")[0]
+        if len(found) > len(deepest.get(package, [])):
+            deepest[package] = found
+    return dict(sorted(deepest.items()))
+
+
 def arrow(source: str, target: str) -> str | None:
     """'wrong' or 'sideways' for an import from package `source` of package `target`; None when it is fine."""
     if source == target:
@@ -145,6 +173,7 @@ def graph(root: Path) -> dict:
             "imports_in_functions": sum(map(len, running.values())) - sum(map(len, at_load.values())),
             "circles": circles(at_load), "circles_with_function_imports": circles(running),
             "circles_with_type_imports": circles(typed),
+            "floors": {package: {"floors": len(chain), "chain": chain} for package, chain in floors(at_load).items()},
             **{kind: sorted(lines, key=_by_place) for kind, lines in arrows.items()}}
 
 
@@ -175,6 +204,10 @@ def main() -> int:
             print(f"{kind} arrows between packages: {len(found[kind])}")
             for line in found[kind]:
                 print(f"  {line}")
+        print(f"import floors per package, imports at load (goal <= {FLOORS_GOAL}; measured, not checked):")
+        for package, deepest in found["floors"].items():
+            mark = "" if deepest["floors"] <= FLOORS_GOAL else f"  (over {FLOORS_GOAL})"
+            print(f"  {package}: {deepest['floors']}{mark}: " + " → ".join(deepest["chain"]))
     circled = found["circles"] or found["circles_with_function_imports"] or found["circles_with_type_imports"]
     return 1 if circled or found["wrong"] else 0
 

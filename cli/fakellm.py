@@ -1,7 +1,4 @@
-"""`ga fake-llm`: the scripted OpenAI-compatible model (worker/scripted/) served on 127.0.0.1.
-
-The scripted server (~25 ms of imports) is imported inside the command, so that `ga --help` does not pay for it.
-"""
+"""`ga fake-llm`: the scripted OpenAI-compatible model (worker/scripted/) served on 127.0.0.1."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,6 +7,7 @@ from typing import Optional
 import typer
 
 from cli.kit import console, fail
+from worker.scripted import ScriptedServer, ScriptError
 
 commands = typer.Typer()
 
@@ -22,8 +20,6 @@ def fake_llm(
     log: Optional[Path] = typer.Option(None, "--log", help="Append every request received to this JSONL file"),
 ) -> None:
     """Serve the scripted OpenAI-compatible model on 127.0.0.1 until Ctrl-C."""
-    from worker.scripted import ScriptedServer, ScriptError  # see the module's docstring
-
     try:
         server = ScriptedServer(script, port=port, log_path=log, keep=0)
         url = server.start()

@@ -296,14 +296,14 @@ class WorkerActor:
         if job.memory == "none":
             return None
         if job.memory == "service":
-            from orchestrator.memory_service import NAMESPACE, ReplicaStore
+            from orchestrator.memory_service import NAMESPACE, ReplicaStore  # Ray: only a Ray run has a service
 
             if job.memory_service is None:
                 raise ValueError("the job is in memory service mode but names no service (Driver.job sets it)")
             key = f"service:{job.memory_service}"
             with _OPENING_STORES:
                 if key not in self.stores:
-                    import ray
+                    import ray  # Ray: the in-process executor runs this class without it
 
                     service = ray.get_actor(job.memory_service, namespace=NAMESPACE)
                     replica: StoreHandle = ReplicaStore(Path(str(job.memory_replica)), service)

@@ -111,7 +111,7 @@ def fanout(spec: SpecInput, *, workers: Optional[int] = None, resume: Optional[s
     if nest is None and os.environ.get(sandbox.ENV_MARK) == "bwrap":
         raise FanoutError("nested fan-out refused: this code_run has no model gateway (sandbox.network: off); "
                           "do the work in the current task, or let the parent's sandbox reach its gateway")
-    from orchestrator.driver import Driver, Nesting  # here, not at import: `ga --help` needs neither
+    from orchestrator.driver import Driver, Nesting  # here: +92 modules at every `ga` start (`ga --help` too)
 
     settings = settings or load_settings()
     nest = nest or Nesting()
@@ -165,7 +165,7 @@ def choose_executor(executor: str, address: Optional[str]) -> str:
 def open_executor(executor: str, address: Optional[str], num_cpus: Optional[int]) -> Executor:
     """The executor for this run; a cluster that cannot be reached raises pool.ClusterError."""
     if choose_executor(executor, address) == "local":
-        from orchestrator.local import LocalExecutor  # here: `ga --help` and a Ray run load neither executor
+        from orchestrator.local import LocalExecutor  # here: +83 modules at every `ga` start; a Ray run needs none
 
         return LocalExecutor()
     from orchestrator.pool import RayExecutor  # Ray (optional): imported only by a run on Ray
@@ -446,7 +446,7 @@ def serve_nested(request: JSONObject, parent: gateway.Parent) -> dict[str, objec
     settings = parent.settings.model_copy(deep=True)
     if parent.env.get("GA_MODEL"):  # the task's model, unless the nested spec names another
         settings.worker.model = parent.env["GA_MODEL"]
-    from orchestrator.driver import Nesting  # here, as in fanout(): `ga --help` needs no driver
+    from orchestrator.driver import Nesting  # here, as in fanout(): +92 modules at every `ga` start
 
     plan = _nested_plan(request, parent)
     tokens, cost = parent.budget  # what the gateway holds for this run: what the task had left

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from configs.idprefix import by_prefix
 from memory_shared import groupsync
-from memory_shared.fsutil import Folder, HeldElsewhere, Unsafe, atomic_write_text, hold
+from memory_shared.fsutil import Folder, HeldElsewhere, Unsafe, atomic_write_text, hold, is_abandoned
 from memory_shared.jsontypes import JSONObject
 from memory_shared.yamlsource import YamlError, load_yaml
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord, TaskResult
@@ -104,6 +104,12 @@ def spec_lines(spec: dict[str, object]) -> str:
         raise TypeError(f"a spec's tasks are a list (Plan.to_dict), not {type(tasks).__name__}")
     head = {**{k: v for k, v in spec.items() if k != "tasks"}, "tasks": len(tasks)}
     return "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in [head, *tasks])
+
+
+def driver_holds(path: Path) -> bool:
+    """Whether a driver holds the run's lock (the run is in progress)."""
+    lock = path / ".lock"
+    return lock.is_file() and not is_abandoned(lock)
 
 
 def spec_path(run_path: Path) -> Path:

@@ -29,6 +29,7 @@ from configs import Settings
 from memory_shared import MemoryStore, MemoryStoreError
 from worker.modelconfig import DEFAULT_MAX_TOKENS, ModelConfig, ModelConfigError, resolve_model
 from worker.prompt import SYSTEM_TEMPLATE
+from worker.scripted import ScriptError, load_script
 
 MIN_FREE_BYTES = 1_000_000  # less than this free in the runs dir: the disk is as good as full
 
@@ -223,8 +224,6 @@ def upper_bound(model_name: Optional[str], turns: int, max_cost: Optional[float]
 
 def model_facts(name: Optional[str], settings: Settings) -> Optional[ModelFacts]:
     if name and name.startswith("scripted:"):
-        from worker.scripted import ScriptError, load_script  # here: only a scripted model loads the scripted server
-
         try:
             fields = load_script(Path(name[len("scripted:"):])).model
         except ScriptError:

@@ -21,8 +21,7 @@ from typing import Optional
 from configs import load_settings
 from memory_shared.fsutil import atomic_write_text
 from memory_shared.jsontypes import JSONObject
-from orchestrator.ledger import RunDir, read_jsonl
-from orchestrator.views.runview import driver_holds
+from orchestrator.ledger import RunDir, driver_holds, read_jsonl
 
 ATTEMPT_ENDS = {"succeeded", "failed", "needs_input", "limit", "unverified", "retried", "requeued", "paused",
                 "stopped", "interrupted"}
@@ -101,7 +100,7 @@ def _call(run: str, task_id: str, runs_dir: Optional[Path], method: str, text: s
     opened = next((r for r in reversed(records) if r["event"] in ("run_started", "run_resumed")), {})
     uid = _running_uid(run_dir, records, task_id)
     if opened.get("executor") == "local":
-        from orchestrator.local import ask  # here: steering a Ray run, or `ga --help`, needs no local executor
+        from orchestrator.local import ask  # here: +83 modules at every `ga` start (orchestrator loads this)
 
         reply = ask(run_dir.path, {"op": method, "task_id": task_id, "text": text})
         if reply is None:

@@ -23,6 +23,11 @@ from worker.record import Stop
 from worker.taskspec import Runtime
 from worker.usage import Usage
 
+try:
+    import readline  # line editing and a history, where this Python has readline (optional)
+except ImportError:
+    readline = None
+
 COMMANDS = (("/help", "these commands"), ("/cost", "tokens and cost so far, its fan-outs' included"),
             ("/runs", "the fan-outs this session started"), ("/model NAME", "switch the model"),
             ("/sessions", "the latest sessions"), ("/resume ID", "continue another session"),
@@ -179,9 +184,7 @@ class Chat:
 
 def _line_editing(history_file: Path) -> None:
     """readline: arrow keys, editing and a persistent history of what was typed (where readline exists)."""
-    try:
-        import readline
-    except ImportError:
+    if readline is None:
         return
     history_file.parent.mkdir(parents=True, exist_ok=True)
     try:

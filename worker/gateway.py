@@ -40,13 +40,14 @@ import structlog
 
 from worker import telemetry
 from worker.keymask import KeyMask, Stream
+from worker.modelconfig import load_model_entries, resolve_model, user_model_files
 from worker.usage import Account, Usage, cost_of
 
 if TYPE_CHECKING:
     from worker.modelconfig import ModelConfig
 
-# orchestrator.fanout loads this module at every `ga` start (nested runs register here), so the model
-# configuration and the HTTP transport, which only a task's gateway needs, are imported where it uses them.
+# orchestrator.fanout loads this module at every `ga` start (nested runs register here), so the HTTP transport,
+# which only a task's gateway needs, is imported where it is used (worker.modelconfig is loaded by every start).
 PORT = 8411  # inside the sandbox's own network namespace: nothing else listens there
 PLACEHOLDER_KEY = "ga-gateway"  # what scripts see as OPENAI_API_KEY: the gateway adds the real one
 ENV_SOCKET = "GA_GATEWAY"  # the socket's path inside the sandbox: orchestrator.fanout posts nested runs there
@@ -115,8 +116,6 @@ class Gateway:
 
     def endpoint(self, name: Any) -> Optional[ModelConfig]:
         """The configured model a request goes to: the user's models.yaml entry it names, else the task's model."""
-        from worker.modelconfig import resolve_model, user_model_files
-
         if isinstance(name, str) and name in self._entry_names() and name != self._own_name():
             if name not in self._configs:
                 self._configs[name] = resolve_model(name, self.settings, user_model_files())
@@ -132,8 +131,6 @@ class Gateway:
     def _user_entries(self) -> dict[str, tuple[dict, dict[str, str]]]:
         """The models the user configured: the shipped file and ~/.config/ga/models.yaml, never the project's
         models.yaml (a task can write it) nor anything a request names (read once a task)."""
-        from worker.modelconfig import load_model_entries, user_model_files
-
         if self._entries is None:
             self._entries = load_model_entries(user_model_files())
         return self._entries

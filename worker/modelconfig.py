@@ -95,7 +95,7 @@ class ModelConfig(BaseModel):
 
     def chat_url(self) -> str:
         """The endpoint's chat completions URL; ModelConfigError when base_url cannot be used."""
-        from worker.model.transport import BadURL, check_url  # here: httpx, which `ga --help` does not need
+        from worker.model.transport import BadURL, check_url  # here: httpcore2, ~60 modules `ga --help` does not need
 
         url = self.base_url.rstrip("/") + "/chat/completions"
         try:
@@ -222,7 +222,7 @@ def _expanded(value: Any) -> Any:
 
 
 def _scripted_file(name: str, resend: int) -> ModelConfig:
-    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # only a scripted model needs it
+    from worker.scripted import ScriptError, ensure_scripted_server, load_script  # here: 3 import floors less
 
     path = Path(name[len("scripted:"):]).expanduser()
     shipped = SHIPPED_FILE.parent.parent / path  # the shipped examples work from any directory

@@ -52,8 +52,7 @@ class TaskCheck(BaseModel):
 
 def run_check(check: TaskCheck, answer: str, ctx: "ToolContext") -> tuple[bool, str]:
     """(passed, one line saying what was checked or why it failed)."""
-    # imported here, not at the top: validating a tasks file needs TaskCheck only
-    from worker.tools.code import CodeRunArgs, run_script
+    from worker.tools.code import CodeRunArgs, run_script  # here: the tools, +15 modules at every `ga` start
 
     done: list[str] = []
     if check.pattern is not None:

@@ -14,6 +14,7 @@ from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import Clock, local_now, user_job
 from worker.model import ModelError
 from worker.modelconfig import ModelConfigError
+from worker.oneshot import run_one
 
 log = structlog.get_logger("ga.daemon")
 ANSWER_CHARS = 2000
@@ -44,8 +45,6 @@ class TriggeredRun(_RunEnd, total=False):
 def run_task(task: str, settings: Settings, *, kind: str, model_name: Optional[str] = None,
              workdir: Optional[Path] = None, now: Optional[Clock] = None) -> TriggeredRun:
     """Run `task` with worker.oneshot.run_one; never raises for a model or config problem (status failed)."""
-    from worker.oneshot import run_one  # the agent loop: `ga --help` and `ga schedule --help` load this module
-
     clock = now or local_now
     started = clock()
     if settings.sandbox.mode == "off":  # reflect and scheduled tasks run model-written code unattended

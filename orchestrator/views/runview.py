@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from memory_shared.fsutil import is_abandoned
 from memory_shared.jsontypes import JSONObject
-from orchestrator.ledger import RunDir, read_jsonl
+from orchestrator.ledger import RunDir, driver_holds, read_jsonl
 from orchestrator.views.runlist import RunRow, list_runs
 from worker.history import replay
 
@@ -300,12 +299,6 @@ def _reduce_result(path: Path) -> Optional[JSONObject]:
         return json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
     except (OSError, ValueError):
         return None
-
-
-def driver_holds(path: Path) -> bool:
-    """Whether a driver holds the run's lock (the run is in progress)."""
-    lock = path / ".lock"
-    return lock.is_file() and not is_abandoned(lock)
 
 
 def _text(content: object) -> str:
