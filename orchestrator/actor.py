@@ -32,9 +32,8 @@ from memory_shared import MemoryStore, StoreHandle, fsutil
 from orchestrator.executor import TaskProgress
 from orchestrator.governor import FailoverModel, task_model
 from orchestrator.inputfiles import copy_input
-from orchestrator.jobparts import Lease
 from orchestrator.reaper import alive
-from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
+from orchestrator.records import ActorInfo, Job, Lease, NestedUsage, TaskRecord
 from worker.agent import Worker
 from worker.model import Model
 from worker.record import Failure, Stop

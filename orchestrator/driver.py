@@ -17,11 +17,11 @@ from orchestrator.executor import Executor, MemoryPlacement
 from orchestrator.exitcodes import run_exit, task_done
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
-from orchestrator.jobparts import EndpointGovernor
 from orchestrator.ledger import RunDir, StoredResults
 from orchestrator.maploop import MapLoop, MapOutcome
 from orchestrator.records import (
     BudgetLimits,
+    EndpointGovernor,
     Fallback,
     Job,
     MemoryKept,

@@ -2,7 +2,7 @@
 
 The seams are the protocols below: `Executor` (what a run asks of where its workers live), `Pool` (the
 places tasks run, as the map loop, reduce and driver use them) and `EndpointGovernor` (one model endpoint's
-rate limits; in orchestrator/jobparts.py, as a `Job` holds one). Both executors satisfy them, checked by
+rate limits; in orchestrator/records.py, as a `Job` holds one). Both executors satisfy them, checked by
 pyright: `local.LocalExecutor`/`LocalPool` (threads of the driver's own process, never importing Ray) and
 `pool.RayExecutor`/`RayPool` (Ray actor processes).
 
@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar
 
-from orchestrator.jobparts import EndpointGovernor, Lease
-
 if TYPE_CHECKING:
     from configs import Settings
     from configs.settings import FanoutSettings
-    from orchestrator.records import Job, TaskRecord
+    from orchestrator.records import EndpointGovernor, Job, Lease, TaskRecord
 
 TicketT = TypeVar("TicketT")  # what `submit` hands back: a concurrent Future (threads) or a Ray ObjectRef
 ItemT = TypeVar("ItemT")

@@ -21,8 +21,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from configs.logs import redact_text
-from orchestrator.jobparts import EndpointGovernor, GovernorSnapshot
-from orchestrator.records import Job
+from orchestrator.records import EndpointGovernor, GovernorSnapshot, Job
 from worker.model import HookedModel, LLMClient, Model, ModelError, Reply
 from worker.usage import Usage
 

@@ -14,7 +14,7 @@ from ray import ObjectRef
 from ray.actor import ActorClass, ActorHandle
 
 from orchestrator.governor import NAMESPACE, Governor, GovernorGone, actor_name
-from orchestrator.jobparts import GovernorSnapshot
+from orchestrator.records import GovernorSnapshot
 
 if TYPE_CHECKING:
     from configs.settings import FanoutSettings

@@ -47,9 +47,8 @@ from orchestrator.executor import (  # noqa: E402
     drain,
 )
 from orchestrator.governor_ray import RemoteGovernor, governor_for  # noqa: E402
-from orchestrator.jobparts import DriverIdentity, Lease  # noqa: E402
 from orchestrator.memory_service import memory_mode  # noqa: E402
-from orchestrator.records import Job, TaskRecord  # noqa: E402
+from orchestrator.records import DriverIdentity, Job, Lease, TaskRecord  # noqa: E402
 
 if TYPE_CHECKING:
     from configs import Settings

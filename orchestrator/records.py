@@ -3,8 +3,9 @@
 `Job` goes from the driver to an actor; an actor answers with a `TaskRecord` (worker/record.py: the record
 its Worker returned, with the actor's part added), which is also a line of `results.jsonl` and the `record`
 of a `reduce_result` ledger event; `LedgerEvent` is a line of
-`ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. `Usage` is
-the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
+`ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. A `Job` also carries the
+driver's `Lease` and its endpoint's governor (`EndpointGovernor`, whose `GovernorSnapshot`s summary.json holds).
+`Usage` is the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
 generated from these models (`write_schemas`); a test checks they are current.
 
 Reading is lenient (unknown keys are kept, missing ones take their defaults), so run directories
@@ -22,7 +23,6 @@ from typing_extensions import NotRequired, TypedDict
 
 from configs import Settings
 from memory_shared.jsontypes import JSONObject
-from orchestrator.jobparts import EndpointGovernor, GovernorSnapshot, Lease
 from worker.context.cut import cut_head_tail
 from worker.modelconfig import ModelConfig
 from worker.record import ActorInfo, Kind, NestedUsage, TaskRecord
@@ -32,8 +32,53 @@ from worker.usage import Usage
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
 
-__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts",
-           "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
+__all__ = ["ActorInfo", "DriverIdentity", "EndpointGovernor", "GovernorSnapshot", "Job", "Lease", "LedgerEvent",
+           "MemoryKept", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts", "TaskRecord",
+           "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
+
+# ---- what a Job carries besides records: the driver's lease, its endpoint's governor ----
+# (here, not in executor.py, which names them: this module's models hold them, and executor.py names this module's
+# under TYPE_CHECKING; typing_extensions' TypedDict, as pydantic validates a Lease and asks for it on Python < 3.12)
+
+
+class DriverIdentity(TypedDict):
+    """The driver's process, which a worker in the same pid namespace checks directly (orchestrator/reaper.py); with
+    `lessee` and `ttl`, a job's lease (Pool.lease_for_job)."""
+
+    pid: int
+    pid_started: Optional[int]  # its start time: tells it from a later process of the same pid
+    namespace: str  # the machine's boot and pid namespace ("" when unknown)
+
+
+class Lease(DriverIdentity):
+    """What a job carries so its worker can tell when its driver is gone (WorkerActor.renew)."""
+
+    lessee: str  # the driver's name with the actor manager
+    ttl: float  # seconds without renewal after which the worker takes the driver for gone
+
+
+# an endpoint governor's state and counts, as reported; int before float: pydantic keeps a count an int
+GovernorSnapshot = dict[str, Union[str, int, float, bool, None]]
+
+
+class EndpointGovernor(Protocol):
+    """One model endpoint's rate limits and circuit (orchestrator/governor.py): in this process, or a Ray actor."""
+
+    @property
+    def instance(self) -> str:
+        """Tells a re-created governor (same name) from the one before."""
+        ...
+
+    def acquire(self, client: str, tokens: int = 0) -> float: ...
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None: ...
+
+    def rate_limited(self, client: str, retry_after: float) -> None: ...
+
+    def watch(self, version: int, timeout: float) -> tuple[int, bool]: ...
+
+    def snapshot(self) -> GovernorSnapshot: ...
+
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
 
