@@ -177,7 +177,7 @@ def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path
                          "--from-last-good to run them")
         models = _recorded_models(plan, stored, settings, None)
         origin: Origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded},
-                  "fork_model": _live_name(live)}
+                          "fork_model": _live_name(live)}
         return _execute(run, plan, recorded, settings, models, live, notes, source=run.run_id, keep_going=False,
                         workers=workers, origin=origin, spent=spent)
     finally:
