@@ -18,7 +18,7 @@ user did not get.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, Protocol
 
 from memory_shared.yamlsource import line_of
 
@@ -72,26 +72,34 @@ PROJECT_KEYS: dict[tuple[str, ...], Rule] = {
 }
 
 
-def _higher(project: Any, baseline: Any) -> bool:
-    """A limit raised: None means no limit (the highest)."""
+def _higher(project: object, baseline: object) -> bool:
+    """A limit raised: None means no limit (the highest). Limits are numbers (a boolean too: false < true)."""
     if project is None:
         return baseline is not None
-    return baseline is not None and project > baseline
+    if baseline is None:
+        return False
+    if not isinstance(project, (int, float)) or not isinstance(baseline, (int, float)):
+        raise TypeError(f"a limit is a number, not {project!r} against {baseline!r}")
+    return project > baseline
 
 
-def _more_paths(project: list, baseline: list) -> bool:
+def _more_paths(project: object, baseline: object) -> bool:
+    if not isinstance(project, list) or not isinstance(baseline, list):
+        raise TypeError(f"paths are a list, not {project!r} against {baseline!r}")
     return not {Path(p).expanduser() for p in project} <= {Path(p).expanduser() for p in baseline}
 
 
-def _network_wider(project: Any, baseline: Any) -> bool:
-    def rank(value: Any) -> int:  # off < gateway < gateway and listed hosts < open
-        return 2 if isinstance(value, list) else {"off": 0, "gateway": 1}.get(value, 3)
+def _network_wider(project: object, baseline: object) -> bool:
+    def rank(value: object) -> int:  # off < gateway < gateway and listed hosts < open
+        if isinstance(value, list):
+            return 2
+        return {"off": 0, "gateway": 1}.get(value, 3) if isinstance(value, str) else 3
     if isinstance(project, list) and isinstance(baseline, list):
         return not set(project) <= set(baseline)
     return rank(project) > rank(baseline)
 
 
-WEAKER: dict[Rule, Callable[[Any, Any], bool]] = {
+WEAKER: dict[Rule, Callable[[object, object], bool]] = {
     "lower": _higher,
     "subset": _more_paths,
     "network": _network_wider,
@@ -109,15 +117,31 @@ WHY: dict[Rule, str] = {
 }
 
 
-def value_of(settings: Any, key: tuple[str, ...]) -> object:  # Any: a Settings (it imports this module), walked by name
-    """The value of `key` in a Settings (sandbox limits as this machine resolves a null)."""
-    node = settings.sandbox.limits.resolved() if key[:2] == ("sandbox", "limits") else settings
+class _Limits(Protocol):
+    def resolved(self) -> object: ...
+
+
+class _Sandbox(Protocol):
+    @property
+    def limits(self) -> _Limits: ...
+
+
+class WalkedSettings(Protocol):
+    """A Settings as value_of walks it (by name; configs.settings imports this module, so not named here)."""
+
+    @property
+    def sandbox(self) -> _Sandbox: ...
+
+
+def value_of(settings: WalkedSettings, key: tuple[str, ...]) -> object:
+    """The value of `key` in a Settings, walked by name (sandbox limits as this machine resolves a null)."""
+    node: object = settings.sandbox.limits.resolved() if key[:2] == ("sandbox", "limits") else settings
     for part in key[2:] if key[:2] == ("sandbox", "limits") else key:
         node = getattr(node, part)
     return node
 
 
-def check_project(settings: Any, baseline: Any, path: Path, data: dict, lines: dict) -> None:
+def check_project(settings: WalkedSettings, baseline: WalkedSettings, path: Path, data: dict, lines: dict) -> None:
     """Raise WeakerSetting for the first key (by line) the project file at `path` sets that is not classified,
     or whose value in `settings` (with the file) is weaker than in `baseline` (the same layers without it)."""
     found = []

@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import Literal, Mapping, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from configs.projecttrust import WeakerSetting, check_project
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import FieldError
 from memory_shared.yamlsource import (
     YamlError,
@@ -169,7 +170,7 @@ class SandboxLimits(Section):
 NetworkMode = Union[Literal["gateway", "open", "off"], list[str]]
 
 
-def network_mode(value: Any) -> Any:
+def network_mode(value: object) -> object:
     """`sandbox.network` (settings and tasks files): gateway, open, off, or a list of host names. The booleans of
     older configs still read: true is open, false is off (YAML reads on/off as booleans too)."""
     if isinstance(value, bool):
@@ -183,7 +184,7 @@ def network_mode(value: Any) -> Any:
     return value
 
 
-def sandbox_shorthand(value: Any) -> Any:
+def sandbox_shorthand(value: object) -> object:
     """`sandbox:` as settings and tasks files both write it: `off` or `bwrap` for the whole section, and a mode
     YAML read as a boolean (`off` is false; true is bwrap)."""
     if isinstance(value, (bool, str)):
@@ -274,7 +275,7 @@ def load_settings(
 
 
 def _merge_layers(layers: list[tuple[str, dict, dict]]) -> Settings:
-    merged: dict[str, Any] = {}
+    merged: JSONObject = {}
     settings = Settings()
     for source, data, lines in layers:
         _merge(merged, copy.deepcopy(data))
@@ -294,8 +295,8 @@ def _read_layer(path: Path) -> tuple[dict, dict]:
     return data, lines
 
 
-def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
-    layer: dict[str, Any] = {}
+def _env_layer(environ: Mapping[str, str]) -> JSONObject:
+    layer: JSONObject = {}
     for name, raw in environ.items():
         if name in ENV_ALIASES:
             keys = ENV_ALIASES[name]
@@ -307,7 +308,7 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     return layer
 
 
-def _env_value(name: str, raw: str) -> Any:
+def _env_value(name: str, raw: str) -> object:
     if not raw:
         return None
     try:
@@ -316,8 +317,9 @@ def _env_value(name: str, raw: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _nest(flat: Mapping[str, object]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
+def _nest(flat: Mapping[str, object]) -> JSONObject:
+    """{"a.b": 1} -> {"a": {"b": 1}}: a layer of settings as a file would write it (its values unchecked)."""
+    nested: JSONObject = {}
     for dotted, value in flat.items():
         node = nested
         *parents, leaf = dotted.split(".")
@@ -349,9 +351,12 @@ def _describe(error: ErrorDetails, source: str, lines: dict) -> str:
     line = line_of(lines, loc)
     where = f"{source}:{line}" if line else source
     if error["type"] == "extra_forbidden":
-        model: Any = Settings
+        model: type[BaseModel] = Settings
         for part in loc[:-1]:
-            model = model.model_fields[part].annotation
+            section = model.model_fields[part].annotation
+            if not (isinstance(section, type) and issubclass(section, BaseModel)):
+                break
+            model = section
         allowed = list(model.model_fields)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""

@@ -18,12 +18,20 @@ import os
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Optional
+from typing import ContextManager, Iterator, Optional, TypedDict
 from urllib.parse import quote, unquote
 
 from . import faults
 from .fsutil import Folder, Unsafe, atomic_replace, flocked, unique, write_all
 from .groupsync import durable
+from .jsontypes import JSONObject
+
+
+class ArchiveStatus(TypedDict):
+    raw_sessions: int
+    months: dict[str, int]  # month -> sessions archived
+    summarized_months: list[str]
+
 
 TEMP_MARK = ".tmp-"
 HISTORY_CAP = 1 << 30  # bytes: a longer history is refused (a sparse file a task grew must not fill the disk)
@@ -99,7 +107,7 @@ class Archive:
                 durable(month.fd)
         return target
 
-    def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, Any]:
+    def compress(self, older_than_days: int = 7, *, now: Optional[datetime] = None) -> dict[str, list[str]]:
         """Fold raw sessions older than N days into their monthly archive, then drop old months."""
         now = now or datetime.now().astimezone()
         cutoff = (now - timedelta(days=older_than_days)).strftime("%Y-%m-%d")
@@ -130,7 +138,7 @@ class Archive:
             faults.point("archive.after_raw_unlink")
         with contextlib.suppress(OSError):  # the month's raw directory, once empty
             raws[0].parent.rmdir()
-        return [record["source"] for record in added]
+        return [str(record["source"]) for record in added]
 
     def _drop_old_months(self, now: datetime) -> list[str]:
         first_kept = _month_minus(now.strftime("%Y-%m"), self.keep_months - 1)
@@ -138,7 +146,7 @@ class Archive:
         if not old:
             return []
         summary_path = self.dir / "summary.jsonl"
-        summaries = _read_jsonl(summary_path)
+        summaries = _summaries(summary_path)
         done = {entry["month"] for entry in summaries}
         for path in old:
             month = path.name[:7]
@@ -157,13 +165,13 @@ class Archive:
     # ---- reading -------------------------------------------------------------------------------
 
     def search(self, date: Optional[str] = None, task_id: Optional[str] = None,
-               text: Optional[str] = None) -> list[dict[str, Any]]:
+               text: Optional[str] = None) -> list[JSONObject]:
         """Sessions matching every given filter: date "YYYY-MM-DD" or "YYYY-MM", exact task id,
         case-insensitive text in the user lines, step summaries or final answer."""
         if date is not None and not (DAY.match(date) or MONTH.match(date)):
             raise ValueError(f"date {date!r}: expected YYYY-MM-DD or YYYY-MM")
         needle = text.lower() if text else None
-        found: list[dict[str, Any]] = []
+        found: list[JSONObject] = []
         if not self.dir.is_dir():
             return found
         with self._locked(shared=True):
@@ -172,7 +180,7 @@ class Archive:
             folded = {record["source"] for record in candidates}  # a crash can leave both copies
             candidates += [compact_session(p, state="raw") for p in self._raw_files()
                            if _month_matches(p.name[:7], date) and p.name not in folded]
-            summaries = _read_jsonl(self.dir / "summary.jsonl")
+            summaries = _summaries(self.dir / "summary.jsonl")
         for record in candidates:
             if date and not record["date"].startswith(date):
                 continue
@@ -189,7 +197,7 @@ class Archive:
             found.append(entry)
         return sorted(found, key=lambda r: (r.get("date", r.get("month", "")), r.get("task_id", "")))
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ArchiveStatus:
         """Counts for display: raw sessions, months archived, months summarized."""
         if not self.dir.is_dir():
             return {"raw_sessions": 0, "months": {}, "summarized_months": []}
@@ -198,7 +206,7 @@ class Archive:
             return {
                 "raw_sessions": len(list(self._raw_files())),
                 "months": months,
-                "summarized_months": [e["month"] for e in _read_jsonl(self.dir / "summary.jsonl")],
+                "summarized_months": [e["month"] for e in _summaries(self.dir / "summary.jsonl")],
             }
 
     # ---- plumbing ------------------------------------------------------------------------------
@@ -215,7 +223,8 @@ class Archive:
     def _month_files(self) -> list[Path]:
         return sorted(p for p in self.dir.glob("????-??.jsonl.gz"))
 
-    def _read_month(self, path: Path) -> list[dict[str, Any]]:
+    def _read_month(self, path: Path) -> list[JSONObject]:
+        """A month's session records as the archive holds them (written by this ga or an older one)."""
         if not path.exists():
             return []
         with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -243,7 +252,7 @@ class Archive:
 # ---- compaction of one session --------------------------------------------------------------
 
 
-def compact_session(raw: Path, *, state: str = "compressed") -> dict[str, Any]:
+def compact_session(raw: Path, *, state: str = "compressed") -> dict[str, object]:
     """The compact record of a raw history: user lines, one line per agent turn, final answer."""
     stem = raw.name.split(".jsonl")[0]
     task_part = stem[11:].split("~")[0]
@@ -272,7 +281,7 @@ def compact_session(raw: Path, *, state: str = "compressed") -> dict[str, Any]:
     }
 
 
-def _messages(node: object) -> Iterator[dict[str, Any]]:
+def _messages(node: object) -> Iterator[dict[str, object]]:
     """Every OpenAI-style message inside a history entry, in order, wherever it is nested."""
     if isinstance(node, dict):
         if isinstance(node.get("role"), str):
@@ -302,10 +311,11 @@ def _user_line(content: object) -> str:
     return _one_line(ANCHOR_TAGS.sub("", _text(content)), USER_CHARS)
 
 
-def _agent_line(message: dict[str, Any]) -> tuple[str, str]:
+def _agent_line(message: dict[str, object]) -> tuple[str, str]:
     """(one-line summary, final answer if this turn answered without calling a tool)."""
     content = _text(message.get("content"))
-    calls = [_call_line(c.get("function", c)) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    listed = message.get("tool_calls")
+    calls = [_call_line(c.get("function", c)) for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     for block in TEXT_TOOL_USE.findall(content):
         with contextlib.suppress(ValueError, AttributeError):
             calls.append(_call_line(json.loads(block)))
@@ -315,8 +325,8 @@ def _agent_line(message: dict[str, Any]) -> tuple[str, str]:
     return _one_line(f"answer: {answer}", LINE_CHARS), answer
 
 
-def _call_line(call: dict[str, Any]) -> str:
-    args: Any = call.get("arguments", {})
+def _call_line(call: dict[str, object]) -> str:
+    args: object = call.get("arguments", {})
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -329,10 +339,10 @@ def _call_line(call: dict[str, Any]) -> str:
     return f"{call.get('name', '?')}({shown})"
 
 
-def _read_jsonl(path: Path, *, tolerant: bool = False) -> list[Any]:
+def _read_jsonl(path: Path, *, tolerant: bool = False) -> list[object]:
     if not path.exists():
         return []
-    entries = []
+    entries: list[object] = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if not line.strip():
@@ -345,7 +355,12 @@ def _read_jsonl(path: Path, *, tolerant: bool = False) -> list[Any]:
     return entries
 
 
-def _searchable(record: dict[str, Any]) -> str:
+def _summaries(path: Path) -> list[JSONObject]:
+    """The entries of summary.jsonl (dropped months), as written."""
+    return [entry for entry in _read_jsonl(path) if isinstance(entry, dict)]
+
+
+def _searchable(record: JSONObject) -> str:
     return "\n".join([*record.get("user", []), *record.get("steps", []), record.get("final", "")]).lower()
 
 

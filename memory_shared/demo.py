@@ -4,7 +4,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, TypedDict
 
 from .errors import CommitConflict
 from .gate import Execution, StagedChange, consolidate
@@ -27,7 +27,17 @@ def _committer(root: str, worker: int, commits: int) -> None:
             txn.patch(L2_FACTS, _slot(worker, k), f"- slot {worker}.{k}: filled by process {worker}\n")
 
 
-def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8, commits: int = 5) -> dict[str, Any]:
+class DemoFigures(TypedDict):
+    root: str
+    head: int
+    lost_updates: int
+    snapshot_stable: bool
+    conflict: str
+    gate_generation: Optional[int]
+    failed_processes: list[Optional[int]]  # the exit codes of the processes that failed
+
+
+def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8, commits: int = 5) -> DemoFigures:
     """Run every step, reporting each through `say(title, detail)`; return the figures."""
     store = MemoryStore(root, create=True)
     say("store", f"created at {root}, HEAD = generation {store.head()}")
@@ -49,7 +59,7 @@ def run_demo(root: Path, say: Callable[[str, str], None], *, processes: int = 8,
 
 
 def _concurrent_commits(store: MemoryStore, say: Callable[[str, str], None], processes: int,
-                        commits: int) -> tuple[int, list]:
+                        commits: int) -> tuple[int, list[Optional[int]]]:
     """`processes` processes commit at once; return the lost updates and the exit codes of failed ones."""
     forks = "fork" in multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork") if forks else multiprocessing.get_context("spawn")

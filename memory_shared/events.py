@@ -5,7 +5,8 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+
+from .jsontypes import JSONObject
 
 NAME = "events.jsonl"
 
@@ -20,8 +21,8 @@ def append(root: Path, event: str, **fields: object) -> None:
         os.close(fd)
 
 
-def read(root: Path) -> list[dict[str, Any]]:
-    """Every readable event in order (a torn last line is skipped: its writer died before it counted)."""
+def read(root: Path) -> list[JSONObject]:
+    """Every readable event in order, as written (by this ga or an older one) (a torn last line is skipped: its writer died before it counted)."""
     try:
         data = (root / NAME).read_bytes()
     except FileNotFoundError:

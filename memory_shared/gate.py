@@ -28,7 +28,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Callable, Literal, Optional
 
 import structlog
 
@@ -101,7 +101,7 @@ class GatePolicy:
     admit: Admit = "auto"
     bounds: Bounds = Bounds()
     verified: dict[str, Verification] = field(default_factory=dict)
-    who: dict[str, Any] = field(default_factory=dict)
+    who: dict[str, object] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
     base_tree: Optional[Path] = None
     l3_files: Optional[int] = None  # files under L3/ before the commit (default: counted in base_tree)
@@ -117,7 +117,7 @@ class GateReport:
     proposal: Optional[str] = None
     trust: dict[str, str] = field(default_factory=dict)                 # path -> trust of what landed
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> dict[str, object]:
         """What a task kept, for its TaskRecord and the run's summary: committed, proposed, refused paths."""
         return {"generation": self.generation, "committed": sorted({c.path for c in self.accepted}),
                 "proposed": sorted({c.path for c, _ in self.held}), "proposal": self.proposal,
@@ -435,7 +435,7 @@ def _as_patches(before: Optional[str], after: str) -> Optional[list[tuple[str, s
     return patches if text == after else None
 
 
-def _who(policy: GatePolicy) -> dict[str, Any]:
+def _who(policy: GatePolicy) -> dict[str, object]:
     return {k: v for k, v in policy.who.items() if v is not None}
 
 
@@ -464,7 +464,7 @@ def _record(entry: _Path, executions: list[Execution], policy: GatePolicy, key: 
     return record
 
 
-def _pointer_check(lines: list[str], policy: GatePolicy) -> Optional[dict[str, Any]]:
+def _pointer_check(lines: list[str], policy: GatePolicy) -> Optional[dict[str, object]]:
     pointed = sorted({p for line in lines for p in _pointed(line)})
     checks = [policy.verified[p] for p in pointed if p in policy.verified]
     if not checks:

@@ -6,11 +6,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Mapping
 
 import yaml
 
 from .errors import L1TooLarge
+from .jsontypes import JSONObject
 from .yamlsource import YamlError, load_text
 
 L0_DIR = "L0"
@@ -88,7 +89,7 @@ def read_l0(snapshot_path: Path | str) -> str:
     return "\n\n".join(p.read_text(encoding="utf-8").strip() for p in files)
 
 
-def parse_sop(text: str, where: str = "SOP") -> tuple[dict[str, Any], str]:
+def parse_sop(text: str, where: str = "SOP") -> tuple[JSONObject, str]:
     """Split an L3 SOP into its YAML front matter and Markdown body; refuse a missing or incomplete header. A model
     writes it: it is read by the one bounded loader (size, depth, aliases, duplicate keys), errors as `where`:line."""
     match = _FRONT.match(text)
@@ -108,7 +109,7 @@ def parse_sop(text: str, where: str = "SOP") -> tuple[dict[str, Any], str]:
     return front, text[match.end():]
 
 
-def format_sop(front_matter: dict[str, Any], body: str) -> str:
+def format_sop(front_matter: Mapping[str, object], body: str) -> str:
     """The SOP file text: front matter (known fields first) and the body."""
     missing = [key for key in SOP_FIELDS if key not in front_matter]
     if missing:

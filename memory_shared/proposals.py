@@ -14,8 +14,9 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
+from .jsontypes import JSONObject
 from .provenance import MAX_RECORD_BYTES, PROPOSALS_DIR
 
 State = Literal["open", "accepted", "rejected"]
@@ -36,10 +37,11 @@ class ProposedChange:
 class Proposal:
     id: str
     reason: str                                   # why it waits: one line
-    who: dict[str, Any] = field(default_factory=dict)
+    who: dict[str, object] = field(default_factory=dict)
     base: int = 0                                 # the generation the task worked on
-    changes: list[dict[str, Any]] = field(default_factory=list)   # ProposedChange as dicts
-    records: list[dict[str, Any]] = field(default_factory=list)   # provenance.Record as dicts, per path
+    # ProposedChange and provenance.Record (per path) as dicts: as the proposal's file holds them (an older ga's too)
+    changes: list[JSONObject] = field(default_factory=list)
+    records: list[JSONObject] = field(default_factory=list)
     state: str = "open"
     time: float = 0.0
     decided_by: Optional[str] = None

@@ -26,7 +26,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 Trust = Literal["person", "verified", "sourced", "proposed"]
 TRUSTS: tuple[str, ...] = ("person", "verified", "sourced", "proposed")
@@ -93,10 +93,10 @@ class Record:
     path: str
     scope: Literal["file", "lines"]
     trust: str
-    who: dict[str, Any] = field(default_factory=dict)      # author, run, task, attempt, model
-    backs: list[dict[str, Any]] = field(default_factory=list)
+    who: dict[str, object] = field(default_factory=dict)      # author, run, task, attempt, model
+    backs: list[dict[str, object]] = field(default_factory=list)  # the executions before the change
     read: list[dict[str, str]] = field(default_factory=list)  # {"url": ...}, {"file": ...}, {"memory": ...}
-    verification: Optional[dict[str, Any]] = None
+    verification: Optional[dict[str, object]] = None  # a Verification as a dict, or a pointer check
     file_sha256: str = ""                                    # scope file: the text it vouches for
     lines: list[dict[str, str]] = field(default_factory=list)  # scope lines: {"sha256", "text"}
     time: float = 0.0

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Iterator, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -50,7 +50,7 @@ DIMENSIONS: tuple[str, ...] = ("breadth", "depth", "utility", "innovation")
 INITIAL_WEIGHTS: dict[str, float] = {"breadth": 0.3, "depth": 0.2, "utility": 0.3, "innovation": 0.2}
 
 
-def _from_sequence(data: Any) -> Any:
+def _from_sequence(data: object) -> object:
     """Accept [b, d, u, i] as well as a mapping (the store's seed and hand edits use either)."""
     if isinstance(data, (list, tuple)):
         if len(data) != len(DIMENSIONS):
@@ -70,7 +70,7 @@ class ScoreVector(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _coerce(cls, data: Any) -> Any:
+    def _coerce(cls, data: object) -> object:
         return _from_sequence(data)
 
     def values(self) -> tuple[float, ...]:
@@ -94,7 +94,7 @@ class Weights(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _coerce(cls, data: Any) -> Any:
+    def _coerce(cls, data: object) -> object:
         return _from_sequence(data)
 
     @model_validator(mode="after")
@@ -205,7 +205,7 @@ class SkillTree(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _tolerate(cls, data: Any) -> Any:
+    def _tolerate(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -242,7 +242,7 @@ class SkillTree(BaseModel):
             categories[skill.category] = Category(name=skill.category, created=skill.created)
         return self.copy_with(categories=categories, skills={**self.skills, skill.id: skill})
 
-    def copy_with(self, **changes: Any) -> "SkillTree":
+    def copy_with(self, **changes: object) -> "SkillTree":
         """A new tree sharing the (immutable) skills and categories, with fresh containers."""
         fresh = {"categories": dict(self.categories), "skills": dict(self.skills),
                  "weight_history": list(self.weight_history)}

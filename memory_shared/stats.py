@@ -11,7 +11,9 @@ import os
 import select
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
+
+from .jsontypes import JSONObject
 
 PIPE_BUF = getattr(select, "PIPE_BUF", 4096)
 When = Union[datetime, float, int, None]
@@ -50,8 +52,8 @@ class AccessLog:
         finally:
             os.close(fd)
 
-    def entries(self, since: When = None, until: When = None, prefix: Optional[str] = None) -> Iterator[dict[str, Any]]:
-        """Reads in [since, until), optionally only paths starting with `prefix`."""
+    def entries(self, since: When = None, until: When = None, prefix: Optional[str] = None) -> Iterator[JSONObject]:
+        """Reads in [since, until), optionally only paths starting with `prefix` (lines as written)."""
         low, high = _epoch(since), _epoch(until)
         if not self.path.exists():
             return

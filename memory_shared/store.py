@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 from . import commitlog, events, faults, fixes, layers, manifest, transaction
 from .commitlog import Commit
@@ -71,7 +71,7 @@ class Snapshot:
 class _InitDescriptor:
     """`MemoryStore.init(root, ...)` creates a store; `store.init()` initializes this one (both idempotent)."""
 
-    def __get__(self, obj: Optional["MemoryStore"], cls: type["MemoryStore"]) -> Any:
+    def __get__(self, obj: Optional["MemoryStore"], cls: type["MemoryStore"]) -> Callable[..., "MemoryStore"]:
         if obj is None:
             return lambda root, **options: cls(root, create=True, **options)
         return obj._init

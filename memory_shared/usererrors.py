@@ -4,9 +4,10 @@ Which exceptions a user can cause and their one-line description, for the comman
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 # pydantic names union members in error locations: str, dict[str,any], function-after[...], a model's class
 TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
@@ -21,7 +22,7 @@ class FieldError(NamedTuple):
     got: str  # " (got 'x')", or "" where the input is a mapping or a validator's own message says it
 
     @classmethod
-    def of(cls, error: Any, tags: Iterable[str] = ()) -> "FieldError":
+    def of(cls, error: ErrorDetails, tags: Iterable[str] = ()) -> "FieldError":
         tags = TYPE_TAGS | set(tags)
         loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (p in tags or "[" in p or p.startswith("function-"))))
         message = str(error["msg"]).removeprefix("Value error, ")

@@ -49,7 +49,7 @@ def current_limits() -> YamlLimits:
 
 
 def load_yaml(path: Path, limits: Optional[YamlLimits] = None) -> tuple[Any, dict[tuple, int]]:
-    """Return the parsed document and a map from key paths (tuples) to 1-based lines."""
+    """Return the parsed document (unchecked: what the file holds) and a map from key paths (tuples) to 1-based lines."""
     path = Path(path)
     limits = limits or _limits
     with path.open("rb") as handle:
@@ -126,7 +126,7 @@ class _Composer:
         self.alias_nodes = 0
         self.marks: dict[int, yaml.Mark] = {}  # line -> the one mark the nodes starting on it share
 
-    def mark(self, event: Any) -> yaml.Mark:
+    def mark(self, event: yaml.Event) -> yaml.Mark:
         """The start of an event's node, by line only: the parser's own marks (two per node, each with a dict)
         were most of a large file's node tree (20 MB of 10,000 one-line tasks); errors name lines, not columns."""
         line = event.start_mark.line
@@ -187,7 +187,7 @@ class _Composer:
                 root = node
         return root
 
-    def anchor(self, event: Any, node: yaml.Node) -> None:
+    def anchor(self, event: yaml.NodeEvent, node: yaml.Node) -> None:
         if event.anchor is not None:
             self.anchors[event.anchor] = node
 
@@ -250,9 +250,9 @@ class _Builder:
         self.resolver = Resolver()
         self.constructor = SafeConstructor()
 
-    def build(self, text: str) -> tuple[Any, dict[tuple, int]]:
+    def build(self, text: str) -> tuple[object, dict[tuple, int]]:
         lines: dict[tuple, int] = {}
-        root: Any = None
+        root: object = None
         documents = 0
         stack: list[list] = []  # [container, its key path, pending key or _NO_KEY, its text, {(tag, text): line}]
         for event in yaml.parse(text, Loader=_Loader):
@@ -306,7 +306,7 @@ class _Builder:
                 stack.append([value, path, _NO_KEY, None, {}])
         return root, lines
 
-    def scalar(self, event: yaml.ScalarEvent) -> tuple[str, Any]:
+    def scalar(self, event: yaml.ScalarEvent) -> tuple[str, object]:
         tag = self.resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
         if tag == _STR:
             return tag, event.value
@@ -331,7 +331,7 @@ def _duplicate(where: str, key: str, line: int, first: int) -> YamlError:
                      "them (a second key would silently replace the first)")
 
 
-def _construct(node: yaml.Node) -> Any:
+def _construct(node: yaml.Node) -> object:
     return SafeConstructor().construct_document(node)
 
 

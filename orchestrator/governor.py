@@ -18,11 +18,11 @@ import random
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from configs.logs import redact_text
 from orchestrator.records import EndpointGovernor, GovernorSnapshot, Job
-from worker.model import HookedModel, LLMClient, Model, ModelError, Reply
+from worker.model import ChatMessage, HookedModel, LLMClient, Model, ModelError, Reply, ToolSchema
 from worker.usage import Usage
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ class GovernedModel:
         self.link.disturb()
         self.governor.rate_limited(self.client_id, retry_after)
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         self.asked = False
         reply = self.client.chat(messages, tools)
         used = reply.usage.prompt + reply.usage.completion
@@ -373,7 +373,7 @@ class FailoverModel:
         """Only the last model's open circuit pauses the run: before it, the task moves on."""
         return bool(getattr(self.chain[self.index][1], "circuit_open", False))
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         while True:
             name, model = self.chain[self.index]
             try:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import structlog
 
 from memory_shared import L1_INDEX, StoreHandle, TransactionHandle, faults, format_sop, parse_sop
+from memory_shared.jsontypes import JSONObject
 from memory_shared.provenance import Record, digest, line_key, record_id
 from skilltree.commit import commit_with_retry
 from skilltree.l1index import add_skill_line, skill_line
@@ -52,11 +53,12 @@ class TaskPlan:
     predicted: float
     vector: ScoreVector
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "vector": self.vector.model_dump()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskPlan":
+    def from_dict(cls, data: JSONObject) -> "TaskPlan":
+        """A task as explore.json holds it (written by this ga or an older one)."""
         return cls(**{**data, "vector": ScoreVector.model_validate(data["vector"])})
 
 
@@ -116,7 +118,7 @@ def _provenance(txn: TransactionHandle, key: str, run_id: str, task: TaskPlan, c
                 files: list[str], trust: str, line: Optional[str] = None) -> None:
     """A provenance record for each file this commit filed (and the L1 line it added): ga explore wrote it for
     the task; `verified` only when every check of skilltree.verify passed, re-run included."""
-    who = {"author": AUTHOR, "run": run_id, "task": task.task_id, **({"model": model} if model else {})}
+    who: dict[str, object] = {"author": AUTHOR, "run": run_id, "task": task.task_id, **({"model": model} if model else {})}
     backs = [{"tool": "code_run", "call": call, "ok": True, "exit_code": 0, "evidence": True}
              for call in collected.evidence]
     reruns = [a for a in collected.artifacts if a.script and a.exit_code is not None]
@@ -170,10 +172,18 @@ def _skill_with_report(store: StoreHandle, rel: str) -> Optional[str]:
         return next((s.id for s in load(snap.path).skills.values() if rel in (s.report, *s.evidence)), None)
 
 
+@dataclass
+class _Chosen:
+    """What a commit attempt of _commit_skill chose: the skill, and whether it was in the tree already."""
+
+    skill: Optional[Skill] = None
+    again: bool = False
+
+
 def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, collected: Collected, rel: str,
                   tokens: int, now: datetime, model: str) -> tuple[TransactionHandle, Optional[str], bool]:
     """A new skill, or, when the tree has this skill already (same_skill), its evidence updated (True)."""
-    chosen: dict[str, Any] = {}
+    chosen = _Chosen()
     report = collected.report
     assert report is not None
     evidence = ", ".join(collected.evidence)
@@ -183,7 +193,7 @@ def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, col
         same = same_skill(tree, [report.skill or task.target_skill, report.title],
                           [a.text for a in collected.artifacts if a.script], txn.read)
         if same is not None:
-            chosen.update(skill=same, again=True)
+            chosen.skill, chosen.again = same, True
             _stage_evidence(txn, tree, same, task, collected, rel, run_id, tokens, now)
             _provenance(txn, key, run_id, task, collected, model, [rel], "verified")
             txn.message = (f"explore {run_id}/{task.task_id}: skill '{same.id}' verified again; evidence: "
@@ -198,7 +208,7 @@ def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, col
         skill = Skill(id=skill_id, name=report.title, category=category, description=description,
                       sop=sop, scripts=files, created=now, report=rel,
                       predicted=round(task.predicted, 6), score_vector=task.vector, verified=True)
-        chosen.update(skill=skill, again=False)
+        chosen.skill, chosen.again = skill, False
         save(txn, tree.add(skill))
         for artifact, path in zip(collected.artifacts, skill.scripts, strict=False):
             txn.write(path, artifact.text)
@@ -218,8 +228,8 @@ def _commit_skill(store: StoreHandle, key: str, run_id: str, task: TaskPlan, col
     message = (f"explore {run_id}/{task.task_id}: verified skill '{task.title}' ({task.category}); evidence: "
                f"code_run {evidence} exited 0, {'; '.join(c for c in collected.checks if c.startswith('re-ran'))}")
     txn = _commit_once(store, stage, message=message, key=key)
-    skill = chosen.get("skill")
-    return txn, None if skill is None else skill.id, bool(chosen.get("again"))
+    skill = chosen.skill
+    return txn, None if skill is None else skill.id, chosen.again
 
 
 def _commit_once(store: StoreHandle, stage: Callable[[TransactionHandle], bool], *, message: str,

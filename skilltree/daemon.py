@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import Callable, Iterator, Optional, TypedDict, Union
 
 import structlog
 from pydantic import BaseModel
@@ -37,7 +37,21 @@ from orchestrator.triggers.durations import format_duration, parse_duration
 from orchestrator.triggers.worktask import append_jsonl
 
 log = structlog.get_logger("skilltree.daemon")
-Cycle = Callable[[Optional[float]], Mapping[str, Any]]  # budget (USD) -> the cycle's record (tokens, cost, ...)
+
+
+class CycleRecord(TypedDict, total=False):
+    """What a cycle tells the daemon (skilltree.explore.CycleResult.record), or its error when it raised."""
+
+    run_id: str
+    run_dir: str
+    status: str
+    tokens: int
+    cost: float
+    outcomes: dict[str, int]
+    error: str
+
+
+Cycle = Callable[[Optional[float]], CycleRecord]  # budget (USD) -> the cycle's record
 
 
 class DaemonBusy(RuntimeError):
@@ -63,7 +77,7 @@ class Caps:
 class DaemonSummary:
     cycles: int = 0
     stopped_by: str = ""
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, object]] = field(default_factory=list)
 
 
 def explore_dir(home: Union[Path, str]) -> Path:
@@ -98,9 +112,10 @@ def count_start(home: Union[Path, str], today: str) -> DayState:
     return change_state(home, today, lambda s: s.model_copy(update={"cycles": s.cycles + 1}))
 
 
-def count_end(home: Union[Path, str], today: str, record: Mapping[str, Any], ended: datetime) -> DayState:
+def count_end(home: Union[Path, str], today: str, record: CycleRecord, ended: datetime) -> DayState:
     def change(state: DayState) -> DayState:
-        runs = state.runs + ([str(record["run_id"])] if record.get("run_id") else [])
+        run_id = record.get("run_id")
+        runs = state.runs + ([str(run_id)] if run_id else [])
         return state.model_copy(update={"spend": state.spend + float(record.get("cost") or 0.0),
                                         "tokens": state.tokens + int(record.get("tokens") or 0),
                                         "runs": runs, "last_end": ended})
@@ -134,7 +149,7 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
                trigger: Optional[Path] = None, clock: Clock = local_now, stop: Optional[threading.Event] = None,
                wait: Optional[Callable[[float], object]] = None, tick: float = 60.0, gap: Optional[timedelta] = None,
                max_cycles: Optional[int] = None, max_ticks: Optional[int] = None,
-               on_record: Optional[Callable[[dict[str, Any]], None]] = None) -> DaemonSummary:
+               on_record: Optional[Callable[[dict[str, object]], None]] = None) -> DaemonSummary:
     """Check the rules every `tick` seconds and run `cycle(budget)` when they allow (module doc).
     `wait(seconds)` sleeps (default: stop.wait); tests pass one that moves their clock."""
     window = parse_duration(window)
@@ -145,8 +160,8 @@ def run_daemon(home: Union[Path, str], caps: Caps, cycle: Cycle, *, window: Unio
     log_path = explore_dir(home) / "log.jsonl"
     last_reason: Optional[str] = None
 
-    def note(event: str, **fields: Any) -> None:
-        record = {"time": clock().isoformat(), "event": event, **fields}
+    def note(event: str, **fields: object) -> None:
+        record: dict[str, object] = {"time": clock().isoformat(), "event": event, **fields}
         summary.records.append(record)
         append_jsonl(log_path, record)
         if on_record is not None:
@@ -195,7 +210,7 @@ def _run_cycle(home: Union[Path, str], today: str, caps: Caps, cycle: Cycle, clo
     budget = max(0.0, caps.spend_per_day - state.spend)
     note("cycle_started", cycle=state.cycles, budget=round(budget, 6))
     try:
-        record = dict(cycle(budget))
+        record: CycleRecord = cycle(budget)
     except Exception as exc:  # a failed cycle is logged; the daemon goes on (it still counted)
         record = {"error": redact_text(f"{type(exc).__name__}: {exc}")[:500]}
         note("cycle_failed", **record)

@@ -28,17 +28,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import structlog
 
 from configs import Settings
 from memory_shared import AccessLog, MemoryStore, StoreHandle
 from memory_shared.fsutil import atomic_write_text
+from memory_shared.jsontypes import JSONObject
 from orchestrator.fanout import FanoutError, build_plan, fanout
 from orchestrator.ledger import RunDir, new_run_id
 from orchestrator.records import TaskRecord, Usage
 from skilltree.consolidate import Consolidated, TaskPlan, consolidate_task
+from skilltree.daemon import CycleRecord
 from skilltree.plan import ExplorationPlan, write_plan
 from skilltree.planner import PROMPTS, plan_exploration
 from skilltree.reports import REPORTS_DIR, ExplorationReport, load_reports
@@ -50,7 +52,7 @@ from worker.modelconfig import SHIPPED_FILE, ModelConfigError, resolve_model
 from worker.runlog import run_log
 
 if TYPE_CHECKING:
-    from worker.model import Model, Reply
+    from worker.model import ChatMessage, Model, Reply, ToolSchema
     from worker.modelconfig import ModelConfig
 
 log = structlog.get_logger("skilltree.explore")
@@ -73,8 +75,9 @@ class CycleResult:
     plan: Optional[ExplorationPlan] = None
     tasks: list[TaskPlan] = field(default_factory=list)
     outcomes: list[Consolidated] = field(default_factory=list)
-    planner: dict[str, Any] = field(default_factory=dict)   # calls, tokens, cost
-    fanout: dict[str, Any] = field(default_factory=dict)    # status, usage
+    # calls, tokens, cost; and status, usage: as explore.json holds them (an older ga's too)
+    planner: JSONObject = field(default_factory=dict)
+    fanout: JSONObject = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -90,7 +93,7 @@ class CycleResult:
             counted[item.outcome] = counted.get(item.outcome, 0) + 1
         return counted
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> CycleRecord:
         """What the daemon logs and adds to the day's spend."""
         return {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "tokens": self.tokens,
                 "cost": round(self.cost, 6), "outcomes": self.counts()}
@@ -108,13 +111,13 @@ class CountingModel:
     def config(self) -> Optional[ModelConfig]:
         return self.model.config
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         reply = self.model.chat(messages, tools)
         self.calls += 1
         self.used += reply.usage
         return reply
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> dict[str, float]:
         return {"calls": self.calls, "tokens": self.used.total, "cost": round(self.used.cost, 6)}
 
 
@@ -160,8 +163,8 @@ def tasks_of(plan: ExplorationPlan) -> list[TaskPlan]:
 
 
 def explore_spec(tasks: list[TaskPlan], model: Optional[str], settings: Settings,
-                 budget_cost: Optional[float]) -> dict[str, Any]:
-    spec: dict[str, Any] = {
+                 budget_cost: Optional[float]) -> dict[str, object]:
+    spec: dict[str, object] = {
         "version": 1, "name": "explore",
         "defaults": {"tools": EXPLORE_TOOLS, "timeout": settings.fanout.timeout or TASK_TIMEOUT,
                      **({"model": model} if model else {})},
@@ -174,11 +177,12 @@ def explore_spec(tasks: list[TaskPlan], model: Optional[str], settings: Settings
     return spec
 
 
-def _write_record(run_dir: Path, record: dict[str, Any]) -> None:
+def _write_record(run_dir: Path, record: JSONObject) -> None:
     atomic_write_text(run_dir / CYCLE_FILE, json.dumps(record, indent=2, default=str) + "\n")
 
 
-def read_record(run_dir: Path) -> dict[str, Any]:
+def read_record(run_dir: Path) -> JSONObject:
+    """A cycle's explore.json, as written (by this ga or an older one), unchecked."""
     path = Path(run_dir) / CYCLE_FILE
     if not path.is_file():
         raise ExploreError(f"{run_dir}: no {CYCLE_FILE}; this is not an exploration run (see `ga runs list`)")
@@ -219,7 +223,7 @@ def run_cycle(settings: Settings, *, model_name: Optional[str] = None, now: Opti
     run_dir = runs_dir / run_id
     tasks = tasks_of(plan)
     planner_name = model.config.name if model.config is not None else ""
-    record: dict[str, Any] = {"run_id": run_id, "created": now.isoformat(), "model": name or planner_name,
+    record: JSONObject = {"run_id": run_id, "created": now.isoformat(), "model": name or planner_name,
                               "generation": generation, "tasks": [t.to_dict() for t in tasks],
                               "planner": model.usage(), "fanout": {}, "outcomes": {}, "status": "planned"}
     result = CycleResult(run_id, run_dir, "planned", plan, tasks, planner=model.usage())
@@ -304,7 +308,7 @@ def consolidate_run(settings: Settings, run: Path | str, *, now: Optional[dateti
     return result
 
 
-def _consolidate_one(store: StoreHandle, record: dict[str, Any], run_dir: Path, task: TaskPlan, finished: Optional[TaskRecord],
+def _consolidate_one(store: StoreHandle, record: JSONObject, run_dir: Path, task: TaskPlan, finished: Optional[TaskRecord],
                      now: datetime, timeout: float) -> Consolidated:
     if finished is None:
         return Consolidated(task.task_id, "unfinished",

@@ -9,7 +9,7 @@ from configs import Settings
 from memory_shared import MemoryStoreError
 from orchestrator.triggers.activity import local_now
 from orchestrator.triggers.stopping import stop_on_signals
-from skilltree.daemon import Caps, DaemonBusy, DaemonSummary, count_end, count_start, run_daemon
+from skilltree.daemon import Caps, CycleRecord, DaemonBusy, DaemonSummary, count_end, count_start, run_daemon
 from skilltree.explore import CycleResult, ExploreError, consolidate_run, resume_cycle, run_cycle
 from skilltree.tree import SkillTreeError
 
@@ -42,7 +42,7 @@ def explore_when_idle(current: Settings, window: timedelta, *, trigger: Optional
     """Cycles whenever the machine is idle (or `trigger` says so), within the daily caps, until Ctrl-C."""
     caps = Caps(current.explore.max_cycles_per_day, current.explore.max_spend_per_day)
     with stop_on_signals() as stop:
-        def cycle(budget: Optional[float]) -> dict:
+        def cycle(budget: Optional[float]) -> CycleRecord:
             return run_cycle(current, budget_cost=budget, stop=stop, **{**options, "display": "quiet"}).record()
 
         return run_daemon(current.home_dir, caps, cycle, window=window, trigger=trigger, stop=stop, tick=tick,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,7 +22,7 @@ PLAN_FILE = "plan.json"
 class Dropped(BaseModel):
     stage: str  # "propose" or "judge"
     reason: str
-    item: Any = None
+    item: object = None  # the reply's item as the model wrote it
 
 
 class DemandRow(BaseModel):

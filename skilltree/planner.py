@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 from string import Template
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypeVar
 
 import structlog
 from pydantic import ConfigDict, Field, ValidationError
@@ -28,7 +28,7 @@ from skilltree.tree import SkillTree
 
 if TYPE_CHECKING:
     from configs.settings import PlannerSettings
-    from worker.model import Model
+    from worker.model import ChatMessage, Model
 
 log = structlog.get_logger("skilltree.planner")
 PROMPTS = Path(__file__).with_name("prompts")
@@ -40,8 +40,13 @@ class IndexedJudgement(Judgement):
     index: int = Field(ge=1)
 
 
-def parse_json_array(content: str) -> list[Any]:
-    """The JSON array in a reply; ValueError saying what is wrong otherwise."""
+Item = TypeVar("Item")
+Problem = tuple[str, object]  # what is wrong, and the item it is wrong with
+Check = Callable[[list[object]], tuple[list[Item], list[Problem]]]  # a reply's items -> (the valid ones, problems)
+
+
+def parse_json_array(content: str) -> list[object]:
+    """The JSON array in a reply, its items unchecked; ValueError saying what is wrong otherwise."""
     texts = [content.strip(), *FENCE.findall(content)]
     start, end = content.find("["), content.rfind("]")
     if 0 <= start < end:
@@ -71,35 +76,37 @@ class Planner:
         self.tokens = 0
         self.dropped: list[Dropped] = []
 
-    def _ask(self, messages: list[dict[str, Any]]) -> str:
+    def _ask(self, messages: list[ChatMessage]) -> str:
         reply = self.model.chat(messages, [])
         self.calls += 1
         self.tokens += reply.usage.total
         return reply.content or ""
 
-    def _drop(self, stage: str, reason: str, item: Any = None) -> None:
+    def _drop(self, stage: str, reason: str, item: object = None) -> None:
         log.warning("planner.dropped", stage=stage, reason=reason, item=str(item)[:200] if item is not None else None)
         self.dropped.append(Dropped(stage=stage, reason=reason, item=item))
 
-    def _two_attempts(self, stage: str, prompt: str, check) -> list[Any]:
+    def _two_attempts(self, stage: str, prompt: str, check: Check[Item]) -> list[Item]:
         """Ask, validate with `check(array) -> (valid, problems)`; retry once when anything is wrong."""
-        messages = [{"role": "user", "content": prompt}]
-        attempts: list[tuple[list[Any], list[tuple[str, Any]]]] = []
+        messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
+        attempts: list[tuple[list[Item], list[Problem]]] = []
         for attempt in range(2):
             content = self._ask(messages)
+            problems: list[Problem]
             try:
                 valid, problems = check(parse_json_array(content))
             except ValueError as exc:
-                valid, problems = [], [(str(exc), content[:500])]
+                valid = []
+                problems = [(str(exc), content[:500])]
             attempts.append((valid, problems))
             if not problems:
                 break
             if attempt == 0:
                 log.info("planner.retry", stage=stage, problems=[p for p, _ in problems][:5])
                 listed = "\n".join(f"- {p}" for p, _ in problems[:10])
-                messages += [{"role": "assistant", "content": content},
+                messages.extend([{"role": "assistant", "content": content},
                              {"role": "user", "content": f"Your reply could not be used:\n{listed}\n"
-                                                         "Reply again with the complete JSON array only."}]
+                                                         "Reply again with the complete JSON array only."}])
         valid, problems = max(reversed(attempts), key=lambda a: len(a[0]))
         for reason, item in problems:
             self._drop(stage, reason, item)
@@ -111,8 +118,10 @@ class Planner:
         prompt = Template((PROMPTS / "propose.md").read_text()).substitute(
             summary=summary_for_prompt(tree, self.summary_chars, usage), reports=recent, k=self.k)
 
-        def check(items: list[Any]) -> tuple[list[Candidate], list[tuple[str, Any]]]:
-            valid, problems, titles = [], [], set()
+        def check(items: list[object]) -> tuple[list[Candidate], list[Problem]]:
+            valid: list[Candidate] = []
+            problems: list[Problem] = []
+            titles: set[str] = set()
             for n, item in enumerate(items, 1):
                 try:
                     candidate = Candidate.model_validate(item)
@@ -140,9 +149,9 @@ class Planner:
             summary=summary_for_prompt(tree, self.summary_chars, usage), candidates=listed)
         n = len(candidates)
 
-        def check(items: list[Any]) -> tuple[list[IndexedJudgement], list[tuple[str, Any]]]:
+        def check(items: list[object]) -> tuple[list[IndexedJudgement], list[Problem]]:
             valid: dict[int, IndexedJudgement] = {}
-            problems = []
+            problems: list[Problem] = []
             for item in items:
                 try:
                     judgement = IndexedJudgement.model_validate(item)

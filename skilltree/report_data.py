@@ -7,13 +7,15 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import structlog
 
+from memory_shared.jsontypes import JSONObject
 from skilltree.adapt import WINDOW, rule_for
 from skilltree.plan import ExplorationPlan, read_plan
 from skilltree.reports import ExplorationReport
+from skilltree.scoring import ScoredCandidate
 from skilltree.selection import MIN_CATEGORIES
 from skilltree.tree import Skill, SkillTree, WeightRecord, utc
 from skilltree.usage import usage, usage_after_creation, usage_timeline
@@ -67,7 +69,7 @@ class Judged:
 
 @dataclass
 class PlanLine:
-    item: Any          # ScoredCandidate
+    item: ScoredCandidate
     selected: bool
     why: str
 
@@ -105,9 +107,10 @@ class ReportData:
         return sum(self.usage.values())
 
 
-def _runs(runs_dir: Optional[Path]) -> list[tuple[Path, dict[str, Any], Optional[ExplorationPlan]]]:
-    """Exploration runs (explore.json) with their plans, oldest first; unreadable ones skipped."""
-    found = []
+def _runs(runs_dir: Optional[Path]) -> list[tuple[Path, JSONObject, Optional[ExplorationPlan]]]:
+    """Exploration runs (explore.json, as written: unchecked) with their plans, oldest first; unreadable ones
+    skipped."""
+    found: list[tuple[Path, JSONObject, Optional[ExplorationPlan]]] = []
     if runs_dir is None or not Path(runs_dir).is_dir():
         return found
     for record_path in sorted(Path(runs_dir).glob("*/explore.json")):
@@ -132,7 +135,7 @@ def why_lines(plan: ExplorationPlan) -> list[PlanLine]:
         if item.category not in representatives:
             representatives.append(item.category)
     covering = representatives[:required]
-    first_of: dict[str, Any] = {}
+    first_of: dict[str, ScoredCandidate] = {}
     for item in plan.candidates:
         first_of.setdefault(item.category, item)
     lines = []
@@ -151,7 +154,7 @@ def why_lines(plan: ExplorationPlan) -> list[PlanLine]:
     return lines
 
 
-def _attempts(reports: Sequence[ExplorationReport], runs: list[tuple[Path, dict[str, Any], Optional[ExplorationPlan]]],
+def _attempts(reports: Sequence[ExplorationReport], runs: list[tuple[Path, JSONObject, Optional[ExplorationPlan]]],
               tree: SkillTree) -> list[Attempt]:
     attempts: list[Attempt] = []
     kept = set()

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import structlog
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memory_shared.jsontypes import JSONObject
 from memory_shared.paths import tree_files
 from memory_shared.usererrors import validation_line
 from memory_shared.yamlsource import load_text
@@ -57,8 +58,8 @@ class ExplorationReport(BaseModel):
         return utc(value) if value else value
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """(front matter, body); ValueError when the file does not start with a `---` block."""
+def split_front_matter(text: str) -> tuple[JSONObject, str]:
+    """(front matter as written, unchecked; body); ValueError when the file does not start with a `---` block."""
     if not text.startswith("---"):
         raise ValueError("no YAML front matter: the file must start with a line '---'")
     parts = text.split("\n---", 1)

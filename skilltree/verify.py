@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import structlog
 import yaml
@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from configs.settings import SandboxSettings
 from memory_shared import fsutil
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import validation_line
 from skilltree.reports import ExplorationReport, split_front_matter
 from worker.evidence import backed, is_trivial
@@ -80,7 +81,7 @@ class Collected:
     artifacts: list[Artifact] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)   # ids of the code_run calls that exited 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"outcome": self.outcome, "problems": self.problems, "checks": self.checks,
                 "evidence": self.evidence,
                 "artifacts": [{"path": a.rel, "script": a.script, "exit_code": a.exit_code} for a in self.artifacts]}
@@ -151,8 +152,8 @@ def report_from_run(planned: ExplorationReport, history_path: Optional[Path]) ->
     return report, Artifact(name, script if script.endswith("\n") else script + "\n", True)
 
 
-def _scripts_of(record: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """call id -> (type, script) of the code_run calls of one history turn (what the model sent)."""
+def _scripts_of(record: JSONObject) -> dict[str, tuple[str, str]]:
+    """call id -> (type, script) of the code_run calls of one history turn (a line as the file holds it)."""
     found: dict[str, tuple[str, str]] = {}
     received = record.get("received") or {}
     for call in received.get("tool_calls") or [] if isinstance(received, dict) else []:

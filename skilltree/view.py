@@ -1,8 +1,6 @@
 """Terminal views for `ga skills`: the tree (rich), its JSON, the feedback verdicts, the weights."""
 from __future__ import annotations
 
-from typing import Any
-
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
@@ -30,7 +28,7 @@ def rich_tree(view: TreeView) -> Tree:
     return root
 
 
-def tree_json(view: TreeView) -> dict[str, Any]:
+def tree_json(view: TreeView) -> dict[str, object]:
     data = view.tree.model_dump(mode="json")
     data["generation"] = view.generation
     data["usage"] = view.usage
@@ -66,7 +64,7 @@ def feedback_table(run: FeedbackRun) -> Table:
     return table
 
 
-def feedback_json(run: FeedbackRun) -> dict[str, Any]:
+def feedback_json(run: FeedbackRun) -> dict[str, object]:
     outcome = run.outcome
     return {"generation": run.generation,
             "judged": [{"skill": s.id, **v.model_dump(mode="json")} for s, v in (outcome.judged if outcome else [])],

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from worker.agent import Worker
@@ -17,7 +17,7 @@ _HOMES = {"Worker": "worker.agent", "TaskSpec": "worker.taskspec", "Runtime": "w
           "TaskRecord": "worker.record"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # the names above, typed by their TYPE_CHECKING imports
     if name not in _HOMES:
         raise AttributeError(f"module 'worker' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)

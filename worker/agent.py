@@ -7,7 +7,7 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Callable, Optional, TypeVar
 
 import structlog
 from pydantic import ValidationError
@@ -16,17 +16,16 @@ from configs.settings import ContextSettings
 from memory_shared import Execution
 from memory_shared.usererrors import validation_line
 from worker import answers, context, prompt, telemetry
-from worker.context.budget import Message
 from worker.distill import Ran
 from worker.evidence import execution_of
-from worker.history import History
-from worker.model import ContextOverflow, LLMClient, Model, ModelError, Reply, ToolCall
+from worker.history import History, ToolResultLine
+from worker.model import ChatMessage, ContextOverflow, LLMClient, Model, ModelError, Reply, ToolCall, ToolSchema
 from worker.modelconfig import resolve_model
 from worker.record import Stop, TaskRecord
 from worker.taskcheck import run_check
 from worker.taskmemory import MemorySession
 from worker.taskspec import Runtime, TaskSpec
-from worker.tools import REGISTRY, Schema, Tool, ToolContext
+from worker.tools import REGISTRY, Tool, ToolContext
 from worker.types import Status, ToolResult
 from worker.usage import Account, Usage
 
@@ -164,7 +163,7 @@ class Worker:
             messages.append({"role": "user", "content": anchor.render(turn, self._ctx.key_info)})
         return self._result("limit", "", self.settings.worker.max_turns, "max turns reached")
 
-    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[Message], anchor: context.Anchor,
+    def _run_calls(self, calls: list[ToolCall], turn: int, messages: list[ChatMessage], anchor: context.Anchor,
                    malformed: int) -> tuple[list[tuple[ToolCall, ToolResult]], int]:
         """Run a turn's tool calls in order, each result added to `messages`, until one stops the task or
         too many in a row are malformed. Returns what ran and the malformed-in-a-row count."""
@@ -197,8 +196,9 @@ class Worker:
     def _ended_by(self, last: ToolResult, malformed: int, turn: int) -> Optional[TaskRecord]:
         """The task's result if the turn's calls end it (a stop, malformed calls, a spending limit), else None."""
         if last.stop:
-            question = last.data.get("question")
-            reason = last.data.get("reason") or "waiting for the user"
+            asked, said = last.data.get("question"), last.data.get("reason")
+            question = asked if isinstance(asked, str) else None
+            reason = said if isinstance(said, str) and said else "waiting for the user"
             return self._result(last.stop, question or "", turn, reason, question)
         if malformed >= MAX_MALFORMED_IN_A_ROW:
             return self._result("failed", "", turn, f"{malformed} malformed tool calls in a row; last: {last.output}")
@@ -206,7 +206,7 @@ class Worker:
             return self._result("limit", "", turn, limit)
         return None
 
-    def _context_settings(self, schemas: list[Schema]) -> ContextSettings:
+    def _context_settings(self, schemas: list[ToolSchema]) -> ContextSettings:
         """context settings whose budget fits the model's window (models.yaml context_window, less its
         max_tokens and the tool schemas sent with every request) when the window is known."""
         cfg = self.settings.context
@@ -217,7 +217,7 @@ class Worker:
         tokens = config.context_tokens(cfg.context_tokens, overhead)
         return cfg if tokens == cfg.context_tokens else cfg.model_copy(update={"context_tokens": tokens})
 
-    def _window_too_small(self, messages: list[Message], schemas: list[Schema], cfg: ContextSettings) -> str:
+    def _window_too_small(self, messages: list[ChatMessage], schemas: list[ToolSchema], cfg: ContextSettings) -> str:
         """One line when the model's known context window cannot hold the first request (the system prompt, the task
         and the tool schemas, which are never cut) and a reply of max_tokens; "" otherwise."""
         config = self.model.config
@@ -233,13 +233,13 @@ class Worker:
                 "for the reply (max_tokens); raise context_window (the server's -c per slot) or lower max_tokens in "
                 "models.yaml")
 
-    def _schemas_chars(self, schemas: list[Schema]) -> int:
+    def _schemas_chars(self, schemas: list[ToolSchema]) -> int:
         """len(json.dumps(schemas)), measured once per tool set for the schemas every task of a process shares."""
         names = tuple(self.tools)
         return _schemas_chars(names) if schemas is _schemas(names) else len(json.dumps(schemas))
 
-    def _ask(self, messages: list[Message], request: list[Message], schemas: list[Schema],
-             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[Message], Reply, ContextSettings]:
+    def _ask(self, messages: list[ChatMessage], request: list[ChatMessage], schemas: list[ToolSchema],
+             turn: int, cfg: ContextSettings, anchor: context.Anchor) -> tuple[list[ChatMessage], Reply, ContextSettings]:
         """One request; a context overflow is answered once by trimming to half the refused request's
         size (kept for the rest of the task), then raised."""
         try:
@@ -255,8 +255,9 @@ class Worker:
                 raise ContextOverflow(f"even trimmed to {cfg.context_tokens:,} tokens ({again})") from None
 
     def _answered(self, answer: str, turn: int, verdict: Optional[tuple[bool, str]]) -> TaskRecord:
-        """The model answered: succeeded when its last tool run succeeded; with a check, the check's verdict."""
-        status, reason = self._backing()
+        """The model answered: succeeded when its last tool run succeeded and printed what the answer says; with a
+        check, the check's verdict."""
+        status, reason = self._backing(answer)
         if verdict is None:
             return self._result(status, answer, turn, reason)
         passed, detail = verdict
@@ -265,13 +266,16 @@ class Worker:
             return self._result("failed", answer, turn, f"check failed: {detail}", check={"passed": False, "detail": detail})
         return self._result("succeeded", answer, turn, "", check={"passed": True, "detail": detail})
 
-    def _backing(self) -> tuple[Status, str]:
+    def _backing(self, answer: str) -> tuple[Status, str]:
         if self._last_run is None:
             ran = sorted({e.tool for e in self._executions if e.evidence or e.tool.startswith("file_")})  # not bookkeeping
             if not ran:
                 return "unverified", answers.NOTHING_RAN
             return "unverified", f"no run backs the answer ({', '.join(ran)} computed nothing)"
         name, ok, output = self._last_run
+        misread = answers.unbacked_numbers(answer, output) if ok else []
+        if misread:
+            return "unverified", f"the answer's {', '.join(misread)} is not among the numbers the last {name} printed"
         if ok:
             return "succeeded", ""
         return "unverified", f"last {name} failed: {answers.failure_line(output)}"
@@ -280,7 +284,7 @@ class Worker:
     def _mode(self) -> str:
         """The tool mode the model reads calls in (the shapes the loop shows it follow it)."""
         return self.model.config.tool_mode if self.model.config is not None else "native"
-    def _with_notes(self, messages: list[Message]) -> list[Message]:
+    def _with_notes(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """Notes told since the last request, put at the head of the newest user message, before its anchor
         (that message is not sent yet, so the cached prefix stays whole)."""
         with self._notes_lock:
@@ -290,7 +294,7 @@ class Worker:
         text = "\n\n".join(f"<note from the person>\n{note}\n</note>" for note in notes)
         last = messages[-1]
         if last.get("role") == "user" and isinstance(last.get("content"), str):
-            return messages[:-1] + [{**last, "content": f"{text}\n\n{last['content']}"}]
+            return messages[:-1] + [{**last, "content": f"{text}\n\n{last.get('content')}"}]
         return messages + [{"role": "user", "content": text}]
 
     def _dispatch(self, call: ToolCall, turn: int) -> tuple[ToolResult, bool]:
@@ -344,7 +348,7 @@ class Worker:
                           "ok": result.ok, "result_chars": len(result.output), "tokens": self.account.spent().total})
 
     def _result(self, status: Status, answer: str, turns: int, reason: str = "", question: Optional[str] = None,
-                check: Optional[dict[str, Any]] = None, stop: Optional[Stop] = None) -> TaskRecord:
+                check: Optional[dict[str, object]] = None, stop: Optional[Stop] = None) -> TaskRecord:
         if self._second_chances:
             reason = f"{reason}; after a second chance" if reason else "after a second chance"
         return TaskRecord(task_id=self.task_id, status=status, answer=answer, turns=turns, usage=self.usage,
@@ -353,7 +357,7 @@ class Worker:
 
 
 @functools.lru_cache(maxsize=64)
-def _schemas(names: tuple[str, ...]) -> list[Schema]:
+def _schemas(names: tuple[str, ...]) -> list[ToolSchema]:
     """The tool schemas sent with every request, built once per tool set and shared by the workers of a process
     (read-only: the model client encodes them once per list, worker/model/client.py)."""
     return [REGISTRY[name].schema() for name in names]
@@ -371,13 +375,13 @@ def _lowest(limit: Optional[Limit], budget: Optional[Limit]) -> Optional[Limit]:
     return min((x for x in (limit or None, budget) if x is not None), default=None)
 
 
-def _skipped(calls: list[ToolCall], why: str) -> list[Message]:
+def _skipped(calls: list[ToolCall], why: str) -> list[ChatMessage]:
     """Results for calls not run (after a stop, or past the per-reply limit), so no assistant tool_call is left
     without its result."""
     return [{"role": "tool", "tool_call_id": c.id, "content": why} for c in calls]
 
 
-def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+def _summary(call: ToolCall, result: ToolResult) -> ToolResultLine:
     return {"id": call.id, "name": call.name, "ok": result.ok, "output": result.output}
 
 

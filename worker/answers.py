@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import BaseModel
 
@@ -32,6 +32,8 @@ BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_u
 GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
                                 r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
 LONE_BLOCK_WORDS = 30
+NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])-?\d+(?:\.\d+)?(?![\w])")
+RUN_STATUS = re.compile(r"^exit code -?\d+\n")  # code_run's first line: its exit code is no number it printed
 # the fix a failed script's error line most often needs, in one clause: small models told only "fix the script"
 # change nothing (the live 1.5B fib task: `print(fibonacci(10))`, a NameError, then the same answer)
 FIXES = [
@@ -85,7 +87,7 @@ def call_error(call: ToolCall, reason: str, mode: str, again: bool, args_model: 
     return f"error: {reason}"
 
 
-def placeholder_args(model: type[BaseModel]) -> dict[str, Any]:
+def placeholder_args(model: type[BaseModel]) -> dict[str, str]:
     return {name: "..." for name, info in model.model_fields.items() if info.is_required()}
 
 
@@ -111,6 +113,11 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         return (f"{head}Your {call.name} call could not be read, so nothing ran. "
                 + code_block_form(call.name, call.script_hint, call.kind, mode))
     last = backing.last_run
+    misread = unbacked_numbers(backing.reply, last[2]) if last is not None and last[1] and not refused else []
+    if misread:
+        return (f"{head}Your answer says {', '.join(misread)}, a number your last {last[0]} did not print (its output: "
+                f"{_short(RUN_STATUS.sub('', last[2], count=1), 120)}). Answer from what the run printed, or run what "
+                "computes your answer.")
     if last is not None and last[0] == "code_run" and not last[1]:
         line = failure_line(last[2])
         fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
@@ -127,6 +134,20 @@ def second_chance_note(backing: Backing, mode: str) -> str:
     if refused:
         return f"{head}Reply with the result your run produced, or run what computes it and reply with that."
     return ""
+
+
+def unbacked_numbers(answer: str, output: str) -> list[str]:
+    """The numbers of an answer when none of them is among the numbers its run printed (and it printed some):
+    a misread (the live 1.5B model ran `wc -w`, saw 24, answered 25). [] when one matches or either has none."""
+    said = NUMBER.findall(answer or "")
+    printed = {_value(n) for n in NUMBER.findall(RUN_STATUS.sub("", output or "", count=1))}
+    if not said or not printed or any(_value(n) in printed for n in said):
+        return []
+    return list(dict.fromkeys(said))
+
+
+def _value(number: str) -> float:
+    return float(number.replace(",", ""))
 
 
 def failure_line(output: str, limit: int = 160) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import atexit
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -38,7 +38,7 @@ HINT = "/help lists the commands · Ctrl-C stops a turn · /quit or Ctrl-D leave
 class Chat:
     def __init__(self, settings: Settings, console: Console, session: Optional[sessionfiles.Session] = None,
                  model: Optional[str] = None, show_turn: Optional[Callable[[dict], None]] = None,
-                 list_runs: Optional[Callable[[str], list[dict[str, Any]]]] = None,
+                 list_runs: Optional[Callable[[str], list[dict[str, object]]]] = None,
                  stream: Optional["TextStream"] = None, show_tool: Optional[Callable[[dict], None]] = None,
                  check_model: Optional[Callable[[str], str]] = None):
         """list_runs(session_id): the fan-outs started from a session (the orchestrator's, handed in by the CLI);
@@ -191,10 +191,18 @@ def _line_editing(history_file: Path) -> None:
         readline.read_history_file(history_file)
     except OSError:
         pass
-    atexit.register(lambda: _save_history(readline, history_file))
+    editor = readline  # not None here; the lambda would see the module's global, unnarrowed
+    atexit.register(lambda: _save_history(editor, history_file))
 
 
-def _save_history(readline: Any, path: Path) -> None:
+class _Readline(Protocol):
+    """What is used of the readline module."""
+
+    def set_history_length(self, length: int, /) -> None: ...
+    def write_history_file(self, filename: str | bytes | Path | None = None, /) -> None: ...
+
+
+def _save_history(readline: _Readline, path: Path) -> None:
     try:
         readline.set_history_length(1000)
         readline.write_history_file(path)

@@ -4,7 +4,7 @@ model's text as it streams. It loads no agent loop: `ga sessions list` and `ga r
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +15,7 @@ from worker.sessionfiles import Session
 class TextStream:
     """Writes the model's text as it arrives; `close()` ends the line (True if anything was written)."""
 
-    def __init__(self, write: Callable[[str], Any], flush: Callable[[], Any]):
+    def __init__(self, write: Callable[[str], object], flush: Callable[[], object]):
         self.write, self.flush = write, flush
         self.wrote = self.open = False
 

@@ -11,19 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from configs import Settings
 from memory_shared.fsutil import Unsafe
+from memory_shared.jsontypes import JSONObject
 from worker.agent import Worker
 from worker.history import read_text, replay
-from worker.model import LLMClient
+from worker.model import ChatMessage, LLMClient
+from worker.model.messages import is_messages
 from worker.modelconfig import nested_model_env, resolve_model
 from worker.sessionfiles import Session, SessionError
 from worker.taskspec import Runtime, TaskSpec
 
 
-def continuation(session: Session, follow_up: str) -> Optional[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+def continuation(session: Session, follow_up: str) -> Optional[tuple[list[ChatMessage], list[ChatMessage]]]:
     """What a follow-up continues from: the last request the model saw, and the messages after it (its
     reply, the results of any calls in it, the new user message). None when the model never replied
     (the first turn failed): the follow-up then starts the session afresh."""
@@ -37,13 +39,17 @@ def continuation(session: Session, follow_up: str) -> Optional[tuple[list[dict[s
         requests = replay(path)
     except Unsafe as exc:  # the session's directory is writable by its own scripts
         raise SessionError(f"session {session.id}: {exc}") from None
-    reply = last["received"]
+    request, received = requests[-1], [last["received"]]
+    if not is_messages(request) or not is_messages(received):
+        raise SessionError(f"session {session.id}: its history {path} holds messages that are not chat messages; "
+                           "start a new session")
+    reply = received[0]
     results = {r.get("id"): r for r in last.get("tool_results") or []}
-    answered = [{"role": "tool", "tool_call_id": call["id"],
-                 "content": str(results[call["id"]].get("output", "")) if call["id"] in results
-                 else "not run: the task stopped"}
-                for call in reply.get("tool_calls") or []]  # a turn stopped mid-way leaves no call unanswered
-    return requests[-1], [reply, *answered, {"role": "user", "content": follow_up}]
+    answered: list[ChatMessage] = [{"role": "tool", "tool_call_id": call["id"],
+                                    "content": str(results[call["id"]].get("output", "")) if call["id"] in results
+                                    else "not run: the task stopped"}
+                                   for call in reply.get("tool_calls") or []]  # a turn stopped mid-way leaves no call unanswered
+    return request, [reply, *answered, {"role": "user", "content": follow_up}]
 
 
 def prepare(settings: Settings, task: str, session: Session, runtime: Runtime, *, resume: bool,
@@ -70,7 +76,7 @@ def prepare(settings: Settings, task: str, session: Session, runtime: Runtime, *
     return worker
 
 
-def _last_record(path: Path) -> Optional[dict[str, Any]]:
+def _last_record(path: Path) -> Optional[JSONObject]:
     last = None
     for line in read_text(path).splitlines():
         try:

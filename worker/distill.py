@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import PurePosixPath
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from memory_shared import check_l1, format_sop
 from memory_shared.errors import L1TooLarge
@@ -61,7 +61,7 @@ _STOP = frozenset("the a an of to in on at is are be was what which how many muc
 class Ran:
     """One well-formed tool call that ran: its validated arguments and what came back."""
     tool: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     ok: bool
     output: str
 

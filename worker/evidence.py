@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Optional
+from typing import Optional
 
 from memory_shared import Execution
 from worker.types import ToolResult
@@ -59,7 +59,8 @@ def execution_of(seq: int, call_id: str, tool: str, arguments: str, result: Tool
     """The gate's record of one tool run: evidence only for a successful code_run that is not trivial."""
     args = _args(arguments)
     evidence = False
-    exit_code = result.data.get("exit_code") if isinstance(result.data.get("exit_code"), int) else None
+    code = result.data.get("exit_code")
+    exit_code = code if isinstance(code, int) else None
     if tool == "code_run" and result.ok and result.evidence:
         evidence = not is_trivial(str(args.get("script", "")), str(args.get("type", "python")))
     source = None
@@ -72,7 +73,7 @@ def execution_of(seq: int, call_id: str, tool: str, arguments: str, result: Tool
     return Execution(seq, call_id, tool, result.ok, evidence, exit_code=exit_code, output_sha256=digest, source=source)
 
 
-def _args(arguments: str) -> dict[str, Any]:
+def _args(arguments: str) -> dict[str, object]:
     try:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError:

@@ -14,12 +14,23 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from memory_shared import fsutil, groupsync
-from worker.model import Reply
+from memory_shared.jsontypes import JSONObject
+from worker.model import ChatMessage, Reply
 
 READ_CAP = 1 << 30  # bytes of a history file read back (a session's follow-up)
+
+
+class ToolResultLine(TypedDict, total=False):
+    """What a line keeps of one tool call's result (`tool_results`), or of a reply the loop discarded (`error`)."""
+
+    id: str
+    name: str
+    ok: bool
+    output: str
+    error: str
 
 
 class History:
@@ -32,16 +43,16 @@ class History:
         self.folder = fsutil.Folder(self.path.parent, create=True)
         self._file = self.folder.open(self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._closer = weakref.finalize(self, os.close, self._file)
-        self._previous: list[dict[str, Any]] = []
+        self._previous: list[ChatMessage] = []
         self._new = True  # no line appended by this History yet
 
-    def resume(self, previous_request: list[dict[str, Any]]) -> None:
+    def resume(self, previous_request: list[ChatMessage]) -> None:
         """Continue a history whose last request was `previous_request` (a session's follow-up)."""
-        self._previous = [dict(m) for m in previous_request]
+        self._previous = [m.copy() for m in previous_request]
 
-    def record(self, turn: int, request: list[dict[str, Any]], reply: Reply, tool_results: list[dict[str, Any]]) -> None:
+    def record(self, turn: int, request: list[ChatMessage], reply: Reply, tool_results: list[ToolResultLine]) -> None:
         sent_from = _shared_prefix(self._previous, request)
-        self._previous = [dict(m) for m in request]
+        self._previous = [m.copy() for m in request]
         self.append({
             "turn": turn,
             "time": time.time(),
@@ -55,7 +66,7 @@ class History:
             **({"notes": reply.notes} if reply.notes else {}),
         })
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, object]) -> None:
         fsutil.write_all(self._file, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
         if self._new:  # the file's name in its folder is made durable with its first line, in the same batch
             groupsync.durable(self._file, self.folder.fd)
@@ -75,7 +86,7 @@ class History:
         self.folder.close()
 
 
-def _shared_prefix(previous: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
+def _shared_prefix(previous: list[ChatMessage], request: list[ChatMessage]) -> int:
     count = 0
     for old, new in zip(previous, request, strict=False):
         if old != new:
@@ -89,10 +100,10 @@ def read_text(path: Path) -> str:
     return fsutil.read_file(path, READ_CAP).decode("utf-8", errors="replace")
 
 
-def replay(path: Path) -> list[list[dict[str, Any]]]:
-    """Rebuild every request the worker sent, in order, from a history file."""
-    requests: list[list[dict[str, Any]]] = []
-    previous: list[dict[str, Any]] = []
+def replay(path: Path) -> list[list[JSONObject]]:
+    """Rebuild every request the worker sent, in order, from a history file (as the file holds them: unchecked)."""
+    requests: list[list[JSONObject]] = []
+    previous: list[JSONObject] = []
     for line in read_text(path).splitlines():
         record = json.loads(line)
         if "sent" not in record:

@@ -20,7 +20,7 @@ import json
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Iterator
 
 MASK = "[redacted]"
 MIN_FORM = 8  # shorter forms would mask innocent text; no real key is that short
@@ -65,7 +65,7 @@ class KeyMask:
                     data = json.dumps(masked).encode()
         return self.raw(data)
 
-    def _json(self, value: Any) -> tuple[Any, bool]:
+    def _json(self, value: object) -> tuple[object, bool]:
         if isinstance(value, str):
             masked = self.text(value)
             return masked, masked != value
@@ -94,7 +94,7 @@ class KeyMask:
 @dataclass
 class _Event:
     raw: bytes  # the event as received, its blank line included
-    parsed: Optional[Any] = None  # the JSON of its one data line, when it has one
+    parsed: object = None  # the JSON of its one data line, when it has one
     strings: list[str] = field(default_factory=list)  # the strings in it, in order (its share of the text)
 
 
@@ -219,7 +219,7 @@ def _parse(raw: bytes) -> _Event:
     return _Event(raw, parsed, list(_strings(parsed)))
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, list):
@@ -230,7 +230,7 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _replace_strings(value: Any, new: Iterator[str]) -> Any:
+def _replace_strings(value: object, new: Iterator[str]) -> object:
     if isinstance(value, str):
         return next(new)
     if isinstance(value, list):

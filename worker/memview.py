@@ -5,11 +5,11 @@ listing, a write or opening long-term memory): only then is its session archived
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import structlog
 
-from memory_shared import SnapshotHandle, StoreHandle
+from memory_shared import AccessLog, SnapshotHandle, StoreHandle
 from memory_shared.errors import PathRefused
 from memory_shared.gate import L0_REFUSED, StagedChange
 from memory_shared.gate import RESERVED as RESERVED_REFUSED
@@ -31,7 +31,7 @@ class MemoryView:
     """Staged text wins over the snapshot; every successful read is counted in the access statistics."""
 
     def __init__(self, store: Optional[StoreHandle], snapshot: Optional[SnapshotHandle], task_id: str,
-                 access_log: Any = None, admit: str = "verified") -> None:
+                 access_log: Optional[AccessLog] = None, admit: str = "verified") -> None:
         self.store = store  # None: no memory tier in this task
         self.snapshot = snapshot
         self.task_id = task_id

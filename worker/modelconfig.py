@@ -25,11 +25,11 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from configs import load_settings
+from configs import Settings, load_settings
 from configs.projecttrust import model_field_refusal
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_yaml
@@ -115,7 +115,7 @@ def user_model_files() -> list[Path]:
     return [SHIPPED_FILE, USER_FILE.expanduser()]
 
 
-def resolve_model(name: Optional[str], settings: Any = None, files: Optional[list[Path]] = None) -> ModelConfig:
+def resolve_model(name: Optional[str], settings: Optional[Settings] = None, files: Optional[list[Path]] = None) -> ModelConfig:
     """Turn a model name (or the configured default) into a ModelConfig; ModelConfigError if none. `files`: the
     model files to look in (default: shipped, user, project; see load_model_entries)."""
     if settings is None:
@@ -212,12 +212,12 @@ def _check_project_entry(name: str, fields: dict, trusted: dict[str, dict], path
                                    f"refused in a project file ({why}); {fix}")
 
 
-def _default(key: str) -> Any:
+def _default(key: str) -> object:
     field = ModelConfig.model_fields.get(key)
     return None if field is None else field.get_default(call_default_factory=True)
 
 
-def _expanded(value: Any) -> Any:
+def _expanded(value: object) -> object:
     return _expand_env(value).rstrip("/") if isinstance(value, str) else value
 
 
@@ -266,10 +266,10 @@ def model_override(flag: Optional[str]) -> Optional[str]:
     return os.environ.get("GA_MODEL") or None
 
 
-def nested_model_env(name: Optional[str], config: Any) -> dict[str, str]:
+def nested_model_env(name: Optional[str], config: Optional[ModelConfig]) -> dict[str, str]:
     """GA_MODEL for a task's code_run: a nested fan-out uses the task's model unless it names another
     (a scripted model file as the server this process already started). INHERITED_MARK says this GA_MODEL
     is a default handed down, so it does not override the nested tasks file's models as a person's would."""
-    if name and name.startswith("scripted:"):
+    if name and name.startswith("scripted:") and config is not None:
         name = f"scripted@{config.base_url}"
     return {"GA_MODEL": name, INHERITED_MARK: "1"} if name else {}

@@ -3,7 +3,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from contextvars import Token
+from typing import Optional
 
 from opentelemetry import context, trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -35,12 +36,12 @@ def span_kind(client: bool) -> trace.SpanKind:
     return trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
 
 
-def attach(traceparent: str) -> object:
+def attach(traceparent: str) -> Token[context.Context]:
     """Make `traceparent` the current context; the token `detach` takes."""
     return context.attach(context_of(traceparent))
 
 
-def detach(token: Any) -> None:
+def detach(token: Token[context.Context]) -> None:
     context.detach(token)
 
 

@@ -5,10 +5,11 @@ ran it adds its own part (a fan-out's actor: attempt, times, how it was stopped,
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import Field
 
+from memory_shared.jsontypes import JSONObject
 from worker.types import Record, Status
 from worker.usage import Usage
 
@@ -67,12 +68,12 @@ class TaskRecord(Record):
     seconds: Optional[float] = None
     question: Optional[str] = None
     memory_generation: Optional[int] = None
-    memory: Optional[dict[str, Any]] = None  # what its memory commit kept: committed, proposed, refused (memory_shared.gate)
-    check: Optional[dict[str, Any]] = None  # the task-level check: {"passed": bool, "detail": str}
+    memory: Optional[JSONObject] = None  # what its memory commit kept: committed, proposed, refused (memory_shared.gate)
+    check: Optional[JSONObject] = None  # the task-level check: {"passed": bool, "detail": str}
     error: Optional[Failure] = None  # why the driver may retry it
     stop: Optional[Stop] = None  # it did not finish: how it was stopped (the driver requeues or leaves it)
-    steering: Optional[list[dict[str, Any]]] = None  # notes a person or the parent agent sent it
-    failovers: Optional[list[dict[str, Any]]] = None  # model switches: {from, to, at, reason}
+    steering: Optional[list[JSONObject]] = None  # notes a person or the parent agent sent it
+    failovers: Optional[list[JSONObject]] = None  # model switches: {from, to, at, reason}
     usage_by_model: Optional[dict[str, Usage]] = None
     nested_usage: Optional[NestedUsage] = None
     usage_with_nested: Optional[Usage] = None  # set by the driver: usage + nested_usage
@@ -86,11 +87,11 @@ class TaskRecord(Record):
         """What the task cost, the fan-outs it started included."""
         return self.usage_with_nested or self.usage
 
-    def line(self) -> dict[str, Any]:
+    def line(self) -> dict[str, object]:
         """The JSON object written to disk."""
         return self.model_dump(mode="json", exclude_none=True)
 
-    def run_json(self) -> dict[str, Any]:
+    def run_json(self) -> dict[str, object]:
         """What `ga run --json` prints: the worker's own fields, in their order, None included."""
         data = self.model_dump(mode="json", include=set(WORKER_FIELDS))
         return {name: data[name] for name in WORKER_FIELDS}

@@ -21,9 +21,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import structlog
+
+if TYPE_CHECKING:
+    from configs.settings import SandboxLimits
 
 log = structlog.get_logger("worker.sandbox")
 GIB = 1 << 30
@@ -47,9 +50,10 @@ class Limits:
     disk: Optional[int] = None  # what the workdir may hold (worker/sandbox_disk.py); None: sized when it starts
 
     @classmethod
-    def of(cls, settings: Any) -> "Limits":
+    def of(cls, settings: SandboxLimits) -> "Limits":
         """The limits settings' `sandbox.limits` (a SandboxLimits) ask for, None values sized to this machine."""
         limits = settings.resolved()
+        assert limits.memory is not None and limits.tmp_size is not None  # resolved() sizes both
         return cls(memory=int(limits.memory), processes=limits.processes, file_size=int(limits.file_size),
                    cpu_seconds=limits.cpu_seconds, tmp_size=int(limits.tmp_size),
                    disk=int(limits.disk) if limits.disk else None)

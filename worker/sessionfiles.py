@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import BaseModel
 
@@ -41,7 +41,7 @@ class Session(BaseModel):
     exchanges: int = 0  # tasks and follow-ups asked
     status: str = ""
     last_answer: str = ""
-    usage: dict[str, Any] = {}  # what its exchanges spent, the fan-outs they started included
+    usage: dict[str, object] = {}  # what its exchanges spent, the fan-outs they started included
     origin: str = "run"  # who asked: `run` or `chat` (a person), or the trigger (`reflect`, `schedule`)
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import structlog
 
@@ -27,7 +27,7 @@ from configs import Settings
 from memory_shared import AccessLog, Archive, SharedSnapshotHandle, StoreHandle, consolidate
 from memory_shared.bounds import Bounds
 from memory_shared.fsutil import Unsafe
-from memory_shared.gate import Admit, GatePolicy, StagedChange
+from memory_shared.gate import Admit, Execution, GatePolicy, StagedChange
 from memory_shared.layers import L1_INDEX, render_l1
 from memory_shared.provenance import Verification
 from worker.distill import Distillation, Ran, distil, reads_memory
@@ -51,7 +51,7 @@ class MemorySession:
         self.snapshot: Optional[SharedSnapshotHandle] = None
         self.view: MemoryView
         self.l1_text = ""
-        self.outcome: Optional[dict[str, Any]] = None  # what the gate kept (GateReport.outcome), after finish()
+        self.outcome: Optional[dict[str, object]] = None  # what the gate kept (GateReport.outcome), after finish()
 
     def __enter__(self) -> "MemorySession":
         if self.store is None:
@@ -64,11 +64,11 @@ class MemorySession:
             tree, render_l1(tree, store.l1_max_lines, store.l1_max_chars), admit))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.snapshot is not None:
             self.snapshot.release()
 
-    def finish(self, result: TaskRecord, executions: list[Any], ran: Sequence[Ran] = (), task: str = "") -> Optional[int]:
+    def finish(self, result: TaskRecord, executions: list[Execution], ran: Sequence[Ran] = (), task: str = "") -> Optional[int]:
         """Distil, verify, gate and commit staged memory writes; archive the raw session (L4). `ran`: the task's
         tool calls that ran, in order, and `task` its text (what ga distils from)."""
         if self.store is None or self.snapshot is None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from configs import Settings
 from memory_shared import StoreHandle
-from worker.context.budget import Message
+from worker.model.messages import ChatMessage
 from worker.taskcheck import TaskCheck
 
 if TYPE_CHECKING:  # the model client's package loads its reply parsing; a TaskSpec is built where none is needed
@@ -44,7 +44,7 @@ class TaskSpec:
     commit_key: Optional[str] = None  # (run, task, attempt) of a fan-out task: its memory commit is made once
     budget_tokens: Optional[int] = None  # what the run's budget leaves this task (its gateway refuses past it)
     budget_cost: Optional[float] = None
-    messages: Optional[list[Message]] = None  # a session's follow-up: the conversation so far and the new message
+    messages: Optional[list[ChatMessage]] = None  # a session's follow-up: the conversation so far and the new message
 
 
 @dataclass

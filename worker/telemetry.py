@@ -19,14 +19,22 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol
+from contextvars import Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Protocol
 
 import structlog
 
 from configs.logs import redact_text
 
 if TYPE_CHECKING:
-    from worker.model import Model, Reply, ToolCall
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span, SpanKind, Status, Tracer
+    from opentelemetry.util.types import AttributeValue
+
+    from configs import Settings
+    from worker.model import ChatMessage, Model, Reply, ToolCall, ToolSchema
     from worker.modelconfig import ModelConfig
     from worker.record import TaskRecord
     from worker.types import ToolResult
@@ -35,46 +43,69 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ga.telemetry")
 CONTENT_CHARS = 8000  # of each captured content attribute
 _lock = threading.Lock()
-# otel: the module worker/otel.py once a tracer is set up (every other function runs only after that)
-_state: dict[str, Any] = {"endpoint": None, "capture": False, "provider": None, "tracer": None, "warned": False,
-                          "otel": None}
 
 
-def tracer(settings: Any) -> Any:
+class _Otel(Protocol):
+    """What this module calls of worker/otel.py (the module itself is one)."""
+
+    def provider(self, service_name: str, endpoint: str) -> TracerProvider: ...
+    def in_span(self) -> bool: ...
+    def context_of(self, traceparent: str) -> Context: ...
+    def span_kind(self, client: bool) -> SpanKind: ...
+    def attach(self, traceparent: str) -> Token[Context]: ...
+    def detach(self, token: Token[Context]) -> None: ...
+    def error(self, text: str) -> Status: ...
+    def current_traceparent(self) -> Optional[str]: ...
+
+
+@dataclass
+class _State:
+    endpoint: Optional[str] = None
+    capture: bool = False
+    provider: Optional[TracerProvider] = None
+    tracer: Optional[Tracer] = None
+    warned: bool = False
+    otel: Optional[_Otel] = None  # worker/otel.py once a tracer is set up (every other function runs only after that)
+
+
+_state = _State()
+
+
+def tracer(settings: Settings) -> Optional[Tracer]:
     """The tracer for `settings.telemetry`, set up once per process and endpoint; None when off."""
     config = getattr(settings, "telemetry", None)
     endpoint = getattr(config, "otlp_endpoint", None)
     if not endpoint or config is None:
         return None
     with _lock:
-        _state["capture"] = bool(config.capture_content)
-        if _state["endpoint"] == endpoint:
-            return _state["tracer"]
+        _state.capture = bool(config.capture_content)
+        if _state.endpoint == endpoint:
+            return _state.tracer
         try:
             from worker import otel  # optional: OpenTelemetry, the `ga[otel]` extra, only with an endpoint
         except ImportError:
-            if not _state["warned"]:
+            if not _state.warned:
                 log.warning("telemetry_unavailable", endpoint=endpoint,
                             fix="telemetry.otlp_endpoint is set but OpenTelemetry is not installed: pip install 'ga[otel]'")
-                _state["warned"] = True
+                _state.warned = True
             return None
         provider = otel.provider(config.service_name, endpoint)
-        if _state["provider"] is not None:
-            _state["provider"].shutdown()
-        _state.update(endpoint=endpoint, provider=provider, tracer=provider.get_tracer("ga"), otel=otel)
-        return _state["tracer"]
+        if _state.provider is not None:
+            _state.provider.shutdown()
+        _state.endpoint, _state.provider, _state.otel = endpoint, provider, otel
+        _state.tracer = provider.get_tracer("ga")
+        return _state.tracer
 
 
 @contextmanager
-def span(settings: Any, name: str, *, client: bool = False, parent: Optional[str] = None,
-         attributes: Optional[dict[str, Any]] = None) -> Iterator[Any]:
+def span(settings: Settings, name: str, *, client: bool = False, parent: Optional[str] = None,
+         attributes: Optional[Mapping[str, AttributeValue]] = None) -> Iterator[Optional[Span]]:
     """A span named `name`, the child of the current one, else of `parent` (a traceparent), else of the
     TRACEPARENT in the environment; yields None when telemetry is off."""
-    active = tracer(settings)
-    if active is None:
+    active, otel = tracer(settings), _state.otel
+    if active is None or otel is None:
         yield None
         return
-    otel = _state["otel"]
     context = None
     if not otel.in_span():
         carrier = parent or os.environ.get("TRACEPARENT")
@@ -87,10 +118,10 @@ def span(settings: Any, name: str, *, client: bool = False, parent: Optional[str
 @contextmanager
 def joined(traceparent: Optional[str]) -> Iterator[None]:
     """Spans started inside are children of `traceparent` (a span of another thread, handed over as text)."""
-    if not traceparent or _state["tracer"] is None:
+    otel = _state.otel
+    if not traceparent or _state.tracer is None or otel is None:
         yield
         return
-    otel = _state["otel"]
     token = otel.attach(traceparent)
     try:
         yield
@@ -98,16 +129,16 @@ def joined(traceparent: Optional[str]) -> Iterator[None]:
         otel.detach(token)
 
 
-def annotate(current: Any, attributes: dict[str, Any], error: str = "") -> None:
+def annotate(current: Optional[Span], attributes: Mapping[str, AttributeValue], error: str = "") -> None:
     """Set attributes (and an error status) on a span from `span()`; nothing when it is None."""
     if current is None:
         return
     current.set_attributes(_clean(attributes))
-    if error:
-        current.set_status(_state["otel"].error(redact_text(error)[:300]))
+    if error and _state.otel is not None:
+        current.set_status(_state.otel.error(redact_text(error)[:300]))
 
 
-def content(settings: Any, value: Any) -> Optional[str]:
+def content(settings: Settings, value: object) -> Optional[str]:
     """`value` as a redacted, bounded JSON string when content capture is on, else None."""
     if not getattr(getattr(settings, "telemetry", None), "capture_content", False):
         return None
@@ -118,21 +149,21 @@ def content(settings: Any, value: Any) -> Optional[str]:
 def child_env() -> dict[str, str]:
     """TRACEPARENT of the current span and the telemetry settings, for a child process (empty when no span
     is recording)."""
-    if _state["tracer"] is None:
+    otel = _state.otel
+    if _state.tracer is None or otel is None or _state.endpoint is None:
         return {}
-    otel = _state["otel"]
     traceparent = otel.current_traceparent() if otel.in_span() else None
     if traceparent is None:
         return {}
     # the child exports where this process does (a nested fan-out loads its settings from the environment)
-    return {"TRACEPARENT": traceparent, "GA_TELEMETRY__OTLP_ENDPOINT": _state["endpoint"],
-            "GA_TELEMETRY__CAPTURE_CONTENT": "true" if _state["capture"] else "false"}
+    return {"TRACEPARENT": traceparent, "GA_TELEMETRY__OTLP_ENDPOINT": _state.endpoint,
+            "GA_TELEMETRY__CAPTURE_CONTENT": "true" if _state.capture else "false"}
 
 
 def flush() -> None:
     """Export what is buffered now (a worker process may be killed at any time after a task)."""
-    if _state["provider"] is not None:
-        _state["provider"].force_flush(timeout_millis=5000)
+    if _state.provider is not None:
+        _state.provider.force_flush(timeout_millis=5000)
 
 
 # ---- the worker's spans ----
@@ -141,7 +172,7 @@ class TracedWorker(Protocol):
     """What the worker's spans read of the loop (worker.agent.Worker)."""
 
     @property
-    def settings(self) -> Any: ...
+    def settings(self) -> Settings: ...
     @property
     def env(self) -> dict[str, str]: ...
     @property
@@ -176,7 +207,7 @@ def traced_agent(run: Callable[[], TaskRecord], worker: TracedWorker) -> Callabl
     return wrapper
 
 
-def traced_tool_calls(dispatch: Callable[[ToolCall, int], tuple[ToolResult, bool]], settings: Any,
+def traced_tool_calls(dispatch: Callable[[ToolCall, int], tuple[ToolResult, bool]], settings: Settings,
                       ) -> Callable[[ToolCall, int], tuple[ToolResult, bool]]:
     """A worker's dispatch(call, turn) with every call an `execute_tool` span; `dispatch` itself when telemetry
     is off (like traced_model, decided once per worker)."""
@@ -201,14 +232,14 @@ def traced_tool_calls(dispatch: Callable[[ToolCall, int], tuple[ToolResult, bool
 class TracedModel:
     """A Model whose every chat is a `chat <model>` client span with its token usage."""
 
-    def __init__(self, inner: Model, settings: Any):
+    def __init__(self, inner: Model, settings: Settings):
         self.inner, self.settings = inner, settings
 
     @property
     def config(self) -> Optional[ModelConfig]:
         return self.inner.config
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         name = model_name(self.inner)
         with span(self.settings, f"chat {name}", client=True, attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": name,
@@ -221,7 +252,7 @@ class TracedModel:
         return reply
 
 
-def traced_model(model: Model, settings: Any) -> Model:
+def traced_model(model: Model, settings: Settings) -> Model:
     return TracedModel(model, settings) if tracer(settings) is not None else model
 
 
@@ -230,10 +261,10 @@ def model_name(model: Model) -> str:
     return str(config.model or config.name) if config is not None else ""
 
 
-def usage_attributes(usage: Usage) -> dict[str, Any]:
+def usage_attributes(usage: Usage) -> dict[str, float]:
     return {"gen_ai.usage.input_tokens": usage.prompt, "gen_ai.usage.output_tokens": usage.completion,
             "gen_ai.usage.cache_read.input_tokens": usage.cached, "ga.cost_usd": usage.cost}
 
 
-def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+def _clean(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
     return {k: v for k, v in attributes.items() if v is not None}

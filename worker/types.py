@@ -3,7 +3,7 @@ tokens and cost: worker.usage)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,4 +26,4 @@ class ToolResult:
     # (worker.evidence then leaves out echo and true); a file write, a read or a page scan never is
     evidence: bool = False
     stop: Optional[Status] = None  # end the task with this status after this call
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from pydantic import ConfigDict, computed_field
 from typing_extensions import Self
@@ -47,11 +47,12 @@ class Usage(Record):
         """One reply's tokens, and their cost at the model's prices."""
         return cls(prompt=prompt, completion=completion, cached=cached, cost=cost_of(prices, prompt, completion, cached))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float]:
         return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: Optional[dict[str, Any]]) -> "Usage":
+    def from_dict(cls, data: Optional[Mapping[str, object]]) -> "Usage":
+        """A usage as a record holds it (checked)."""
         return cls.model_validate(data or {})
 
 

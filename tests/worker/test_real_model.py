@@ -142,9 +142,10 @@ def test_tool_call_tags_and_fences_in_any_mode(tmp_path, settings):
         assert error.startswith("error: the code_run call in your reply is not valid JSON (Unterminated string")
         assert "Send it exactly like this" in error and '"script": "print(6*9)"' in error
         assert not any("exit code" in r for r in tool_results(requests[3], mode)[2:])
-        # a JSON block naming no known tool is an answer, not a call; the last run backs nothing
+        # a JSON block naming no known tool is an answer, not a call; the last run (print(6*8)) backs nothing of it
         assert result.answer.startswith("Here is the config:") and "my_service" in result.answer
-        assert result.status == "succeeded"  # the last run (print(6*8)) succeeded; the cut call did not run
+        assert (result.status, result.reason) == (
+            "unverified", "the answer's 8080 is not among the numbers the last code_run printed")
 
 
 def test_repeated_output_goes_back_as_an_error_and_three_in_a_row_fail(tmp_path, settings):

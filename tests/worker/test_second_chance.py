@@ -104,3 +104,14 @@ def test_a_fix_written_in_a_block_and_run_nowhere_is_shown_as_the_whole_call(tmp
     assert "The script in your reply's code block ran nowhere. Send it exactly like this" in note
     assert call in note and "Fix the script" not in note
     assert result.status == "succeeded" and result.answer == "42", result.reason
+
+
+def test_an_answer_whose_number_the_run_did_not_print_is_told_so_then_unverified(tmp_path: Path) -> None:
+    # the live 1.5B held-out word count: `wc -w words.txt` printed 24, the model answered 25, labelled succeeded
+    result, requests = run(tmp_path / "told", [{"tool_calls": [FIXED]}, {"content": "41"}, {"content": "42"}])
+    note = requests[2]["messages"][-1]["content"]
+    assert note.startswith("[ga] Your answer says 41, a number your last code_run did not print (its output: 42")
+    assert result.status == "succeeded" and result.answer == "42"
+    result, _ = run(tmp_path / "insists", [{"tool_calls": [FIXED]}, {"content": "41"}, {"content": "It is 41."}])
+    assert result.status == "unverified"
+    assert result.reason.startswith("the answer's 41 is not among the numbers the last code_run printed")

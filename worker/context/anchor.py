@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Optional
 
 from configs.settings import ContextSettings
 from worker.context.cut import cut_head_tail
+from worker.model.messages import ChatMessage
 
 TASK_CHARS = 300
 KEY_INFO_CHARS = 2000
@@ -59,7 +60,7 @@ class Anchor:
         shown = lines[-self.turns_shown:] if self.turns_shown > 0 else []
         return render_anchor(turn, shown, self.key_info, self.task, omitted=len(lines) - len(shown))
 
-    def with_full_anchor(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def with_full_anchor(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """`messages` with the newest user message's anchor rendered in full (the same list when the
         anchor is not in delta form or that message has none)."""
         if not self.deltas or not messages or messages[-1].get("role") != "user":
@@ -69,7 +70,7 @@ class Anchor:
             return messages
         start = content.find("<history>")
         full = content[:start] + self.render(self.rendered_turn, full=True)
-        return messages[:-1] + [dict(messages[-1], content=full)]
+        return messages[:-1] + [{**messages[-1], "content": full}]
 
 
 def render_anchor(turn: int, lines: list[str], key_info: str, task: str = "", omitted: int = 0) -> str:
@@ -80,7 +81,7 @@ def render_anchor(turn: int, lines: list[str], key_info: str, task: str = "", om
     return "<history>\n" + "\n".join(body) + "\n</history>\n<key_info>\n" + info + "\n</key_info>"
 
 
-def anchor_message(anchor_text: str, extra: str = "") -> dict[str, Any]:
+def anchor_message(anchor_text: str, extra: str = "") -> ChatMessage:
     """The user message that closes a turn: text the tools want to add, then the anchor."""
     return {"role": "user", "content": (extra.strip() + "\n\n" if extra.strip() else "") + anchor_text}
 
@@ -90,11 +91,11 @@ def turn_line(turn: int, summaries: list[str]) -> str:
     return _one_line(f"t{turn} " + ("; ".join(summaries) if summaries else "answered without a tool call"), LINE_CHARS)
 
 
-def summarize_call(name: str, arguments: Any, output: str, ok: bool = True, data: Optional[dict] = None) -> str:
+def summarize_call(name: str, arguments: object, output: str, ok: bool = True, data: Optional[dict] = None) -> str:
     return f"{name}({format_arguments(arguments)}) -> {describe_result(output, ok, data)}"
 
 
-def format_arguments(arguments: Any, limit: int = ARG_CHARS, count: int = 2) -> str:
+def format_arguments(arguments: object, limit: int = ARG_CHARS, count: int = 2) -> str:
     """The first `count` arguments as key='value…', each value shortened to `limit` chars."""
     if isinstance(arguments, str):
         try:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from configs.settings import ContextSettings
 from worker.context.compress import compress_tags, compress_text, compression_due
 from worker.context.cut import cut_arguments
+from worker.model.messages import ChatMessage
 
 if TYPE_CHECKING:
     from worker.context.anchor import Anchor
 
-Message = dict[str, Any]
 
 _ANCHOR_START = re.compile(r"<(history|key_info)>")
 
@@ -31,19 +31,19 @@ class TrimReport:
 
 @dataclass
 class ContextStep:
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     compressed: bool  # this turn was a compression point
     trim: TrimReport
 
 
-def compress_if_due(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings) -> list[dict[str, Any]]:
+def compress_if_due(messages: list[ChatMessage], turn: int, ctx: ContextSettings) -> list[ChatMessage]:
     """Tag-level compression on every `compress_every`-th turn; the same list otherwise."""
     if not compression_due(turn, ctx.compress_every):
         return messages
     return compress_tags(messages, ctx.keep_recent, ctx.tag_keep_chars)
 
 
-def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
+def manage_context(messages: list[ChatMessage], turn: int, ctx: ContextSettings,
                    anchor: Optional[Anchor] = None) -> ContextStep:
     """Everything the loop calls once per turn, before sending: compress if due (periodic policy), then
     trim to budget. Given the task's anchor, a break writes it in full into the newest user message."""
@@ -59,24 +59,24 @@ def manage_context(messages: list[dict[str, Any]], turn: int, ctx: ContextSettin
     return ContextStep(trimmed, due, report)
 
 
-def maintain(messages: list[dict[str, Any]], turn: int, ctx: ContextSettings,
-             anchor: Optional[Anchor] = None) -> list[dict[str, Any]]:
+def maintain(messages: list[ChatMessage], turn: int, ctx: ContextSettings,
+             anchor: Optional[Anchor] = None) -> list[ChatMessage]:
     """The request to send this turn (see manage_context)."""
     return manage_context(messages, turn, ctx, anchor).messages
 
 
-def serialized_size(messages: list[Message]) -> int:
+def serialized_size(messages: list[ChatMessage]) -> int:
     """What the budget measures: len(json.dumps(messages, ensure_ascii=False))."""
     return len(json.dumps(messages, ensure_ascii=False))
 
 
-def trim_to_budget(messages: list[Message], ctx: ContextSettings) -> list[Message]:
+def trim_to_budget(messages: list[ChatMessage], ctx: ContextSettings) -> list[ChatMessage]:
     """Messages within the budget_chars of `ctx` (unchanged if they already are)."""
     return trim_with_report(messages, ctx)[0]
 
 
-def trim_with_report(messages: list[Message], ctx: ContextSettings, evict_to: Optional[float] = None,
-                     size: Optional[int] = None) -> tuple[list[Message], TrimReport]:
+def trim_with_report(messages: list[ChatMessage], ctx: ContextSettings, evict_to: Optional[float] = None,
+                     size: Optional[int] = None) -> tuple[list[ChatMessage], TrimReport]:
     """Over budget: strict compression, then FIFO eviction to `evict_to` of the budget (default the
     setting's), then a cut of every message as a last resort. `size`: serialized_size(messages), when the
     caller has it already (the whole history is encoded to measure it)."""
@@ -98,10 +98,10 @@ def trim_with_report(messages: list[Message], ctx: ContextSettings, evict_to: Op
     return out, report
 
 
-def split_units(messages: list[Message]) -> list[list[Message]]:
+def split_units(messages: list[ChatMessage]) -> list[list[ChatMessage]]:
     """Eviction units: an assistant message with tool_calls plus the tool results that follow it; any
     other message alone."""
-    units: list[list[Message]] = []
+    units: list[list[ChatMessage]] = []
     i = 0
     while i < len(messages):
         unit = [messages[i]]
@@ -114,7 +114,7 @@ def split_units(messages: list[Message]) -> list[list[Message]]:
     return units
 
 
-def evict_fifo(messages: list[Message], target: int) -> list[Message]:
+def evict_fifo(messages: list[ChatMessage], target: int) -> list[ChatMessage]:
     """Drop the oldest units until the size is <= target, starting the kept part on a user message.
 
     The system message, the last user message and the latest exchange before it (the previous user
@@ -135,10 +135,10 @@ def evict_fifo(messages: list[Message], target: int) -> list[Message]:
     return repair_tool_pairs(head + [m for unit in units[chosen:] for m in unit])
 
 
-def repair_tool_pairs(messages: list[Message]) -> list[Message]:
+def repair_tool_pairs(messages: list[ChatMessage]) -> list[ChatMessage]:
     """Drop tool results without a directly preceding assistant tool_call, tool_calls without results,
     and any non-user message between the system message and the first user message."""
-    out: list[Message] = []
+    out: list[ChatMessage] = []
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -149,24 +149,27 @@ def repair_tool_pairs(messages: list[Message]) -> list[Message]:
         if not ids:
             out.append(message)
             continue
-        results = []
+        results: list[ChatMessage] = []
         while i < len(messages) and messages[i].get("role") == "tool":
             if messages[i].get("tool_call_id") in ids and messages[i].get("tool_call_id") not in {r.get("tool_call_id") for r in results}:
                 results.append(messages[i])
             i += 1
-        answered = {r["tool_call_id"] for r in results}
-        calls = [c for c in message["tool_calls"] if c.get("id") in answered]
-        if len(calls) == len(message["tool_calls"]):
+        answered = {r.get("tool_call_id") for r in results}
+        offered = message.get("tool_calls") or []
+        calls = [c for c in offered if c.get("id") in answered]
+        if len(calls) == len(offered):
             out.append(message)
         elif calls:
-            out.append(dict(message, tool_calls=calls))
+            out.append({**message, "tool_calls": calls})
         elif message.get("content"):
-            out.append({k: v for k, v in message.items() if k != "tool_calls"})
+            bare = message.copy()
+            del bare["tool_calls"]
+            out.append(bare)
         out.extend(results if calls else [])
     return _drop_leading_non_user(out)
 
 
-def cut_to_fit(messages: list[Message], target: int, budget: Optional[int] = None) -> list[Message]:
+def cut_to_fit(messages: list[ChatMessage], target: int, budget: Optional[int] = None) -> list[ChatMessage]:
     """Cut every message's contents to one common length limit, the largest that fits `target` (else
     `budget`). The system message and the anchor of the last user message are kept whole."""
     for goal in (target, budget if budget is not None else target):
@@ -176,7 +179,7 @@ def cut_to_fit(messages: list[Message], target: int, budget: Optional[int] = Non
     return _cut_all(messages, 0)
 
 
-def _largest_fitting_limit(messages: list[Message], goal: int) -> Optional[int]:
+def _largest_fitting_limit(messages: list[ChatMessage], goal: int) -> Optional[int]:
     if serialized_size(_cut_all(messages, 0)) > goal:
         return None
     lo, hi = 0, max((_longest_text(m) for m in messages), default=0)
@@ -189,14 +192,14 @@ def _largest_fitting_limit(messages: list[Message], goal: int) -> Optional[int]:
     return lo
 
 
-def _cut_all(messages: list[Message], limit: int) -> list[Message]:
+def _cut_all(messages: list[ChatMessage], limit: int) -> list[ChatMessage]:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     return [m if m.get("role") == "system" else _cut_message(m, limit, keep_anchor=(i == last_user))
             for i, m in enumerate(messages)]
 
 
-def _cut_message(message: Message, limit: int, keep_anchor: bool) -> Message:
-    out = dict(message)
+def _cut_message(message: ChatMessage, limit: int, keep_anchor: bool) -> ChatMessage:
+    out = message.copy()
     content = message.get("content")
     if isinstance(content, str):
         anchor = _ANCHOR_START.search(content) if keep_anchor else None
@@ -204,20 +207,22 @@ def _cut_message(message: Message, limit: int, keep_anchor: bool) -> Message:
             out["content"] = compress_text(content[:anchor.start()], limit, whole=True) + content[anchor.start():]
         else:
             out["content"] = compress_text(content, limit, whole=True)
-    if message.get("tool_calls"):
+    calls = message.get("tool_calls")
+    if calls:
         out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": cut_arguments(c["function"]["arguments"], limit)}}
                              if isinstance((c.get("function") or {}).get("arguments"), str) else c
-                             for c in message["tool_calls"]]
+                             for c in calls]
     return out
 
 
-def _longest_text(message: Message) -> int:
-    lengths = [len(message["content"])] if isinstance(message.get("content"), str) else []
+def _longest_text(message: ChatMessage) -> int:
+    content = message.get("content")
+    lengths = [len(content)] if isinstance(content, str) else []
     lengths += [len((c.get("function") or {}).get("arguments") or "") for c in message.get("tool_calls") or []]
     return max(lengths, default=0)
 
 
-def _latest_start(units: list[list[Message]], starts: list[int]) -> int:
+def _latest_start(units: list[list[ChatMessage]], starts: list[int]) -> int:
     """The last user unit that still keeps the latest exchange (the user message before the last
     non-user unit that precedes the final user message)."""
     last = starts[-1]
@@ -227,17 +232,17 @@ def _latest_start(units: list[list[Message]], starts: list[int]) -> int:
     return max((s for s in starts if s < exchange), default=last)
 
 
-def _drop_leading_non_user(messages: list[Message]) -> list[Message]:
+def _drop_leading_non_user(messages: list[ChatMessage]) -> list[ChatMessage]:
     head = 1 if messages and messages[0].get("role") == "system" else 0
     first_user = next((i for i in range(head, len(messages)) if messages[i].get("role") == "user"), len(messages))
     return messages[:head] + messages[first_user:]
 
 
-def _call_ids(message: Message) -> set[str]:
+def _call_ids(message: ChatMessage) -> set[str]:
     if message.get("role") != "assistant":
         return set()
     return {c.get("id") for c in message.get("tool_calls") or []}
 
 
-def _size(message: Message) -> int:
+def _size(message: ChatMessage) -> int:
     return len(json.dumps(message, ensure_ascii=False))

@@ -8,9 +8,10 @@ between two compression points every request extends the previous one byte for b
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Callable
 
 from worker.context.cut import cut_arguments, cut_head_tail
+from worker.model.messages import ChatMessage, Content, MessageToolCall
 
 CUT_TAGS = ("thinking", "think", "tool_use", "tool_result")
 ANCHOR_TAGS = ("history", "key_info", "earlier_context")
@@ -38,7 +39,7 @@ def compress_text(text: str, max_len: int, whole: bool = False) -> str:
     return text
 
 
-def compress_message(message: dict[str, Any], max_len: int) -> dict[str, Any]:
+def compress_message(message: ChatMessage, max_len: int) -> ChatMessage:
     """The compressed form of one old message (the same object when nothing changes)."""
     content = message.get("content")
     whole = message.get("role") == "tool"
@@ -47,13 +48,13 @@ def compress_message(message: dict[str, Any], max_len: int) -> dict[str, Any]:
     new_calls = [_cut_call(c, max_len) for c in calls] if calls else calls
     if new_content == content and new_calls == calls:
         return message
-    out = dict(message, content=new_content)
-    if calls:
+    out: ChatMessage = {**message, "content": new_content}
+    if new_calls:
         out["tool_calls"] = new_calls
     return out
 
 
-def compress_tags(messages: list[dict[str, Any]], keep_recent: int, max_len: int) -> list[dict[str, Any]]:
+def compress_tags(messages: list[ChatMessage], keep_recent: int, max_len: int) -> list[ChatMessage]:
     """Compress every non-system message older than the exempt window; returns a new list.
 
     The exempt window is the `keep_recent` newest messages, widened to the whole latest turn
@@ -64,7 +65,7 @@ def compress_tags(messages: list[dict[str, Any]], keep_recent: int, max_len: int
             for i, m in enumerate(messages)]
 
 
-def exempt_start(messages: list[dict[str, Any]], keep_recent: int) -> int:
+def exempt_start(messages: list[ChatMessage], keep_recent: int) -> int:
     stop = max(len(messages) - keep_recent, 0)
     last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages))
     return min(stop, last_assistant)
@@ -74,21 +75,25 @@ def compression_due(turn: int, every: int) -> bool:
     return every > 0 and turn > 0 and turn % every == 0
 
 
-def _cut_call(call: dict[str, Any], max_len: int) -> dict[str, Any]:
-    function = call.get("function") or {}
+def _cut_call(call: MessageToolCall, max_len: int) -> MessageToolCall:
+    function = call["function"]
     arguments = function.get("arguments")
-    if not isinstance(arguments, str):
+    if not isinstance(arguments, str):  # a history read back may hold anything
         return call
     cut = cut_arguments(arguments, max_len)
     return call if cut == arguments else {**call, "function": {**function, "arguments": cut}}
 
 
-def _map_text(content: Any, fn) -> Any:
+def _map_text(content: Content, fn: Callable[[str], str]) -> Content:
     """Apply fn to a string content or to the text parts of a multi-part content."""
     if isinstance(content, str):
         return fn(content)
     if isinstance(content, list):
-        parts = [dict(p, text=fn(p["text"])) if isinstance(p, dict) and isinstance(p.get("text"), str) else p
-                 for p in content]
+        parts = [_map_part(p, fn) for p in content]
         return content if parts == content else parts
     return content
+
+
+def _map_part(part: dict[str, object], fn: Callable[[str], str]) -> dict[str, object]:
+    text = part.get("text") if isinstance(part, dict) else None
+    return dict(part, text=fn(text)) if isinstance(text, str) else part

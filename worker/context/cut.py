@@ -3,7 +3,6 @@ control)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from configs.settings import ContextSettings
 
@@ -70,7 +69,7 @@ def cut_arguments(arguments: str, limit: int) -> str:
     return json.dumps(_cut_strings(value, per_value), ensure_ascii=False)
 
 
-def _count_strings(value: Any) -> int:
+def _count_strings(value: object) -> int:
     if isinstance(value, str):
         return 1
     if isinstance(value, dict):
@@ -80,7 +79,7 @@ def _count_strings(value: Any) -> int:
     return 0
 
 
-def _cut_strings(value: Any, limit: int) -> Any:
+def _cut_strings(value: object, limit: int) -> object:
     if isinstance(value, str):
         return cut_head_tail(value, limit)
     if isinstance(value, dict):

@@ -1,6 +1,7 @@
 """The model client, behind one protocol: `Model` (complete a request -> a typed `Reply`; its config).
 
-The entry: `from worker.model import Model, Reply, ToolCall, ModelError, ContextOverflow, LLMClient`.
+The entry: `from worker.model import Model, Reply, ToolCall, ModelError, ContextOverflow, LLMClient`, and the
+messages and tool schemas a request carries (`ChatMessage`, `ToolSchema`: messages.py).
 Everything that stands where a model client would (telemetry's TracedModel, the fan-out governor's
 GovernedModel and FailoverModel, replay's ReplayModel) is a `Model`, so the loop reads `model.config`
 and never looks inside a wrapper (the protocols: protocol.py). One request walks three modules here:
@@ -19,18 +20,20 @@ scripted server speaks textproto and streaming, replay reads a recorded reply wi
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from worker.model.messages import ChatMessage, ToolSchema
 from worker.model.protocol import ContextOverflow, HookedModel, Model, ModelError
 from worker.model.replies import Reply, ToolCall
 
 if TYPE_CHECKING:
     from worker.model.client import LLMClient
 
-__all__ = ["ContextOverflow", "HookedModel", "LLMClient", "Model", "ModelError", "Reply", "ToolCall"]
+__all__ = ["ChatMessage", "ContextOverflow", "HookedModel", "LLMClient", "Model", "ModelError", "Reply", "ToolCall",
+           "ToolSchema"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[LLMClient]:
     if name == "LLMClient":  # loaded on first use: httpcore2 stays out of light imports
         return importlib.import_module("worker.model.client").LLMClient
     raise AttributeError(f"module 'worker.model' has no attribute {name!r}")

@@ -11,7 +11,7 @@ without it. A model that cannot escape a script inside JSON can still write a co
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Mapping
 
 from worker.model.codeblocks import SCRIPT_TOOLS
 
@@ -19,7 +19,7 @@ MAX_SHAPED_SCRIPT = 3000  # a longer script is shown in the code-block form only
 FENCE_OF = {"python": "python", "bash": "bash", "javascript": "javascript"}
 
 
-def call_text(name: str, args: dict[str, Any], mode: str) -> str:
+def call_text(name: str, args: Mapping[str, object], mode: str) -> str:
     body = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
     return f"<tool_use>{body}</tool_use>" if mode == "text" else f"<tool_call>{body}</tool_call>"
 
@@ -34,14 +34,14 @@ def shape(name: str, script: str, kind: str, mode: str) -> str:
     if len(script) > MAX_SHAPED_SCRIPT:
         return code_block_form(name, script, kind, mode)
     kind = script_type(name, kind)
-    args: dict[str, Any] = {"type": kind, "script": script or "..."} if name == "code_run" else {"script": script or "..."}
+    args: dict[str, object] = {"type": kind, "script": script or "..."} if name == "code_run" else {"script": script or "..."}
     return f"Send it exactly like this (the script as one JSON string, newlines written \\n):\n{call_text(name, args, mode)}"
 
 
 def code_block_form(name: str, script: str, kind: str, mode: str) -> str:
     """The simpler form: the script in a fenced block, then the call without a script."""
     kind = script_type(name, kind)
-    args: dict[str, Any] = {"type": kind} if name == "code_run" else {}
+    args: dict[str, object] = {"type": kind} if name == "code_run" else {}
     return (f"Write the script in a fenced code block and then the call with no script (ga takes the script from "
             f"the block):\n```{FENCE_OF.get(kind, kind)}\n{script or '...'}\n```\n{call_text(name, args, mode)}")
 

@@ -31,12 +31,14 @@ import random
 import re
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, TypedDict
 
 import httpcore2
 import structlog
+from typing_extensions import Required
 
 from configs.logs import redact_text
+from worker.model.messages import ChatMessage, ToolSchema
 from worker.model.protocol import ContextOverflow, ModelError
 from worker.model.replies import (
     Completion,
@@ -61,6 +63,19 @@ MAX_ANCHORS = 8
 PROBE_TIMEOUT = 15.0  # seconds the endpoint gets to answer GET /models after a request timed out
 TEXT_MODE_STOP = ("<tool_result",)  # a text-mode model writing this is inventing a result
 log = structlog.get_logger("ga.llm")
+
+
+class Request(TypedDict, total=False):
+    """A chat completion request's body, its keys in the order they are sent."""
+
+    model: Required[str]
+    temperature: Required[float]
+    max_tokens: Required[int]
+    stream: bool
+    stream_options: dict[str, bool]
+    stop: list[str]
+    messages: list[ChatMessage]
+    tools: list[ToolSchema]
 
 
 class _Retry(Exception):
@@ -90,15 +105,15 @@ class LLMClient:
         self.on_text: Optional[Callable[[str], None]] = None  # set: stream, and hand it the text as it arrives
         self.requests = 0
         self._anchors: dict[tuple[str, str], str] = {}  # (role, content) -> protocol block appended to it
-        self._tools_json: Optional[tuple[list[dict[str, Any]], bytes]] = None  # (tools list, its encoding)
-        self._tool_parameters: Optional[tuple[list[dict[str, Any]], dict[str, list[str]]]] = None  # (tools, theirs)
+        self._tools_json: Optional[tuple[list[ToolSchema], bytes]] = None  # (tools list, its encoding)
+        self._tool_parameters: Optional[tuple[list[ToolSchema], dict[str, list[str]]]] = None  # (tools, theirs)
         self._stop_refused = False  # the server rejected `stop`: requests go without it
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LLMClient(name={self.config.name!r}, base_url={self.config.base_url!r}, model={self.config.model!r})"
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         request = self._request(messages, tools)
         started = time.monotonic()
         response = self._send_interpreting_refusals(request)
@@ -110,15 +125,16 @@ class LLMClient:
 
     # ---- request ------------------------------------------------------------------------------
 
-    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def _request(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Request:
         cfg = self.config
         with self._lock:
             self.requests += 1
             count = self.requests
-        request: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+        request: Request = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         if self.on_text is not None or cfg.stream:
             request.update(stream=True, stream_options={"include_usage": True})
-        request.update(self._stop_params(tools))
+        if self._stops(tools):
+            request["stop"] = list(TEXT_MODE_STOP)
         if cfg.tool_mode == "native":
             request["messages"] = messages
             if tools:
@@ -127,9 +143,9 @@ class LLMClient:
             request["messages"] = self._with_protocol(to_text_messages(messages), tools, count) if tools else to_text_messages(messages)
         return request
 
-    def _with_protocol(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    def _with_protocol(self, messages: list[ChatMessage], tools: list[ToolSchema], count: int) -> list[ChatMessage]:
         block = protocol_block(tools)
-        keys = [(m["role"], m["content"]) if isinstance(m.get("content"), str) else None for m in messages]
+        keys = [_text_key(m) for m in messages]
         with self._lock:
             present = any(key in self._anchors for key in keys if key)
             resend = count == 1 or (count - 1) % max(1, self.config.schema_resend_every) == 0
@@ -142,12 +158,12 @@ class LLMClient:
                         self._anchors.pop(next(iter(self._anchors)))
             anchors = dict(self._anchors)
         return [
-            {**m, "content": f"{m['content']}\n\n{anchors[key]}"} if key in anchors else m
+            {**m, "content": f"{key[1]}\n\n{anchors[key]}"} if key in anchors else m
             for m, key in zip(messages, keys, strict=True)
         ]
 
     @staticmethod
-    def _anchor_target(messages: list[dict[str, Any]], first: bool) -> Optional[int]:
+    def _anchor_target(messages: list[ChatMessage], first: bool) -> Optional[int]:
         roles = ["system", "user"] if first else ["user"]
         for role in roles:
             indices = [i for i, m in enumerate(messages) if m["role"] == role and isinstance(m.get("content"), str)]
@@ -155,14 +171,12 @@ class LLMClient:
                 return indices[0] if role == "system" else indices[-1]
         return None
 
-    def _stop_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def _stops(self, tools: list[ToolSchema]) -> bool:
         """Text mode: the server stops where the model starts writing a tool result itself (the reply is
         cut there anyway, see worker/model/replies.py; stopping early saves the invented tokens)."""
-        if self.config.tool_mode != "text" or not tools or not self.config.stop_sequences or self._stop_refused:
-            return {}
-        return {"stop": list(TEXT_MODE_STOP)}
+        return self.config.tool_mode == "text" and bool(tools) and self.config.stop_sequences and not self._stop_refused
 
-    def _send_interpreting_refusals(self, request: dict[str, Any]) -> Completion:
+    def _send_interpreting_refusals(self, request: Request) -> Completion:
         """_send, with two refusals told apart: a context overflow (ContextOverflow, the loop trims and
         retries) and a server that rejects `stop` (sent again without it, and never again)."""
         try:
@@ -172,14 +186,16 @@ class LLMClient:
             if "stop" in request and exc.status == 400 and re.search(r"\bstop\b", text, re.I):
                 self._stop_refused = True
                 log.warning("llm.stop_unsupported", model=self.config.name)
-                return self._send({k: v for k, v in request.items() if k != "stop"})
+                without = request.copy()
+                del without["stop"]
+                return self._send(without)
             if is_context_overflow(text):
                 raise ContextOverflow(text) from None
             raise
 
     # ---- sending with retries -----------------------------------------------------------------
 
-    def _send(self, request: dict[str, Any]) -> Completion:
+    def _send(self, request: Request) -> Completion:
         """The attempts of one request, each after the wait the last one earned (Retry-After, else full jitter).
         A loop of its own: tenacity's machinery cost ~0.1 ms of CPU per request among hundreds of threads."""
         cfg = self.config
@@ -207,7 +223,7 @@ class LLMClient:
         cfg = self.config
         return random.uniform(0, min(cfg.backoff_max, cfg.backoff_base * 2.0 ** min(attempt - 1, 64)))
 
-    def _encode(self, request: dict[str, Any]) -> bytes:
+    def _encode(self, request: Request) -> bytes:
         """Compact UTF-8 JSON; the tool schemas (the same list every request of a task) are encoded once."""
         tools = request.get("tools")
         if tools is None:
@@ -219,7 +235,7 @@ class LLMClient:
         rest = _dumps({k: v for k, v in request.items() if k != "tools"})
         return rest[:-1] + b',"tools":' + encoded + b"}"
 
-    def _parameters(self, tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+    def _parameters(self, tools: list[ToolSchema]) -> dict[str, list[str]]:
         """tool_parameters of the tool list, worked out once per list (the same list every request of a task)."""
         with self._lock:
             if self._tool_parameters is None or self._tool_parameters[0] is not tools:
@@ -296,7 +312,7 @@ class LLMClient:
 
     # ---- reply --------------------------------------------------------------------------------
 
-    def _reply(self, response: Completion, request: dict[str, Any], latency: float, known: dict[str, list[str]]) -> Reply:
+    def _reply(self, response: Completion, request: Request, latency: float, known: dict[str, list[str]]) -> Reply:
         """Tool calls however they arrive (worker/model/replies.py); the usage counts what was received."""
         choice = response.choices[0]
         msg = choice.message
@@ -313,10 +329,10 @@ class LLMClient:
         return Reply(read.text, read.calls, usage, read.message, latency, finish_reason=getattr(choice, "finish_reason", None) or "",
                      raw=read.raw, notes=read.notes)
 
-    def _usage(self, response: Completion, request: dict[str, Any], reply_text: str) -> Usage:
+    def _usage(self, response: Completion, request: Request, reply_text: str) -> Usage:
         usage = getattr(response, "usage", None)
         if usage is None:  # some local servers omit usage: estimate at ~4 chars per token
-            prompt = len(_json(request["messages"])) // 4
+            prompt = len(_json(request.get("messages", []))) // 4
             completion = len(reply_text) // 4
             cached = 0
         else:
@@ -326,7 +342,13 @@ class LLMClient:
         return Usage.priced(prompt, completion, cached, self.config)
 
 
-def _dumps(value: Any) -> bytes:
+def _text_key(message: ChatMessage) -> Optional[tuple[str, str]]:
+    """(role, content) of a message whose content is text: what a protocol anchor is kept under."""
+    content = message.get("content")
+    return (message["role"], content) if isinstance(content, str) else None
+
+
+def _dumps(value: object) -> bytes:
     """Compact UTF-8 as the SDK sent it; a lone surrogate (undecodable tool output) becomes "?", not a crash."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
@@ -365,5 +387,5 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)

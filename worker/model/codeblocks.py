@@ -11,7 +11,7 @@ script in the shape it should have sent (worker/model/callshape.py); it is never
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Optional
 
 FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)\n?[ \t]*```", re.S)
 LANGUAGES = {  # a block's language tag -> the script type it holds
@@ -44,7 +44,7 @@ def script_from_blocks(tool: str, text: str, wanted: Optional[str] = None) -> Op
     return usable[-1] if usable else None
 
 
-def needs_script(tool: str, args: Optional[dict[str, Any]]) -> bool:
+def needs_script(tool: str, args: Optional[dict[str, object]]) -> bool:
     """Whether a call to a script tool came without a script it can run (missing, empty, not text)."""
     if tool not in SCRIPT_TOOLS:
         return False
@@ -52,10 +52,11 @@ def needs_script(tool: str, args: Optional[dict[str, Any]]) -> bool:
     return not isinstance(script, str) or not script.strip()
 
 
-def with_script(tool: str, args: Optional[dict[str, Any]], text: str) -> Optional[dict[str, Any]]:
+def with_script(tool: str, args: Optional[dict[str, object]], text: str) -> Optional[dict[str, object]]:
     """`args` with the script taken from a fenced block in `text`, or None when there is none to take."""
     args = dict(args or {})
-    wanted = args.get("type") if isinstance(args.get("type"), str) else None
+    given = args.get("type")
+    wanted = given if isinstance(given, str) else None
     found = script_from_blocks(tool, text, _type_alias(wanted))
     if found is None:
         return None

@@ -12,7 +12,6 @@ import io
 import json
 import tokenize
 from dataclasses import dataclass
-from typing import Any
 
 import json_repair
 
@@ -22,7 +21,7 @@ JSON_NAMES = {"true": "True", "false": "False", "null": "None"}
 
 @dataclass
 class Read:
-    value: Any  # None when nothing could be read
+    value: object  # what the text holds, unchecked (JSON or a Python literal); None when nothing could be read
     how: str = "json"  # "json", "python" (a Python literal) or "repaired" (json-repair); "" when unread
     error: str = ""  # strict JSON's complaint, for the model, when it had to be read another way or not at all
 
@@ -51,7 +50,7 @@ def read_value(text: str, repair: bool = True) -> Read:
     return Read(None, "", error)
 
 
-def python_literal(text: str) -> Any:
+def python_literal(text: str) -> object:
     """`text` as a Python literal (dict, list, str...) with JSON's true/false/null taken as Python's; None if it
     is not one. Tokenizing first keeps those three words inside strings untouched."""
     try:
@@ -63,7 +62,7 @@ def python_literal(text: str) -> Any:
         return None
 
 
-def repaired(text: str) -> Any:
+def repaired(text: str) -> object:
     """What json-repair makes of `text`: an object or a list, else None (a bare string or number is not a call).
     A string json-repair had to close itself was cut off (at max_tokens, say), and a repair with fewer letters
     than the text dropped part of it: a script cut short must not run (`rm -rf /tmp/x` cut to `rm -rf /`), so
@@ -85,7 +84,7 @@ def _letters(text: str) -> int:
     return sum(ch.isalnum() for ch in text)
 
 
-def _strings(value: Any) -> list[tuple[str, bool]]:
+def _strings(value: object) -> list[tuple[str, bool]]:
     """Every string in `value`, and whether it is a key."""
     if isinstance(value, str):
         return [(value, False)]

@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
+from memory_shared.jsontypes import JSONObject
 from worker.model import Model, ModelError, Reply, ToolCall
+from worker.model.messages import ChatMessage, ToolSchema
 from worker.model.replies import interpret, tool_parameters
 from worker.usage import Usage
 
@@ -29,21 +31,22 @@ TEXT_CALLS_NOTE = "from the reply's text"  # worker.model.replies.interpret's no
 
 @dataclass
 class RecordedTurn:
-    """One line of a history.jsonl: the request as it was sent and the reply as the model wrote it."""
+    """One line of a history.jsonl: the request as it was sent and the reply as the model wrote it, as the
+    file holds them (written by this ga or an older one; compared and read, never trusted)."""
 
     turn: int
-    request: list[dict[str, Any]]
-    received: dict[str, Any]
+    request: list[JSONObject]
+    received: JSONObject
     raw: Optional[str]
     usage: Usage
-    tool_results: list[dict[str, Any]]
+    tool_results: list[JSONObject]
     notes: list[str] = field(default_factory=list)
 
 
 def recorded_turns(path: Path) -> list[RecordedTurn]:
     """Every turn of a history file, its request rebuilt whole (history.py keeps only what changed)."""
     turns: list[RecordedTurn] = []
-    previous: list[dict[str, Any]] = []
+    previous: list[JSONObject] = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -69,8 +72,8 @@ class Divergence:
     turn: int
     kind: str
     where: str  # a JSON path into the request, or the tool's name
-    recorded: Any = None
-    replayed: Any = None
+    recorded: object = None  # the JSON value at `where`, each side's
+    replayed: object = None
 
     def line(self) -> str:
         if self.kind == "tool":
@@ -92,7 +95,7 @@ class Normaliser:
 
     paths: dict[str, str] = field(default_factory=dict)  # a path (either side's) -> the token it becomes
 
-    def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def __call__(self, messages: Sequence[object]) -> list[JSONObject]:
         text = json.dumps(messages, ensure_ascii=False)
         for path in sorted(self.paths, key=len, reverse=True):  # the longest first: a run dir holds its workdirs
             text = text.replace(json.dumps(path)[1:-1], self.paths[path])
@@ -112,7 +115,7 @@ class ReplayModel:
         self.replayed_usage = Usage()  # what the recorded turns cost when they were made (not spent again)
         self.live_usage = Usage()
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         self.calls += 1
         turn = self.calls
         if self.live is not None and turn >= self.live_from:
@@ -130,7 +133,7 @@ class ReplayModel:
         self.replayed_usage += reply.usage
         return reply
 
-    def compare(self, recorded: list[dict[str, Any]], messages: list[dict[str, Any]], turn: int) -> Optional[Divergence]:
+    def compare(self, recorded: list[JSONObject], messages: list[ChatMessage], turn: int) -> Optional[Divergence]:
         """The first difference between a recorded request and the one built now (None when they agree)."""
         before, now = self.normalise(recorded), self.normalise(messages)
         path = first_difference(before, now, "messages")
@@ -158,19 +161,21 @@ def rebuild_reply(recorded: RecordedTurn, tool_mode: str, known: dict[str, list[
     native = [] if from_text else [ToolCall(c.get("id") or "", c["function"]["name"], c["function"].get("arguments") or "")
                                    for c in received.get("tool_calls") or [] if c.get("function")]
     read = interpret(content, native, tool_mode, known)
-    calls, message = read.calls, read.message
+    calls = read.calls
+    message: ChatMessage = read.message
     recorded_ids = [r["id"] for r in recorded.tool_results if r.get("id")]
     if len(recorded_ids) == len(calls) and not native:  # ids made up for calls read from text: the recorded ones
         ids = dict(zip((c.id for c in calls), recorded_ids, strict=True))
         calls = [replace(c, id=ids[c.id]) for c in calls]  # the script hint of an unreadable call kept
         if message.get("tool_calls"):
-            message = {**message, "tool_calls": [{**m, "id": ids.get(m["id"], m["id"])} for m in message["tool_calls"]]}
+            message = {**message, "tool_calls": [{**m, "id": ids.get(m["id"], m["id"])}
+                                                 for m in message.get("tool_calls", [])]}
     cut = any(LENGTH_PROBLEM in str(r.get("error", "")) for r in recorded.tool_results)
     return Reply(read.text, calls, recorded.usage, message, 0.0, finish_reason="length" if cut else "stop",
                  raw=read.raw, notes=read.notes)
 
 
-def first_difference(before: Any, now: Any, path: str) -> Optional[str]:
+def first_difference(before: object, now: object, path: str) -> Optional[str]:
     """The JSON path of the first place two JSON values differ, or None."""
     if isinstance(before, dict) and isinstance(now, dict):
         for key in list(before) + [k for k in now if k not in before]:
@@ -189,7 +194,7 @@ def first_difference(before: Any, now: Any, path: str) -> Optional[str]:
     return None if before == now else path
 
 
-def _numbered_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _numbered_ids(messages: list[JSONObject]) -> list[JSONObject]:
     ids: dict[str, str] = {}
 
     def number(value: str) -> str:
@@ -210,7 +215,7 @@ def _message_index(path: str) -> Optional[int]:
     return int(path[len("messages["):path.index("]")])
 
 
-def _tool_of(messages: list[dict[str, Any]], index: int) -> str:
+def _tool_of(messages: list[JSONObject], index: int) -> str:
     """The name of the tool whose result is messages[index] (from the assistant call it answers)."""
     call_id = messages[index].get("tool_call_id")
     for message in reversed(messages[:index]):
@@ -220,17 +225,22 @@ def _tool_of(messages: list[dict[str, Any]], index: int) -> str:
     return f"the tool answered in messages[{index}]"
 
 
-def _at(value: Any, path: str) -> Any:
+def _at(value: object, path: str) -> object:
     """The value at a path first_difference returned (None where one side has nothing there)."""
     for part in path.replace("[", ".[").split(".")[1:]:
-        try:
-            value = value[int(part[1:-1])] if part.startswith("[") else value[part]
-        except (KeyError, IndexError, TypeError):
+        if part.startswith("[") and isinstance(value, (list, str)):
+            index = int(part[1:-1])
+            if not -len(value) <= index < len(value):
+                return None
+            value = value[index]
+        elif not part.startswith("[") and isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
             return None
     return value
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -5,8 +5,9 @@ imported from the package's entry, `worker.model`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
+from worker.model.messages import ChatMessage, ToolSchema
 from worker.model.replies import Reply
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class Model(Protocol):
         stand-in that has none (bench/context.py's): the loop then keeps the configured context."""
         ...
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
         """The reply to `messages` with `tools` offered (OpenAI schemas); ModelError when the endpoint
         fails, ContextOverflow when the request does not fit its window."""
         ...

@@ -33,14 +33,16 @@ import re
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Union
+from typing import Iterable, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import validation_line
 from worker.model.callshape import is_script_tool
 from worker.model.codeblocks import needs_script, recovered_script, with_script
 from worker.model.lenient import MAX_LENIENT_CHARS, read_value
+from worker.model.messages import ChatMessage, ToolSchema
 from worker.model.textproto import format_tool_use
 from worker.usage import Usage
 
@@ -60,7 +62,7 @@ class Reply:
     content: str
     tool_calls: list[ToolCall]
     usage: Usage
-    message: dict[str, Any]  # the assistant message, OpenAI format, as it goes into the history
+    message: ChatMessage  # the assistant message, OpenAI format, as it goes into the history
     latency: float = 0.0
     finish_reason: str = ""  # "length": cut at max_tokens
     raw: Optional[str] = None  # the content as received, when the message above was reinterpreted from it
@@ -78,15 +80,16 @@ class Reply:
         return ""
 
 
-def tool_parameters(tools: list[dict[str, Any]]) -> dict[str, list[str]]:
+def tool_parameters(tools: list[ToolSchema]) -> dict[str, list[str]]:
     """Each offered tool's parameter names, required ones first (the order a model writes them in a call)."""
     found = {}
     for schema in tools:
-        func = schema.get("function", schema)
+        func = schema["function"]
         params = func.get("parameters") or {}
-        names = list(params.get("properties") or {})
-        required = [n for n in params.get("required") or [] if n in names]
-        found[str(func.get("name", ""))] = required + [n for n in names if n not in required]
+        properties, listed = params.get("properties"), params.get("required")
+        names = [str(name) for name in properties] if isinstance(properties, dict) else []
+        required = [n for n in listed if n in names] if isinstance(listed, list) else []
+        found[func["name"]] = required + [n for n in names if n not in required]
     return found
 
 
@@ -107,7 +110,7 @@ class _Loose(BaseModel):
 
 class _Function(_Loose):
     name: Optional[StrictStr] = None
-    arguments: Union[StrictStr, dict[str, Any], None] = None
+    arguments: Union[StrictStr, JSONObject, None] = None
 
 
 class _ToolCall(_Loose):
@@ -171,7 +174,7 @@ def parse_completion(body: bytes, content_type: str = "") -> Completion:
 class Interpreted:
     text: str  # the reply's text without call blocks: the answer when there are no calls
     calls: list[ToolCall]
-    message: dict[str, Any]  # the assistant message for the history
+    message: ChatMessage  # the assistant message for the history
     raw: Optional[str] = None  # the content as received, when `message` differs from it
     notes: list[str] = field(default_factory=list)
 
@@ -186,7 +189,7 @@ def interpret(content: str, native_calls: list[ToolCall], tool_mode: str, known:
         notes.append(f"cut {len(content) - len(kept)} chars from the first <tool_result> the model wrote itself")
     if tool_mode == "native" and native_calls:
         mended = [_mend_native(call, kept, notes) for call in native_calls]
-        message: dict[str, Any] = {"role": "assistant", "content": kept or None, "tool_calls": [
+        message: ChatMessage = {"role": "assistant", "content": kept or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": shown}} for c, shown in mended]}
         return Interpreted(kept, [c for c, _ in mended], message, content if cut else None, notes)
     found = extract_calls(kept, known) if known else Extracted(kept)  # no tools offered: nothing to call
@@ -316,7 +319,7 @@ def extract_calls(content: str, known: Iterable[str]) -> Extracted:
     return Extracted(re.sub(r"\n{3,}", "\n\n", "".join(text)).strip(), calls, content, spans)
 
 
-def native_message(text: str, calls: list[tuple[str, ContentCall]]) -> dict[str, Any]:
+def native_message(text: str, calls: list[tuple[str, ContentCall]]) -> ChatMessage:
     """The assistant message a content call is recorded as in native mode: a real `tool_calls` entry, so the
     next request is an ordinary call/result exchange. Its arguments are the model's own when they were read as
     written or completed from a code block (the block stays in the text), else as ga read them; an unreadable
@@ -383,7 +386,8 @@ def _from_call_syntax(text: str, params: dict[str, list[str]]) -> list[ContentCa
     return [ContentCall(found.group(1), json.dumps(args, ensure_ascii=False), how="python", as_written=False)]
 
 
-def _from_object(data: dict[str, Any], how: str = "json") -> ContentCall | None:
+def _from_object(data: JSONObject, how: str = "json") -> ContentCall | None:
+    """The call an object a model wrote names, if it names one (its fields checked here)."""
     if isinstance(data.get("function"), dict):  # {"type": "function", "function": {...}}
         data = data["function"]
     name = data.get("name")
@@ -423,7 +427,7 @@ def _filled(call: ContentCall, text: str, notes: list[str]) -> ContentCall:
     notes.append(f"took the {call.name} script from the reply's {filled.get('type', 'javascript')} code block")
     written = call.arguments if not call.problem else json.dumps(
         {"type": filled["type"]} if "type" in filled else {}, ensure_ascii=False)
-    return ContentCall(call.name, json.dumps(filled, ensure_ascii=False), how="block", kind=filled.get("type", ""),
+    return ContentCall(call.name, json.dumps(filled, ensure_ascii=False), how="block", kind=str(filled.get("type", "")),
                        written=written, as_written=call.as_written)
 
 
@@ -444,7 +448,7 @@ def _mend_native(call: ToolCall, text: str, notes: list[str]) -> tuple[ToolCall,
     return ToolCall(call.id, call.name, mended.arguments, mended.problem, mended.script_hint, mended.kind), shown
 
 
-def _loads_object(text: str) -> Optional[dict[str, Any]]:
+def _loads_object(text: str) -> Optional[dict[str, object]]:
     try:
         value = json.loads(text or "{}", strict=False)
     except json.JSONDecodeError:

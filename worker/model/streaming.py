@@ -11,13 +11,22 @@ the connection closed under it ends the generation on the server.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, TypedDict
+
+from memory_shared.jsontypes import JSONObject
+from worker.model.messages import FunctionCall
 
 WATCH_EVERY = 400  # characters of content between two looks of the runaway watch
 
 
 class StreamCut(Exception):
     """The watch saw the content run away: the rest of the stream is not read (closing it ends the generation)."""
+
+
+class _StreamedCall(TypedDict):
+    id: Optional[str]  # None until a delta brings it
+    type: str
+    function: FunctionCall
 
 
 class StreamAssembler:
@@ -30,10 +39,10 @@ class StreamAssembler:
         self._watched = 0
         self._buffer = b""
         self._content: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: dict[int, _StreamedCall] = {}
         self._finish: Optional[str] = None
-        self._usage: Optional[dict[str, Any]] = None
-        self._meta: dict[str, Any] = {}
+        self._usage: Optional[JSONObject] = None  # as the server sent it
+        self._meta: dict[str, object] = {}
         self.events = 0
 
     @property
@@ -53,10 +62,10 @@ class StreamAssembler:
             self._line(self._buffer.strip())  # a last event without its newline
         self._buffer = b""
         self._finish = finish or self._finish
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
+        message: dict[str, object] = {"role": "assistant", "content": "".join(self._content) or None}
         if self._calls:
             message["tool_calls"] = [self._calls[index] for index in sorted(self._calls)]
-        body = {"id": self._meta.get("id") or "stream", "object": "chat.completion", "created": self._meta.get("created", 0),
+        body: dict[str, object] = {"id": self._meta.get("id") or "stream", "object": "chat.completion", "created": self._meta.get("created", 0),
                 "model": self._meta.get("model") or "", "choices": [{"index": 0, "message": message,
                                                                       "finish_reason": self._finish or "stop"}]}
         if self._usage is not None:
@@ -83,7 +92,7 @@ class StreamAssembler:
         for choice in chunk.get("choices") or []:
             self._choice(choice)
 
-    def _choice(self, choice: dict[str, Any]) -> None:
+    def _choice(self, choice: JSONObject) -> None:
         delta = choice.get("delta") or {}
         text = delta.get("content")
         if isinstance(text, str) and text:
@@ -106,14 +115,14 @@ class StreamAssembler:
             self._finish = choice["finish_reason"]
 
 
-def completion_events(completion: dict[str, Any], include_usage: bool, piece: int = 16) -> list[dict[str, Any]]:
+def completion_events(completion: JSONObject, include_usage: bool, piece: int = 16) -> list[dict[str, object]]:
     """A chat.completion as the chunks a streaming server sends (what the scripted server speaks)."""
     choice = completion["choices"][0]
     message = choice["message"]
     base = {"id": completion.get("id"), "object": "chat.completion.chunk", "created": completion.get("created", 0),
             "model": completion.get("model")}
 
-    def chunk(delta: dict[str, Any], finish: Optional[str] = None) -> dict[str, Any]:
+    def chunk(delta: dict[str, object], finish: Optional[str] = None) -> dict[str, object]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     events = [chunk({"role": "assistant"})]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+from worker.model.messages import ChatMessage, ToolSchema
 
 TOOL_USE = re.compile(r"<tool_use>(.*?)(?:</tool_use>|\Z)", re.S)
 ARGUMENTS_KEY = re.compile(r'"arguments"\s*:\s*')
@@ -43,7 +44,7 @@ def parse_block(inner: str) -> tuple[str, str]:
     return (name.group(1) if name else ""), raw
 
 
-def protocol_block(tools: list[dict[str, Any]]) -> str:
+def protocol_block(tools: list[ToolSchema]) -> str:
     """How to call tools, then one compact signature line per tool."""
     lines = [
         "## Tools",
@@ -52,28 +53,33 @@ def protocol_block(tools: list[dict[str, Any]]) -> str:
         "Results come back in <tool_result> blocks. Answer without any block when you are done.",
     ]
     for spec in tools:
-        func = spec.get("function", spec)
+        func = spec["function"]
         params = func.get("parameters") or {}
-        required = set(params.get("required", []))
-        args = [_signature_arg(name, prop, name in required) for name, prop in params.get("properties", {}).items()]
+        required = params.get("required")
+        needed = set(required) if isinstance(required, list) else set()
+        properties = params.get("properties")
+        found = properties.items() if isinstance(properties, dict) else []
+        args = [_signature_arg(str(name), prop, name in needed) for name, prop in found]
         lines.append(f"- {func['name']}({', '.join(args)}): {func.get('description', '').strip()}")
     return "\n".join(lines)
 
 
-def _signature_arg(name: str, prop: dict[str, Any], required: bool) -> str:
+def _signature_arg(name: str, prop: object, required: bool) -> str:
     text = f"{name}: {_type_of(prop)}"
-    if "default" in prop:
+    if isinstance(prop, dict) and "default" in prop:
         text += f" = {json.dumps(prop['default'])}"
     elif not required:
         text += "?"
     return text
 
 
-def _type_of(prop: dict[str, Any]) -> str:
+def _type_of(prop: object) -> str:
+    if not isinstance(prop, dict):
+        return "any"
     if "enum" in prop:
         return "|".join(json.dumps(v) for v in prop["enum"])
     if "anyOf" in prop:
-        kinds = [_type_of(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        kinds = [_type_of(p) for p in prop["anyOf"] if not (isinstance(p, dict) and p.get("type") == "null")]
         return "|".join(kinds) or "any"
     kind = prop.get("type", "any")
     if kind == "array":
@@ -81,29 +87,31 @@ def _type_of(prop: dict[str, Any]) -> str:
     return kind if isinstance(kind, str) else "|".join(kind)
 
 
-def to_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_text_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
     """Rewrite native-format history for a text-protocol endpoint: tool calls become blocks in the
     assistant text, tool results become user messages, consecutive user messages are merged (many
     chat templates require alternating roles). Deterministic, so successive prefixes stay equal."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for msg in messages:
-        role = msg.get("role")
+        role = msg["role"]
+        sent: ChatMessage
         if role == "assistant":
-            text = msg.get("content") or ""
+            content = msg.get("content")
+            text = content if isinstance(content, str) else ""
             blocks = [format_tool_use(c["function"]["name"], c["function"].get("arguments", "")) for c in msg.get("tool_calls") or []]
             missing = [b for b in blocks if b not in text]
-            msg = {"role": "assistant", "content": "\n".join(filter(None, [text, *missing]))}
+            sent = {"role": "assistant", "content": "\n".join(filter(None, [text, *missing]))}
         elif role == "tool":
-            name = f' name="{msg["name"]}"' if msg.get("name") else ""
-            msg = {"role": "user", "content": f'<tool_result id="{msg.get("tool_call_id", "")}"{name}>\n{msg.get("content", "")}\n</tool_result>'}
+            name = f' name="{msg.get("name")}"' if msg.get("name") else ""
+            sent = {"role": "user", "content": f'<tool_result id="{msg.get("tool_call_id", "")}"{name}>\n{msg.get("content", "")}\n</tool_result>'}
         else:
-            msg = dict(msg)
-        if out and role in ("user", "tool") and out[-1]["role"] == "user" and _is_text(out[-1]) and _is_text(msg):
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{msg['content']}"}
+            sent = msg.copy()
+        if out and role in ("user", "tool") and out[-1]["role"] == "user" and _is_text(out[-1]) and _is_text(sent):
+            out[-1] = {"role": "user", "content": f"{out[-1].get('content')}\n\n{sent.get('content')}"}
         else:
-            out.append(msg)
+            out.append(sent)
     return out
 
 
-def _is_text(msg: dict[str, Any]) -> bool:
+def _is_text(msg: ChatMessage) -> bool:
     return isinstance(msg.get("content"), str)

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import httpcore2
 
@@ -459,7 +459,7 @@ class _DeadlineStream(httpcore2.NetworkStream):
         return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
                                                       _remaining(timeout, httpcore2.ConnectTimeout)))
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         return self._stream.get_extra_info(info)
 
 
@@ -468,12 +468,14 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
         self._backend = httpcore2.SyncBackend()
 
     def connect_tcp(self, host: str, port: int, timeout: Optional[float] = None, local_address: Optional[str] = None,
-                    socket_options: Any = None) -> httpcore2.NetworkStream:
+                    socket_options: Optional[Iterable[httpcore2.SOCKET_OPTION]] = None,
+                    ) -> httpcore2.NetworkStream:
         return _DeadlineStream(self._backend.connect_tcp(host, port, _remaining(timeout, httpcore2.ConnectTimeout),
                                                          local_address, socket_options))
 
     def connect_unix_socket(self, path: str, timeout: Optional[float] = None,
-                            socket_options: Any = None) -> httpcore2.NetworkStream:
+                            socket_options: Optional[Iterable[httpcore2.SOCKET_OPTION]] = None,
+                    ) -> httpcore2.NetworkStream:
         return _DeadlineStream(self._backend.connect_unix_socket(path, _remaining(timeout, httpcore2.ConnectTimeout),
                                                                  socket_options))
 

@@ -13,8 +13,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
+from memory_shared.jsontypes import JSONObject
+from worker.model.messages import ChatMessage
 from worker.model.textproto import format_tool_use
 from worker.scripted.hostile import HOSTILE_KINDS, status_of
 from worker.scripted.script import Fault, Script, Turn
@@ -26,7 +28,7 @@ CONVERSATIONS_KEPT = 512
 @dataclass
 class Answer:
     status: int
-    body: dict[str, Any]
+    body: JSONObject  # what an OpenAI-compatible server sends: ga's client reads it as such
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (latency, or a hang)
     task: Optional[int] = None
@@ -47,7 +49,8 @@ class Engine:
         self._ids = 0
         self._lock = threading.Lock()
 
-    def answer(self, body: dict[str, Any]) -> Answer:
+    def answer(self, body: JSONObject) -> Answer:
+        """The answer to a request's body, as the HTTP client sent it (checked here)."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _error(400, "'messages' must be a list of message objects")
@@ -73,28 +76,30 @@ class Engine:
             delay = fault.seconds
         script_turn = self._turn(task, turn)
         native = bool(body.get("tools"))
-        message = self._message(script_turn, messages, native, turn, malformed=bool(fault and fault.kind == "malformed_tool_call"))
+        message: ChatMessage = self._message(script_turn, messages, native, turn, malformed=bool(fault and fault.kind == "malformed_tool_call"))
         message = _apply_stop(message, body.get("stop"))
         finish = script_turn.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
         count = 1
         if self.script.completion_limits:  # as a real endpoint: n choices, each cut at max_tokens
             count = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
             limit = body.get("max_tokens") or body.get("max_completion_tokens")
-            if isinstance(limit, int) and isinstance(message.get("content"), str) and len(message["content"]) > limit * 4:
-                message, finish = {**message, "content": message["content"][:limit * 4]}, "length"
+            content = message.get("content")
+            if isinstance(limit, int) and isinstance(content, str) and len(content) > limit * 4:
+                message = {**message, "content": content[:limit * 4]}
+                finish = "length"
         choices = [] if fault and fault.kind == "empty_choices" else [
             {"index": i, "message": message, "finish_reason": finish} for i in range(count)]
         with self._lock:
             self._ids += 1
             reply_id = f"chatcmpl-scripted-{self._ids}"
-        body_out = {"id": reply_id, "object": "chat.completion", "created": int(time.time()),
+        body_out: JSONObject = {"id": reply_id, "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "scripted"), "choices": choices,
                     "usage": self._usage(body, messages, message, count)}
         hostile = fault if fault and fault.kind in HOSTILE_KINDS else None
         return Answer(status_of(hostile) if hostile else 200, body_out, delay=delay, task=task, turn=turn,
                       fault=fault.kind if fault else None, hostile=hostile)
 
-    def _overflow(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    def _overflow(self, body: JSONObject, messages: list[JSONObject]) -> str:
         window = self.script.context_window
         if window is None:
             return ""
@@ -103,7 +108,7 @@ class Engine:
             return ""
         return f"the request exceeds the available context size ({prompt} tokens > {window}), try increasing it"
 
-    def _match(self, messages: list[dict[str, Any]]) -> Optional[int]:
+    def _match(self, messages: list[JSONObject]) -> Optional[int]:
         users = [m.get("content") for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
         system = "".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
         for texts in (users[:1], users):
@@ -149,7 +154,7 @@ class Engine:
             return Turn(content="done")
         return Turn(content=last.content, echo_last_tool_result=last.echo_last_tool_result)
 
-    def _message(self, spec: Turn, messages: list[dict], native: bool, turn: int, malformed: bool) -> dict[str, Any]:
+    def _message(self, spec: Turn, messages: list[JSONObject], native: bool, turn: int, malformed: bool) -> ChatMessage:
         content = spec.content or ""
         if spec.echo_last_tool_result:
             content = "\n".join(filter(None, [content, _last_tool_result(messages)]))
@@ -161,7 +166,7 @@ class Engine:
         if not native:
             blocks = [format_tool_use(name, args) for _, name, args in calls]
             return {"role": "assistant", "content": "\n".join(filter(None, [content, *blocks]))}
-        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        message: ChatMessage = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
                                      for cid, name, args in calls]
@@ -169,7 +174,7 @@ class Engine:
             message["content"] = content
         return message
 
-    def _usage(self, body: dict[str, Any], messages: list[dict], reply: dict[str, Any], choices: int = 1) -> dict[str, Any]:
+    def _usage(self, body: JSONObject, messages: list[JSONObject], reply: ChatMessage, choices: int = 1) -> dict[str, object]:
         text = json.dumps(body.get("tools") or [], sort_keys=True) + "".join(json.dumps(m, sort_keys=True) for m in messages)
         key = json.dumps([m for m in messages if m.get("role") in ("system", "user")][:2], sort_keys=True)
         with self._lock:
@@ -184,9 +189,10 @@ class Engine:
                 "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def _apply_stop(message: dict[str, Any], stop: Any) -> dict[str, Any]:
+def _apply_stop(message: ChatMessage, stop: object) -> ChatMessage:
     """Cut the content at the first stop string, as a server does (the stop string itself is dropped)."""
-    stops = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str) and s]
+    listed = stop if isinstance(stop, list) else []
+    stops = [stop] if isinstance(stop, str) else [s for s in listed if isinstance(s, str) and s]
     content = message.get("content")
     if not stops or not isinstance(content, str):
         return message
@@ -201,7 +207,7 @@ def _pattern(match: str) -> re.Pattern:
         return re.compile(re.escape(match))
 
 
-def _last_tool_result(messages: list[dict[str, Any]]) -> str:
+def _last_tool_result(messages: list[JSONObject]) -> str:
     for msg in reversed(messages):
         if msg.get("role") == "tool":
             return str(msg.get("content") or "")
@@ -224,15 +230,15 @@ def _common_prefix(a: str, b: str) -> int:
     return low
 
 
-def _error(status: int, message: str, **fields: Any) -> Answer:
+def _error(status: int, message: str, task: Optional[int] = None, turn: int = 0, fault: Optional[str] = None) -> Answer:
     kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}.get(status, "server_error")
-    return Answer(status, {"error": {"message": message, "type": kind, "code": status}}, **fields)
+    return Answer(status, {"error": {"message": message, "type": kind, "code": status}}, task=task, turn=turn, fault=fault)
 
 
 _ANCHOR_TURN = re.compile(r"<history>\s*\[turn (\d+)\]")
 
 
-def _turn(messages: list[dict[str, Any]]) -> int:
+def _turn(messages: list[JSONObject]) -> int:
     """Turns already answered: the assistant messages in the request, or, once context control has
     evicted old ones, the turn number the worker's anchor carries in the newest user message."""
     answered = sum(1 for m in messages if m.get("role") == "assistant")

@@ -42,10 +42,11 @@ max_tokens. A request's `stop` strings cut the content as a real server does (te
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from memory_shared.jsontypes import JSONObject
 from memory_shared.usererrors import field_errors
 from memory_shared.yamlsource import YamlError, line_of, load_mapping
 
@@ -62,7 +63,7 @@ class _Strict(BaseModel):
 
 class ToolCallSpec(_Strict):
     name: str
-    arguments: Union[dict[str, Any], str] = {}
+    arguments: Union[dict[str, object], str] = {}
     id: Optional[str] = None
 
 
@@ -112,7 +113,7 @@ class Script(_Strict):
     context_window: Optional[int] = Field(None, ge=1)  # prompt tokens over this: 400, as llama.cpp answers
     stop_supported: bool = True  # false: a request with `stop` gets a 400 (as some hosted models answer)
     completion_limits: bool = False  # true: `max_tokens` cuts a reply (4 chars a token), `n` gives n choices
-    model: dict[str, Any] = {}
+    model: JSONObject = {}  # the model's entry as the script's author wrote it (read by orchestrator/preflight.py)
     faults: list[Fault] = []
     tasks: list[Task] = Field(min_length=1)
 

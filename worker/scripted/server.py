@@ -7,8 +7,9 @@ import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Mapping, Optional, TextIO, Union
 
+from memory_shared.jsontypes import JSONObject
 from worker.model.streaming import completion_events
 from worker.scripted.engine import Answer, Engine
 from worker.scripted.hostile import write_hostile
@@ -63,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(answer.status, answer.body, answer.headers)
 
-    def _send_events(self, completion: dict[str, Any], include_usage: bool) -> None:
+    def _send_events(self, completion: JSONObject, include_usage: bool) -> None:
         """A streamed reply: server-sent events, the body ending when the connection closes."""
         self.close_connection = True
         try:
@@ -78,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    def _send(self, status: int, body: dict[str, Any], headers: Optional[dict[str, str]] = None) -> None:
+    def _send(self, status: int, body: Mapping[str, object], headers: Optional[dict[str, str]] = None) -> None:
         data = json.dumps(body).encode()
         try:
             self.send_response(status)
@@ -91,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its timeout passed during a hang)
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         pass  # the JSONL request log is the record
 
 
@@ -105,14 +106,14 @@ class ScriptedServer:
         self.engine = Engine(load_script(script))
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path else None
-        self.requests: deque[Any] = deque(maxlen=keep)
-        self.records: deque[dict[str, Any]] = deque(maxlen=keep)
+        self.requests: deque[object] = deque(maxlen=keep)  # the bodies as received (JSON, or None when not)
+        self.records: deque[dict[str, object]] = deque(maxlen=keep)
         self.base_url = ""
         self._http: Optional[_HTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._log_file: Any = None
+        self._log_file: Optional[TextIO] = None
 
     def start(self) -> str:
         if self._http:
@@ -152,10 +153,10 @@ class ScriptedServer:
         self.start()
         return self
 
-    def __exit__(self, *_exc: Any) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.stop()
 
-    def _record(self, body: Any, answer: Answer) -> None:
+    def _record(self, body: object, answer: Answer) -> None:
         record = {"time": time.time(), "task": answer.task, "turn": answer.turn, "status": answer.status,
                   "fault": answer.fault, "body": body}
         with self._lock:

@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from worker.tools import ask, code, files, memory_tools, web
-from worker.tools.base import FunctionTool, Schema, Tool, ToolContext, ToolState, optional_str
+from worker.tools.base import FunctionTool, Tool, ToolContext, ToolState, optional_str
 
 TOOLS: tuple[Tool, ...] = (
     ask.ASK_USER,
@@ -22,4 +22,4 @@ TOOLS: tuple[Tool, ...] = (
 )
 REGISTRY: Mapping[str, Tool] = MappingProxyType({tool.name: tool for tool in TOOLS})
 
-__all__ = ["REGISTRY", "TOOLS", "FunctionTool", "Schema", "Tool", "ToolContext", "ToolState", "optional_str"]
+__all__ = ["REGISTRY", "TOOLS", "FunctionTool", "Tool", "ToolContext", "ToolState", "optional_str"]

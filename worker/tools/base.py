@@ -7,18 +7,20 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, TypeVar
+from typing import Callable, Generic, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel
+from pydantic.config import JsonDict
 
 from configs import Settings
 from worker.memview import MemoryView
+from worker.model.messages import ToolSchema
 from worker.modelconfig import ModelConfig
 from worker.policy import Environment
 from worker.types import ToolResult
 from worker.usage import Account
 
-Schema = dict[str, Any]  # a tool's JSON schema, as the model's API takes it
+Args = TypeVar("Args", bound=BaseModel)
 
 
 class ToolState:
@@ -113,24 +115,29 @@ class Tool(Protocol):
         last run of any other tool."""
         ...
 
-    def run(self, ctx: ToolContext, args: Any) -> ToolResult: ...
-    def schema(self) -> Schema: ...
+    def run(self, ctx: ToolContext, args: BaseModel) -> ToolResult:
+        """`args`: an instance of `self.args`."""
+        ...
+
+    def schema(self) -> ToolSchema: ...
 
 
 @dataclass(frozen=True)
-class FunctionTool:
+class FunctionTool(Generic[Args]):
     """A Tool made of a function; each tool module makes its own, and worker/tools/__init__.py lists them."""
 
     name: str
     description: str
-    args: type[BaseModel]
-    function: Callable[[ToolContext, Any], ToolResult]
+    args: type[Args]
+    function: Callable[[ToolContext, Args], ToolResult]
     answer_evidence: bool = True
 
-    def run(self, ctx: ToolContext, args: Any) -> ToolResult:
+    def run(self, ctx: ToolContext, args: BaseModel) -> ToolResult:
+        if not isinstance(args, self.args):
+            raise TypeError(f"{self.name} takes {self.args.__name__}, not {type(args).__name__}")
         return self.function(ctx, args)
 
-    def schema(self) -> Schema:
+    def schema(self) -> ToolSchema:
         cached = _SCHEMAS.get(self)  # building a JSON schema costs ~7 ms; a worker asks for all of them per task
         if cached is None:
             params = self.args.model_json_schema()
@@ -142,10 +149,10 @@ class FunctionTool:
         return copy.deepcopy(cached)
 
 
-_SCHEMAS: dict[FunctionTool, Schema] = {}
+_SCHEMAS: dict[object, ToolSchema] = {}  # FunctionTool -> its schema
 
 
-def optional_str(schema: Schema) -> None:
+def optional_str(schema: JsonDict) -> None:
     """`json_schema_extra` for an optional string argument: plain {"type": "string"}, fewer prompt tokens than
     anyOf/null."""
     schema.pop("default", None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -89,7 +89,11 @@ def browser_of(ctx: ToolContext) -> Optional[WebSession]:
     return browser.session if browser is not None else None
 
 
-def _in_browser(ctx: ToolContext, fn: Callable[..., Any], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
+Result = TypeVar("Result")
+
+
+def _in_browser(ctx: ToolContext, fn: Callable[..., Awaitable[Result]], *args: object,
+                timeout: float = 120.0) -> tuple[str, Result]:
     """Run `await fn(session, *args)` on the worker's browser session: (notice of lost tabs, result)."""
     return ctx.state(Browser).open().call(fn, *args, timeout=timeout)
 

@@ -12,7 +12,7 @@ Which browser: with `web.cdp_url` the person's own (an opt-in of their config, w
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -26,14 +26,17 @@ from worker.web.execjs import ScriptError, execute
 from worker.web.launch import BrowserRefused
 from worker.web.scan import web_scan
 
+if TYPE_CHECKING:
+    from worker.tools.base import ToolContext
+
 __all__ = ["BrowserRefused", "BrowserStartError", "ChromiumMissing", "PlaywrightError", "ScriptError", "TabError", "WebSession",
            "browser_for", "execute", "web_scan"]
 log = structlog.get_logger("worker.web")
-PolicyOf = Callable[[Any, dict[str, str]], sandbox.Policy]
+PolicyOf = Callable[["ToolContext", dict[str, str]], sandbox.Policy]
 _warned: set[str] = set()
 
 
-def browser_for(ctx: Any, policy_of: PolicyOf) -> Union[TaskBrowser, ExternalBrowser]:
+def browser_for(ctx: ToolContext, policy_of: PolicyOf) -> Union[TaskBrowser, ExternalBrowser]:
     settings = ctx.settings
     if settings.web.cdp_url:
         _warn_once("web_own_browser", "the web tools drive your own browser (web.cdp_url): outside any sandbox, "

@@ -11,7 +11,7 @@ import atexit
 import time
 import weakref
 from collections import deque
-from typing import Any, Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, TypeVar
 
 import structlog
 from playwright.async_api import BrowserContext, Dialog, Page, ViewportSize
@@ -24,6 +24,9 @@ VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 TABS_LOST = ("note: the browser had stopped and was restarted, so your tabs were lost;"
              " reopen pages with web_execute_js (location.href = '...').")
 __all__ = ["TABS_LOST", "TabError", "WebSession", "quietly"]
+
+
+Result = TypeVar("Result")
 
 
 class TabError(ValueError):
@@ -51,7 +54,7 @@ class WebSession:
         _open_sessions.add(self)
 
     # ---- sync API (any thread)
-    def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, timeout: float = 120.0) -> tuple[str, Any]:
+    def call(self, fn: Callable[..., Awaitable[Result]], *args: object, timeout: float = 120.0) -> tuple[str, Result]:
         """Make sure the browser and this context are up, then run `await fn(self, *args)` on the web thread.
 
         Returns (notice, result); the notice is non-empty when the browser had to be started again.
@@ -81,7 +84,7 @@ class WebSession:
         return self.source.processes()
 
     # ---- web thread
-    async def _call(self, fn: Callable[..., Awaitable[Any]], args: tuple) -> tuple[str, Any]:
+    async def _call(self, fn: Callable[..., Awaitable[Result]], args: tuple[object, ...]) -> tuple[str, Result]:
         notice = await self._attach()
         return notice, await fn(self, *args)
 
@@ -158,7 +161,7 @@ class WebSession:
         return self._register(page)
 
 
-def _error_text(error: Any) -> str:
+def _error_text(error: object) -> str:
     message = (getattr(error, "message", None) or str(error)).strip()
     name = getattr(error, "name", None) or "Error"
     return f"{name}: {message.splitlines()[0][:300]}" if message else name

@@ -7,11 +7,12 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from playwright.async_api import CDPSession, Page, Request, Response
 from playwright.async_api import Error as PlaywrightError
 
+from memory_shared.jsontypes import JSONObject
 from worker.web.browser_context import WebSession, quietly
 from worker.web.scan import page_title
 
@@ -26,7 +27,7 @@ class ScriptError(Exception):
 
 @dataclass
 class Outcome:
-    value: Any = None
+    value: object = None  # the JSON value the script gave
     changes: list[str] = field(default_factory=list)
 
 
@@ -106,7 +107,7 @@ class _Gone(Exception):
     """The script's document went away while it ran (it navigated or closed the tab)."""
 
 
-async def run_script(page: Page, script: str, timeout: float) -> Any:
+async def run_script(page: Page, script: str, timeout: float) -> object:
     """Evaluate like a console: the last expression's value, top-level await, or a function body with `return`."""
     cdp = await page.context.new_cdp_session(page)
     try:
@@ -128,7 +129,8 @@ async def run_script(page: Page, script: str, timeout: float) -> Any:
         await quietly(cdp.detach())
 
 
-async def _evaluate(cdp: CDPSession, expression: str, timeout: float, repl: bool) -> dict[str, Any]:
+async def _evaluate(cdp: CDPSession, expression: str, timeout: float, repl: bool) -> JSONObject:
+    """Runtime.evaluate's result, as the browser sent it."""
     params = {"expression": expression, "replMode": repl, "awaitPromise": True, "userGesture": True,
               "objectGroup": "ga", "timeout": int(timeout * 1000), "allowUnsafeEvalBlockedByCSP": True}
     try:
@@ -137,7 +139,7 @@ async def _evaluate(cdp: CDPSession, expression: str, timeout: float, repl: bool
         raise ScriptError(f"the script did not finish in {timeout:.0f}s (a promise that never settles?)") from None
 
 
-def _exception_text(result: dict[str, Any]) -> str:
+def _exception_text(result: JSONObject) -> str:
     details = result["exceptionDetails"]
     exception = details.get("exception") or {}
     text = exception.get("description") or (json.dumps(exception["value"]) if "value" in exception else "") \
@@ -147,7 +149,7 @@ def _exception_text(result: dict[str, Any]) -> str:
     return f"{first}{where}"[:500]
 
 
-async def _json_safe(cdp: CDPSession, remote: dict[str, Any]) -> Any:
+async def _json_safe(cdp: CDPSession, remote: JSONObject) -> object:
     if "value" in remote:
         return remote["value"]
     if "unserializableValue" in remote:
@@ -161,7 +163,7 @@ async def _json_safe(cdp: CDPSession, remote: dict[str, Any]) -> Any:
     return converted["result"].get("value")
 
 
-async def _settle(page: Page, watch: _Watch) -> Optional[dict[str, Any]]:
+async def _settle(page: Page, watch: _Watch) -> Optional[JSONObject]:
     """Watch the page until the script's effects calm down (no DOM change for a moment, no fetch in flight);
     the monitor's report, or None if the page was replaced or closed."""
     start = time.monotonic()
@@ -193,7 +195,7 @@ async def _settle(page: Page, watch: _Watch) -> Optional[dict[str, Any]]:
 
 
 async def _describe(session: WebSession, page: Page, tab_id: str, before_url: str, before_title: str,
-                    before_tabs: set[str], watch: _Watch, report: Optional[dict[str, Any]],
+                    before_tabs: set[str], watch: _Watch, report: Optional[JSONObject],
                     started: float) -> list[str]:
     changes: list[str] = []
     if page.is_closed():

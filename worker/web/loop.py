@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Coroutine, Optional
+from typing import Coroutine, Optional, TypeVar
 
 _lock = threading.Lock()
 _loop: Optional[asyncio.AbstractEventLoop] = None
@@ -28,7 +28,10 @@ def _get_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def run(coro: Coroutine[Any, Any, Any], timeout: Optional[float] = None) -> Any:
+Result = TypeVar("Result")
+
+
+def run(coro: Coroutine[object, object, Result], timeout: Optional[float] = None) -> Result:
     """Run `coro` on the web thread and wait for its result (TimeoutError after `timeout` seconds)."""
     loop = _get_loop()
     if threading.current_thread().name == "ga-web":

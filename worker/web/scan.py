@@ -4,11 +4,12 @@ from __future__ import annotations
 import asyncio
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
+from memory_shared.jsontypes import JSONObject
 from worker.web.browser_context import WebSession
 
 SCAN_TIMEOUT = 30.0
@@ -36,7 +37,7 @@ async def page_title(page: Page) -> str:
         return ""  # mid-navigation
 
 
-async def simplify(page: Page, text_only: bool, budget: int = 0, number: int = 1) -> dict[str, Any]:
+async def simplify(page: Page, text_only: bool, budget: int = 0, number: int = 1) -> JSONObject:
     """Run scan.js in the page: {content (page `number` of the output cut into pages of at most `budget` chars;
     0: one page), page, pages, total (chars of all pages), raw (outerHTML chars), main (found?), stats}."""
     options = {"textOnly": text_only, "budget": budget, "page": number}
@@ -60,7 +61,7 @@ async def _settled(page: Page) -> None:
 
 
 async def web_scan(session: WebSession, tabs_only: bool, switch_tab_id: Optional[str], text_only: bool,
-                   number: int = 1, cap: int = 0) -> dict[str, Any]:
+                   number: int = 1, cap: int = 0) -> JSONObject:
     """The tab list and, unless tabs_only, page `number` of the active tab's scan, sized so that the
     tab list, a summary line and the page fit in `cap` chars (0: no limit)."""
     page = await session.page(switch_tab_id)
