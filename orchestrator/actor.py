@@ -23,7 +23,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypedDict, TypeVar, Union
 
 import structlog
 
@@ -33,7 +33,7 @@ from orchestrator.executor import TaskProgress
 from orchestrator.governor import FailoverModel, task_model
 from orchestrator.inputfiles import copy_input
 from orchestrator.reaper import alive
-from orchestrator.records import ActorInfo, Job, NestedUsage, TaskRecord
+from orchestrator.records import ActorInfo, Job, Lease, NestedUsage, TaskRecord
 from worker.agent import Worker
 from worker.model import Model
 from worker.record import Failure, Stop
@@ -353,7 +353,7 @@ def _node_id() -> Optional[str]:
     return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else None
 
 
-def _driver_lost(lease: dict[str, Any], expires: float, now: float) -> str:
+def _driver_lost(lease: Lease, expires: float, now: float) -> str:
     """Why the driver that sent this task is taken for dead ("" while it is alive)."""
     started, namespace = lease.get("pid_started"), lease.get("namespace")
     if started is not None and namespace and namespace == process_namespace():

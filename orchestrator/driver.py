@@ -7,13 +7,13 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import structlog
 
 from configs import Settings
 from memory_shared import fsutil
-from orchestrator.executor import EndpointGovernor, Executor, MemoryPlacement
+from orchestrator.executor import Executor, MemoryPlacement
 from orchestrator.exitcodes import run_exit, task_done
 from orchestrator.governor import endpoint_key
 from orchestrator.inputfiles import read_input
@@ -21,8 +21,10 @@ from orchestrator.ledger import RunDir, StoredResults
 from orchestrator.maploop import MapLoop, MapOutcome
 from orchestrator.records import (
     BudgetLimits,
+    EndpointGovernor,
     Fallback,
     Job,
+    MemoryKept,
     ReduceResult,
     Run,
     RunStatus,
@@ -258,7 +260,7 @@ class Tally:
     finished: int = 0
     per_task: dict[str, Optional[Usage]] = field(default_factory=dict)
     nested_runs: int = 0
-    memory_kept: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memory_kept: dict[str, MemoryKept] = field(default_factory=dict)
     all_done: bool = True  # every record done by the exit rule (orchestrator/exitcodes.py), so it need not read them
 
     def add(self, record: TaskRecord) -> None:
@@ -270,8 +272,12 @@ class Tally:
         self.nested_runs += record.nested_usage.runs if record.nested_usage else 0
         if record.memory:
             memory = record.memory
-            self.memory_kept[record.task_id] = {k: len(memory.get(k) or []) for k in ("committed", "proposed", "refused")} \
-                | ({"proposal": memory["proposal"]} if memory.get("proposal") else {})
+            kept: MemoryKept = {"committed": len(memory.get("committed") or []),
+                                "proposed": len(memory.get("proposed") or []),
+                                "refused": len(memory.get("refused") or [])}
+            if memory.get("proposal"):
+                kept["proposal"] = memory["proposal"]
+            self.memory_kept[record.task_id] = kept
 
     def in_order(self, task_ids: list[str]) -> None:
         """The per-task maps in the plan's order, as summary.json always listed them (not the order they finished)."""

@@ -2,8 +2,9 @@
 
 The seams are the protocols below: `Executor` (what a run asks of where its workers live), `Pool` (the
 places tasks run, as the map loop, reduce and driver use them) and `EndpointGovernor` (one model endpoint's
-rate limits). Both executors satisfy them, checked by pyright: `local.LocalExecutor`/`LocalPool` (threads of
-the driver's own process, never importing Ray) and `pool.RayExecutor`/`RayPool` (Ray actor processes).
+rate limits; in orchestrator/records.py, as a `Job` holds one). Both executors satisfy them, checked by
+pyright: `local.LocalExecutor`/`LocalPool` (threads of the driver's own process, never importing Ray) and
+`pool.RayExecutor`/`RayPool` (Ray actor processes).
 
 Selection (`fanout.executor`, or `executor:` in a tasks file's config): "local", "ray", or "auto" (the
 default): Ray when an address is given (--address, fanout.address, GA_RAY_ADDRESS, a parent run's cluster) or
@@ -15,12 +16,12 @@ from __future__ import annotations
 import queue
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, TypedDict, TypeVar
 
 if TYPE_CHECKING:
     from configs import Settings
     from configs.settings import FanoutSettings
-    from orchestrator.records import Job, TaskRecord
+    from orchestrator.records import EndpointGovernor, Job, Lease, TaskRecord
 
 TicketT = TypeVar("TicketT")  # what `submit` hands back: a concurrent Future (threads) or a Ray ObjectRef
 ItemT = TypeVar("ItemT")
@@ -54,19 +55,6 @@ class TaskProgress(TypedDict, total=False):
     attempt: int
     pid: int
     slot: int  # added by the map loop: the slot it runs in
-
-
-class DriverIdentity(TypedDict):
-    """The driver's process, which a worker in the same pid namespace checks directly (orchestrator/reaper.py); with
-    `lessee` and `ttl`, a job's lease (Pool.lease_for_job)."""
-
-    pid: int
-    pid_started: Optional[int]  # its start time: tells it from a later process of the same pid
-    namespace: str  # the machine's boot and pid namespace ("" when unknown)
-
-
-
-GovernorSnapshot = dict[str, Union[str, float, bool, None]]  # an endpoint governor's state and counts, as reported
 
 
 @dataclass(frozen=True)
@@ -141,30 +129,11 @@ class Pool(Protocol[TicketT]):
 
     def retire(self, member: Member) -> None: ...
 
-    def lease_for_job(self) -> Optional[dict[str, Any]]:
+    def lease_for_job(self) -> Optional[Lease]:
         """What a job carries so its worker can tell when this driver is gone (None: the driver is this process)."""
         ...
 
     def close(self) -> None: ...
-
-
-class EndpointGovernor(Protocol):
-    """One model endpoint's rate limits and circuit (orchestrator/governor.py): in this process, or a Ray actor."""
-
-    @property
-    def instance(self) -> str:
-        """Tells a re-created governor (same name) from the one before."""
-        ...
-
-    def acquire(self, client: str, tokens: int = 0) -> float: ...
-
-    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None: ...
-
-    def rate_limited(self, client: str, retry_after: float) -> None: ...
-
-    def watch(self, version: int, timeout: float) -> tuple[int, bool]: ...
-
-    def snapshot(self) -> GovernorSnapshot: ...
 
 
 class Executor(Protocol):

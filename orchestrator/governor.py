@@ -21,8 +21,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from configs.logs import redact_text
-from orchestrator.executor import EndpointGovernor, GovernorSnapshot
-from orchestrator.records import Job
+from orchestrator.records import EndpointGovernor, GovernorSnapshot, Job
 from worker.model import ChatMessage, HookedModel, LLMClient, Model, ModelError, Reply, ToolSchema
 from worker.usage import Usage
 

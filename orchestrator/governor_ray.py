@@ -13,8 +13,8 @@ import ray.exceptions  # a submodule: `import ray` alone does not make it an att
 from ray import ObjectRef
 from ray.actor import ActorClass, ActorHandle
 
-from orchestrator.executor import GovernorSnapshot
 from orchestrator.governor import NAMESPACE, Governor, GovernorGone, actor_name
+from orchestrator.records import GovernorSnapshot
 
 if TYPE_CHECKING:
     from configs.settings import FanoutSettings

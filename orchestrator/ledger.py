@@ -32,15 +32,19 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Union
 
 from pydantic import BaseModel
 
 from configs.idprefix import by_prefix
 from memory_shared import groupsync
 from memory_shared.fsutil import Folder, HeldElsewhere, Unsafe, atomic_write_text, hold, is_abandoned
+from memory_shared.jsontypes import JSONObject
 from memory_shared.yamlsource import YamlError, load_yaml
 from orchestrator.records import LedgerEvent, RunSummary, TaskRecord, TaskResult
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 QUEUED_BATCH = 1000  # "queued" (and "skipped") ledger lines per write
 HISTORIES = "histories"  # the histories of finished tasks that left nothing else: histories/ID.jsonl (RunDir.pack)
@@ -64,7 +68,7 @@ class JsonlFile:
         _cut_torn_tail(path)
         self._handle = path.open("a", encoding="utf-8")
 
-    def append(self, record: dict[str, Any], wait: bool = True) -> None:
+    def append(self, record: dict[str, object], wait: bool = True) -> None:
         self._handle.write(json.dumps(record, default=_plain, ensure_ascii=False) + "\n")
         self._handle.flush()  # in the kernel from here: a kill -9 of this process no longer loses it
         self.unsynced = self.sync
@@ -80,7 +84,7 @@ class JsonlFile:
     def fileno(self) -> int:
         return self._handle.fileno()
 
-    def append_many(self, records: list[dict[str, Any]], wait: bool = True) -> None:
+    def append_many(self, records: list[dict[str, object]], wait: bool = True) -> None:
         """Several lines in one write and one flush; a crash leaves whole lines and at most one torn one."""
         self._handle.write("".join(json.dumps(r, default=_plain, ensure_ascii=False) + "\n" for r in records))
         self._handle.flush()
@@ -93,9 +97,11 @@ class JsonlFile:
         self._handle.close()
 
 
-def spec_lines(spec: dict[str, Any]) -> str:
+def spec_lines(spec: dict[str, object]) -> str:
     """The spec as JSON lines: its fields on the first line (`tasks`: how many follow), then one task a line."""
     tasks = spec.get("tasks") or []
+    if not isinstance(tasks, list):
+        raise TypeError(f"a spec's tasks are a list (Plan.to_dict), not {type(tasks).__name__}")
     head = {**{k: v for k, v in spec.items() if k != "tasks"}, "tasks": len(tasks)}
     return "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in [head, *tasks])
 
@@ -117,7 +123,7 @@ def has_spec(run_path: Path) -> bool:
     return (Path(run_path) / SPEC).is_file() or (Path(run_path) / OLD_SPEC).is_file()
 
 
-def read_spec(path: Path) -> dict[str, Any]:
+def read_spec(path: Path) -> JSONObject:
     """The plan in a spec.jsonl (or an older ga's spec.yaml); ValueError, one line with the line number, when it
     is damaged."""
     if path.name == OLD_SPEC:
@@ -148,7 +154,7 @@ def spec_task_ids(path: Path) -> Iterator[str]:
             yield str(_spec_line(line, number)["id"])
 
 
-def _spec_line(line: str, number: int) -> dict[str, Any]:
+def _spec_line(line: str, number: int) -> JSONObject:
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -158,13 +164,13 @@ def _spec_line(line: str, number: int) -> dict[str, Any]:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """JSON for what json does not know: a record as its JSON object, anything else as its text."""
     return value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else str(value)
 
 
 def read_jsonl(path: Path, end: Optional[int] = None,
-               file_id: Optional[tuple[int, int]] = None) -> Iterator[dict[str, Any]]:
+               file_id: Optional[tuple[int, int]] = None) -> Iterator[JSONObject]:
     """The objects of a JSON-lines file one at a time, in order, none kept; a missing file has none. A line without
     its newline (the one a crash cut off) or that is not JSON is left out. Its name is opened as fsutil's readers
     open a name hostile code could have replaced: a symbolic link or anything but a regular file there (a FIFO
@@ -237,7 +243,7 @@ class StoredResults:
         return [found[task_id] for task_id in spec_task_ids(spec_path(self.path.parent)) if task_id in found]
 
     def first(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
-              key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]:
+              key: Optional[Callable[[TaskRecord], SupportsRichComparison]] = None) -> list[TaskRecord]:
         """The first `limit` of those `where` accepts, ordered by `key`, then by the plan: at most `limit` records
         held at once (what sorting the plan-ordered list and cutting it gave)."""
         place = {task_id: index for index, task_id in enumerate(spec_task_ids(spec_path(self.path.parent)))}
@@ -264,7 +270,8 @@ class RunDir:
         self._spec_error: Optional[BaseException] = None
 
     @classmethod
-    def create(cls, runs_dir: Path, run_id: str, spec: Union[dict[str, Any], Callable[[], dict[str, Any]]]) -> "RunDir":
+    def create(cls, runs_dir: Path, run_id: str,
+               spec: Union[dict[str, object], Callable[[], dict[str, object]]]) -> "RunDir":
         """A new run directory. `spec` as a function: spec.jsonl is made and written by a thread of its own while the
         run starts (100,000 tasks take a second of CPU), and is in place before the first result line."""
         path = Path(runs_dir) / run_id
@@ -280,7 +287,7 @@ class RunDir:
         run.lock()
         return run.open_files()
 
-    def _write_spec(self, make: Callable[[], dict[str, Any]]) -> None:
+    def _write_spec(self, make: Callable[[], dict[str, object]]) -> None:
         try:
             atomic_write_text(self.path / SPEC, spec_lines(make()))
         except BaseException as exc:  # noqa: BLE001  (raised where the run waits for it: _spec_written)
@@ -354,7 +361,7 @@ class RunDir:
 
     # ---- reading ----
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> JSONObject:
         """The plan the run started with; ValueError (one line) when its file is damaged."""
         self._spec_written()
         return read_spec(self.spec_path)
@@ -438,7 +445,7 @@ class RunDir:
 
     # ---- writing ----
 
-    def ledger(self, event: str, task_id: Optional[str] = None, **fields: Any) -> None:
+    def ledger(self, event: str, task_id: Optional[str] = None, **fields: object) -> None:
         assert self._ledger is not None
         record = {"time": round(time.time(), 3), "event": event, **({"task_id": task_id} if task_id else {}), **fields}
         self._ledger.append(record, wait=not self.batched)
@@ -457,7 +464,7 @@ class RunDir:
             self._pending.wait()
             self._pending = None
 
-    def ledger_many(self, event: str, task_ids: list[str], **fields: Any) -> None:
+    def ledger_many(self, event: str, task_ids: list[str], **fields: object) -> None:
         """The same ledger line for each task, QUEUED_BATCH lines to a write, made durable like `ledger` lines (a
         Ctrl-C of a run of 100,000 tasks writes a "skipped" line for each that did not start: one flush per line took
         half a minute)."""
@@ -467,7 +474,7 @@ class RunDir:
             self._ledger.append_many([{"time": now, "event": event, "task_id": task_id, **fields}
                                       for task_id in task_ids[start:start + QUEUED_BATCH]], wait=not self.batched)
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         assert self._events is not None
         self._events.append({"time": round(time.time(), 3), "event": name, **fields})
 

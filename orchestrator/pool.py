@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
+from typing import TYPE_CHECKING, Optional, TypedDict, Union
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: local Ray on 127.0.0.1
 
@@ -37,7 +37,6 @@ from orchestrator import reaper  # noqa: E402
 from orchestrator.actor import CONTROL_CALLS, WorkerActor, process_namespace  # noqa: E402
 from orchestrator.executor import (  # noqa: E402
     ClusterInfo,
-    DriverIdentity,
     Member,
     MemoryPlacement,
     Slot,
@@ -49,7 +48,7 @@ from orchestrator.executor import (  # noqa: E402
 )
 from orchestrator.governor_ray import RemoteGovernor, governor_for  # noqa: E402
 from orchestrator.memory_service import memory_mode  # noqa: E402
-from orchestrator.records import Job, TaskRecord  # noqa: E402
+from orchestrator.records import DriverIdentity, Job, Lease, TaskRecord  # noqa: E402
 
 if TYPE_CHECKING:
     from configs import Settings
@@ -456,7 +455,7 @@ class RayPool(SlotPool):
                 continue
         return out
 
-    def lease_for_job(self) -> dict[str, Any]:
+    def lease_for_job(self) -> Lease:
         """What a job carries so its actor can tell when this driver is gone (see WorkerActor.renew)."""
         return {"lessee": self.lessee, "ttl": ACTOR_LEASE_TTL, **driver_identity()}
 

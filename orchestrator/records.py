@@ -3,8 +3,9 @@
 `Job` goes from the driver to an actor; an actor answers with a `TaskRecord` (worker/record.py: the record
 its Worker returned, with the actor's part added), which is also a line of `results.jsonl` and the `record`
 of a `reduce_result` ledger event; `LedgerEvent` is a line of
-`ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. `Usage` is
-the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
+`ledger.jsonl`; `RunSummary` is `summary.json`; `ReduceResult` is `reduce/result.json`. A `Job` also carries the
+driver's `Lease` and its endpoint's governor (`EndpointGovernor`, whose `GovernorSnapshot`s summary.json holds).
+`Usage` is the worker's (worker.types): one usage record for every part. The JSON Schemas in `schemas/` are
 generated from these models (`write_schemas`); a test checks they are current.
 
 Reading is lenient (unknown keys are kept, missing ones take their defaults), so run directories
@@ -14,19 +15,70 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Optional, Protocol, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Callable, Iterator, Literal, Optional, Protocol, TypeVar, Union, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, with_config
 from pydantic_core import to_jsonable_python
+from typing_extensions import NotRequired, TypedDict
 
 from configs import Settings
+from memory_shared.jsontypes import JSONObject
 from worker.context.cut import cut_head_tail
+from worker.modelconfig import ModelConfig
 from worker.record import ActorInfo, Kind, NestedUsage, TaskRecord
 from worker.types import Record, Status
 from worker.usage import Usage
 
-__all__ = ["ActorInfo", "Job", "LedgerEvent", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts",
-           "TaskRecord", "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+__all__ = ["ActorInfo", "DriverIdentity", "EndpointGovernor", "GovernorSnapshot", "Job", "Lease", "LedgerEvent",
+           "MemoryKept", "NestedUsage", "ReduceResult", "Run", "RunStop", "RunSummary", "TaskCounts", "TaskRecord",
+           "Usage", "WorkerTotals", "SCHEMAS", "schema_of", "write_schemas"]
+
+# ---- what a Job carries besides records: the driver's lease, its endpoint's governor ----
+# (here, not in executor.py, which names them: this module's models hold them, and executor.py names this module's
+# under TYPE_CHECKING; typing_extensions' TypedDict, as pydantic validates a Lease and asks for it on Python < 3.12)
+
+
+class DriverIdentity(TypedDict):
+    """The driver's process, which a worker in the same pid namespace checks directly (orchestrator/reaper.py); with
+    `lessee` and `ttl`, a job's lease (Pool.lease_for_job)."""
+
+    pid: int
+    pid_started: Optional[int]  # its start time: tells it from a later process of the same pid
+    namespace: str  # the machine's boot and pid namespace ("" when unknown)
+
+
+class Lease(DriverIdentity):
+    """What a job carries so its worker can tell when its driver is gone (WorkerActor.renew)."""
+
+    lessee: str  # the driver's name with the actor manager
+    ttl: float  # seconds without renewal after which the worker takes the driver for gone
+
+
+# an endpoint governor's state and counts, as reported; int before float: pydantic keeps a count an int
+GovernorSnapshot = dict[str, Union[str, int, float, bool, None]]
+
+
+class EndpointGovernor(Protocol):
+    """One model endpoint's rate limits and circuit (orchestrator/governor.py): in this process, or a Ray actor."""
+
+    @property
+    def instance(self) -> str:
+        """Tells a re-created governor (same name) from the one before."""
+        ...
+
+    def acquire(self, client: str, tokens: int = 0) -> float: ...
+
+    def done(self, client: str, tokens: int = 0, estimate: int = 0) -> None: ...
+
+    def rate_limited(self, client: str, retry_after: float) -> None: ...
+
+    def watch(self, version: int, timeout: float) -> tuple[int, bool]: ...
+
+    def snapshot(self) -> GovernorSnapshot: ...
+
 
 RunStatus = Literal["succeeded", "unverified", "failed", "interrupted", "paused", "budget_spent"]
 
@@ -86,6 +138,20 @@ class BudgetLimits(Record):
     cost: Optional[float] = None
 
 
+@with_config(ConfigDict(extra="allow"))  # as a Record: what a later ga adds is kept
+class MemoryKept(TypedDict):
+    """What a task's memory commit kept or lost, counted (its TaskRecord.memory has the paths and reasons)."""
+
+    committed: int
+    proposed: int
+    refused: int
+    proposal: NotRequired[str]  # the proposal that holds what waits for review
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class RunSummary(Record):
     """summary.json: how a run ended, its counts, its usage in total, per task and per worker slot."""
 
@@ -109,11 +175,15 @@ class RunSummary(Record):
     stop_note: str = ""
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     reduce: Optional[ReduceResult] = None
-    governors: list[dict[str, Any]] = Field(default_factory=list)  # each endpoint governor's snapshot
+    governors: list[GovernorSnapshot] = Field(default_factory=list)  # each endpoint governor's snapshot
     memory: str = "store"
-    # per task whose memory commit kept or lost something: counts of committed, proposed, refused paths (the
-    # task's TaskRecord.memory has the paths and reasons)
-    memory_kept: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    memory_kept: dict[str, MemoryKept] = Field(default_factory=dict)  # per task whose memory commit kept or lost any
+    # a replay's or a fork's (orchestrator/replay.py): what it replayed or forked; a fan-out's summary has none of them
+    replay_of: Optional[str] = Field(default=None, exclude_if=_absent)  # the run or history.jsonl replayed
+    identical: Optional[bool] = Field(default=None, exclude_if=_absent)  # a replay's: it did what the recording did
+    forked_from: Optional[str] = Field(default=None, exclude_if=_absent)  # RUN/TASK@TURN
+    forks: Optional[dict[str, str]] = Field(default=None, exclude_if=_absent)  # --from-last-good: id -> RUN/TASK@TURN
+    fork_model: Optional[str] = Field(default=None, exclude_if=_absent)  # the live model(s) a fork went on with
 
     def text(self) -> str:
         return self.model_dump_json() + "\n"  # one line: 100,000 tasks in per_task
@@ -123,8 +193,9 @@ class Fallback(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
     model_name: Optional[str]
-    endpoint: Any  # worker.modelconfig.ModelConfig
-    governor: Any = None  # the endpoint governor's actor handle, if it has one
+    endpoint: ModelConfig
+    # the endpoint's governor, if it has one: in this process or a Ray actor's handle (a protocol: not checked)
+    governor: SkipValidation[Optional[EndpointGovernor]] = None
 
 
 class Job(Fallback):
@@ -141,7 +212,7 @@ class Job(Fallback):
     timeout: Optional[float] = None
     fallbacks: list[Fallback] = Field(default_factory=list)
     tools: Optional[list[str]] = None
-    check: Optional[dict[str, Any]] = None
+    check: Optional[dict[str, object]] = None  # a TaskCheck's fields (Task.check)
     memory: str = "store"  # store, service or none
     memory_service: Optional[str] = None
     memory_replica: Optional[str] = None
@@ -149,7 +220,7 @@ class Job(Fallback):
     return_files: bool = False  # no shared filesystem: send history and answer back with the record
     input_files: dict[str, bytes] = Field(default_factory=dict, repr=False)
     env: dict[str, str] = Field(default_factory=dict, repr=False)
-    lease: Optional[dict[str, Any]] = None  # the driver's lease (Pool.lease_for_job), added as it is sent
+    lease: Optional[Lease] = None  # the driver's lease (Pool.lease_for_job), added as it is sent
     budget_tokens: Optional[int] = None  # what the run's budget leaves this task as it starts (None: no budget)
     budget_cost: Optional[float] = None
 
@@ -164,13 +235,13 @@ class ReadsLikeJson(BaseModel):
     `r.get("usage")`, `"question" in r`; a nested record comes as its JSON object): scripts written against
     them (a parent agent's code_run) index them so. Only these do: every other record is read by attribute."""
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         try:
             return to_jsonable_python(getattr(self, key))
         except AttributeError:
             raise KeyError(key) from None
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         try:
             return self[key]
         except KeyError:
@@ -212,7 +283,7 @@ class ResultSource(Protocol):
     def all(self) -> list[TaskRecord]: ...
 
     def first(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
-              key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]: ...
+              key: Optional[Callable[[TaskRecord], SupportsRichComparison]] = None) -> list[TaskRecord]: ...
 
 
 class Run:
@@ -261,14 +332,14 @@ class Run:
         return self._source.each()
 
     def first_results(self, limit: int, where: Optional[Callable[[TaskRecord], bool]] = None,
-                      key: Optional[Callable[[TaskRecord], Any]] = None) -> list[TaskRecord]:
+                      key: Optional[Callable[[TaskRecord], SupportsRichComparison]] = None) -> list[TaskRecord]:
         """The first `limit` records `where` accepts, ordered by `key` then by the plan, holding no more of them."""
         if self._results is not None or self._source is None:
             kept = [r for r in self.results if where is None or where(r)]
             return (sorted(kept, key=key) if key else kept)[:limit]
         return self._source.first(limit, where, key)
 
-    def compact(self, limit: int = COMPACT_CHARS) -> dict[str, Any]:
+    def compact(self, limit: int = COMPACT_CHARS) -> dict[str, object]:
         """What --json prints: small enough for a parent agent to read whole. Past COMPACT_ROWS results, only
         the first COMPACT_ROWS that did not succeed are listed; `results_file` has every one."""
         count = self.finished
@@ -282,10 +353,11 @@ class Run:
         rows = [{"id": r.task_id, "status": r.status, "answer": cut_head_tail(r.answer, per_answer, ANSWER_NOTE),
                  **({"reason": r.reason} if r.reason and r.status != "succeeded" else {})}
                 for r in shown]
-        data = {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
-                "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
-                "seconds": self.summary.seconds, "results": rows,
-                "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
+        data: dict[str, object] = {
+            "run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
+            "tasks": self.summary.tasks.model_dump(), "usage": self.summary.usage.model_dump(),
+            "seconds": self.summary.seconds, "results": rows,
+            "full_answers": str(self.run_dir / "tasks" / "<id>" / "answer.md")}
         if len(shown) < count:
             data.update(results_file=str(self.run_dir / "results.jsonl"),
                         results_note=f"{count:,} results: only those that did not succeed are listed "
@@ -298,7 +370,7 @@ class Run:
                               "path": self.reduce.path}
         return data
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         """Everything a nested run's caller gets back through the gateway (`from_public` rebuilds it)."""
         return {"run_id": self.run_id, "run_dir": str(self.run_dir), "status": self.status, "exit_code": self.exit_code,
                 "results": [r.model_dump(mode="json") for r in self.results],
@@ -306,7 +378,8 @@ class Run:
                 "reduce": self.reduce.model_dump(mode="json") if self.reduce else None, "unfinished": self.unfinished}
 
     @classmethod
-    def from_public(cls, data: dict[str, Any]) -> "Run":
+    def from_public(cls, data: JSONObject) -> "Run":
+        """The gateway's reply to a nested run's caller: JSON from outside, each part validated."""
         return cls(data["run_id"], Path(data["run_dir"]), data["status"], data["exit_code"],
                    [TaskRecord.model_validate(r) for r in data["results"]], RunSummary.model_validate(data["summary"]),
                    ReduceResult.model_validate(data["reduce"]) if data.get("reduce") else None, data["unfinished"])
@@ -323,7 +396,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
 
-def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+def schema_of(model: type[BaseModel]) -> dict[str, object]:
     """The JSON Schema of what is written (serialization mode: `total` of a usage is there)."""
     return model.model_json_schema(mode="serialization")
 

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 import structlog
 
@@ -99,6 +99,16 @@ class ReplayRun:
         return self.run_exit_code if self.run_exit_code is not None else 0 if self.identical else 1
 
 
+class Origin(TypedDict, total=False):
+    """What a replay or a fork came from: in its spec, its run_started line and its summary (RunSummary's fields)."""
+
+    replay_of: str
+    identical: bool  # added once the replay ran
+    forked_from: str
+    forks: dict[str, str]
+    fork_model: str
+
+
 def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings, runs_dir: Path,
            out: Optional[Path] = None, keep_going: bool = False, from_turn: Optional[int] = None,
            model: Optional[str] = None, workers: int = 4, tool_mode: Optional[str] = None,
@@ -121,7 +131,7 @@ def replay(ref: str, task_ids: Optional[list[str]] = None, *, settings: Settings
     live = _live_models(plan, settings, model, stored) if fork else {}
     if live and preflight:
         _endpoints_answer(live)
-    origin = {"forked_from": fork, "fork_model": _live_name(live)} if fork else {"replay_of": source}
+    origin: Origin = {"forked_from": fork, "fork_model": _live_name(live)} if fork else {"replay_of": source}
     run = RunDir.create(Path(out) if out else Path(runs_dir), new_run_id(("fork-" if fork else "replay-") + plan.name),
                         {**plan.to_dict(), **origin})
     try:
@@ -166,8 +176,8 @@ def fork_failed(spec: SpecInput, ref: str, *, settings: Settings, runs_dir: Path
             notes.append(f"not forked (never finished, or no history): {', '.join(left)}; resume without "
                          "--from-last-good to run them")
         models = _recorded_models(plan, stored, settings, None)
-        origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded},
-                  "fork_model": _live_name(live)}
+        origin: Origin = {"forks": {r.task.id: f"{run.run_id}/{r.task.id}@{r.live_from}" for r in recorded},
+                          "fork_model": _live_name(live)}
         return _execute(run, plan, recorded, settings, models, live, notes, source=run.run_id, keep_going=False,
                         workers=workers, origin=origin, spent=spent)
     finally:
@@ -336,7 +346,7 @@ class ReplayActor(WorkerActor):
 
 def _execute(run: RunDir, plan: Plan, recorded: list[Recorded], settings: Settings, models: dict[Optional[str], ModelConfig],
              live: dict[Optional[str], ModelConfig], notes: list[str], *, source: str, keep_going: bool, workers: int,
-             origin: dict[str, Any], spent: Optional[Usage] = None) -> ReplayRun:
+             origin: Origin, spent: Optional[Usage] = None) -> ReplayRun:
     """Run the recorded tasks into `run` (a new run directory, or the resumed one: `spent` is what its results
     kept had cost), then its summary over every task of `plan`."""
     started = time.time()
