@@ -83,8 +83,10 @@ def test_a_changed_input_stops_the_replay_at_the_turn_of_its_tool(tmp_path, reco
     kept = replay_cli(str(run_dir), "t0", "--keep-going", "--json", out=tmp_path / "kept")
     assert kept.exit_code == 1
     [task] = json.loads(kept.output[kept.output.index('{\n'):])["tasks"]  # after the workers' log lines, if any
-    assert task["differences"] == [f"task t0, turn {n}: the output of code_run differs from the recording" for n in (1, 2)]
-    assert (task["status"], task["turns"]) == ("succeeded", 3)  # the recorded replies fed on to the end
+    assert task["differences"] == [f"task t0, turn {n}: the output of code_run differs from the recording"
+                                   for n in (1, 2)] + ["task t0, turn 4: ga asked for turn 4, the recording ends at turn 3"]
+    # the recorded answer (12) is no number the changed run printed (13): ga's note asks for a turn never recorded
+    assert (task["status"], task["recorded_status"], task["turns"]) == ("failed", "succeeded", 4)
     assert len(read_jsonl(log)) == 6
 
 
