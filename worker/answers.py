@@ -31,7 +31,7 @@ BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_u
 # what ga itself writes into a history: a reply made only of these says nothing (small models copy them)
 GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
                                 r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
-LONE_BLOCK_WORDS = 30
+LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
 NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])-?\d+(?:\.\d+)?(?![\w])")
 RUN_STATUS = re.compile(r"^exit code -?\d+\n")  # code_run's first line: its exit code is no number it printed
 # the fix a failed script's error line most often needs, in one clause: small models told only "fix the script"
@@ -45,7 +45,7 @@ FIXES = [
      "the script is not valid Python as sent: write it plainly in a fenced python block"),
     (re.compile(r"FileNotFoundError: .*?'([^']+)'"), "`{0}` is not there: list the working directory first"),
     (re.compile(r"\b([\w.-]+): (?:command )?not found\b"), "`{0}` is not installed here: do it another way"),
-]  # a code block with at most this many other characters is "a lone code block"
+]
 
 
 def not_an_answer(text: str, mode: str, again: bool = False) -> str:
