@@ -145,7 +145,7 @@ class Worker:
                     continue
                 verdict = run_check(self.spec.check, reply.content, self._ctx) if self.spec.check is not None else None
                 chance = self._second_chances < self.settings.worker.second_chance
-                backing = answers.Backing(self._last_run, self._unread, verdict, reply.content)
+                backing = answers.Backing(self._last_run, self._unread, verdict, reply.content, "code_run" in self.tools)
                 note = answers.second_chance_note(backing, self._mode) if chance else ""
                 if not note:
                     return self._answered(reply.content, turn, verdict)

@@ -6,8 +6,9 @@
 - A malformed call gets its error with the exact shape to send, built from the model's own script; the same
   tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
 - The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line (with what
-  the common ones need: a NameError, a missing module or command or file, a SyntaxError), or the
-  code-block form after a call that could not be read, or that the task's check refused the answer. It
+  the common ones need: a NameError, a missing module or command or file, a SyntaxError), the code-block
+  form after a call that could not be read, the whole call for a script the answer holds in a block that ran
+  nowhere, the run's own output for a number it never printed, or that the task's check refused the answer. It
   never asks the model to repeat itself and never quotes a check (a pattern would hand over the answer).
 """
 from __future__ import annotations
@@ -100,6 +101,7 @@ class Backing:
     unread: Optional[ToolCall]
     verdict: Optional[tuple[bool, str]]
     reply: str = ""  # the answer itself (its code blocks ran nowhere)
+    can_run: bool = True  # code_run is among the task's tools
 
 
 def second_chance_note(backing: Backing, mode: str) -> str:
@@ -126,14 +128,22 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         block = script_from_blocks("code_run", backing.reply)
         if block is None:
             return f"{failed} Fix the script and run it again, then answer from the run that succeeds."
-        kind, script = block  # shown as the whole call: small models copy a call, they seldom add one to a block
-        return (f"{failed} The script in your reply's code block ran nowhere. {shape('code_run', script, kind, mode)}"
-                "\nThen answer from the run that succeeds.")
+        return f"{failed} {_run_the_block(block, mode)}\nThen answer from the run that succeeds."
+    block = script_from_blocks("code_run", backing.reply) if last is None and backing.can_run else None
+    if block is not None:  # a plan with its script in a block, and no call (the held-out CSV sum and regex)
+        return (f"{head}Nothing ran yet. {_run_the_block(block, mode)}\nThen answer from its output (if the code "
+                "itself is what the task asks for, say so).")
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
     if refused:
         return f"{head}Reply with the result your run produced, or run what computes it and reply with that."
     return ""
+
+
+def _run_the_block(block: tuple[str, str], mode: str) -> str:
+    """The block's script shown as the whole call: small models copy a call, they seldom add one to a block."""
+    kind, script = block
+    return f"The script in your reply's code block ran nowhere. {shape('code_run', script, kind, mode)}"
 
 
 def unbacked_numbers(answer: str, output: str) -> list[str]:

@@ -115,3 +115,17 @@ def test_an_answer_whose_number_the_run_did_not_print_is_told_so_then_unverified
     result, _ = run(tmp_path / "insists", [{"tool_calls": [FIXED]}, {"content": "41"}, {"content": "It is 41."}])
     assert result.status == "unverified"
     assert result.reason.startswith("the answer's 41 is not among the numbers the last code_run printed")
+
+
+# The live 1.5B held-out CSV sum: a numbered plan with its script in a python block and no call, taken as the answer.
+PLAN = ("To calculate it:\n\n1. Multiply.\n2. Print.\n\n```python\n# Step 1: multiply\ntotal = 6 * 7\n"
+        "# Step 2: print it\nprint(total)\n```")
+
+
+def test_a_plan_whose_script_ran_nowhere_is_shown_the_call_to_run_it(tmp_path: Path) -> None:
+    call = ('<tool_call>{"name": "code_run", "arguments": {"type": "python", "script": '
+            '"# Step 1: multiply\\ntotal = 6 * 7\\n# Step 2: print it\\nprint(total)"}}</tool_call>')
+    result, requests = run(tmp_path, [{"content": PLAN}, {"content": call}, {"content": "42"}])
+    note = requests[1]["messages"][-1]["content"]
+    assert note.startswith("[ga] Nothing ran yet. The script in your reply's code block ran nowhere.") and call in note
+    assert result.status == "succeeded" and result.answer == "42", result.reason
