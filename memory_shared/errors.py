@@ -3,13 +3,21 @@ from __future__ import annotations
 
 
 class MemoryStoreError(Exception):
-    """Base class of every error the memory store raises on purpose."""
+    """Base class of every error the memory store raises on purpose. One made with its own arguments keeps them
+    in `_made`, so it pickles: the Ray memory service's errors reach the worker as themselves (the gate retries a
+    CommitConflict), where Exception's pickling would call __init__ with the message alone and fail."""
+
+    _made: tuple[object, ...] = ()
+
+    def __reduce__(self) -> "str | tuple[object, ...]":
+        return (type(self), self._made) if self._made else super().__reduce__()
 
 
 class StoreMissing(MemoryStoreError):
     def __init__(self, root: object) -> None:
         super().__init__(f"no memory store at {root}; run `ga memory init`")
         self.root = root
+        self._made = (root,)
 
 
 class GenerationMissing(MemoryStoreError):
@@ -29,6 +37,7 @@ class CommitConflict(MemoryStoreError):
         self.other_author = other_author
         self.base = base
         self.other_generation = other_generation
+        self._made = (path, author, other_author, base, other_generation, why)
 
 
 class PathRefused(MemoryStoreError, ValueError):
@@ -47,6 +56,7 @@ class StoreNeedsRepair(MemoryStoreError):
                          "to see the fix, then `ga memory repair`")
         self.root = root
         self.problem = problem
+        self._made = (root, problem)
 
 
 class GenerationDamaged(MemoryStoreError):
