@@ -41,7 +41,7 @@ def learn(i):
         {"tool_calls": [{"name": "start_long_term_update", "arguments": {}}]},
         {"tool_calls": [{"name": "file_patch", "arguments": {"path": "memory/L2/facts.md", "old_content": "## Environment\n",
                                                              "new_content": f"## Environment\n- square of {i} is {i*i}\n"}}]},
-        {"content": f"learned {i}"}]}
+        {"content": f"learned that the square of {i} is {i*i}"}]}  # what the run printed backs the answer
 
 recall = {"match": "recall", "turns": [
     {"content": "reading", "tool_calls": [{"name": "file_read", "arguments": {"path": "memory/L2/facts.md"}}]},

@@ -20,7 +20,7 @@ LONG = "The answer, after reading both files, is that the service listens on por
 SCRIPT = {"tasks": [{"match": "stream", "turns": [
     {"content": "Reading both files first.", "tool_calls": [
         {"name": "file_read", "arguments": {"path": "a.txt", "start": 1, "count": 40}},
-        {"name": "code_run", "arguments": {"type": "python", "script": "print('x' * 300)\nprint({'deep': [1, 2, 3]})"}}]},
+        {"name": "code_run", "arguments": {"type": "python", "script": "print('x' * 300)\nprint({'deep': [1, 2, 3], 'port': 8123})"}}]},
     {"content": LONG}]}]}
 
 
