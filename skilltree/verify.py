@@ -111,14 +111,9 @@ def read_task_report(workdir: Path) -> ExplorationReport:
         raise ValueError(f"{REPORT_FILE}: {validation_line(exc)}") from None
 
 
-def execution_evidence(history_path: Optional[Path]) -> list[str]:
-    """Ids of the code_run calls of a task's history that exited 0 and computed something (worker.evidence:
-    `echo`, `true` or a print of a literal proves nothing)."""
-    return [call_id for call_id, _, _ in _computing_runs(history_path)]
-
-
-def _computing_runs(history_path: Optional[Path]) -> list[tuple[str, str, str]]:
-    """(call id, type, script) of each code_run of a task's history that exited 0 and computed something."""
+def computing_runs(history_path: Optional[Path]) -> list[tuple[str, str, str]]:
+    """(call id, type, script) of each code_run of a task's history that exited 0 and computed something
+    (worker.evidence: `echo`, `true` or a print of a literal proves nothing)."""
     runs: list[tuple[str, str, str]] = []
     if not history_path or not Path(history_path).is_file():
         return runs
@@ -137,11 +132,10 @@ def _computing_runs(history_path: Optional[Path]) -> list[tuple[str, str, str]]:
     return runs
 
 
-def report_from_run(planned: ExplorationReport, history_path: Optional[Path]) -> Optional[tuple[ExplorationReport,
-                                                                                                 Artifact]]:
+def report_from_run(planned: ExplorationReport,
+                    runs: list[tuple[str, str, str]]) -> Optional[tuple[ExplorationReport, Artifact]]:
     """The report ga writes for a task that wrote none: the planned one, naming the script of the task's last
-    computing code_run as its artifact; None when no such run is in the history."""
-    runs = _computing_runs(history_path)
+    computing code_run (`runs`, from computing_runs) as its artifact; None when there is none."""
     if not runs:
         return None
     _, kind, script = runs[-1]
@@ -200,12 +194,13 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
     """Read the task's report (or, for a task that succeeded without one, write it from the run when `planned` is
     given) and run every check of the module doc."""
     workdir = Path(workdir)
+    runs = computing_runs(history_path)  # read once: the evidence, and the script of a report ga writes
     ran: Optional[Artifact] = None
     try:
         report = read_task_report(workdir)
     except (ValueError, OSError) as exc:
         absent = not os.path.lexists(workdir / REPORT_FILE)  # a report the model wrote wrong is its own, kept failed
-        derived = report_from_run(planned, history_path) if planned and absent and status == "succeeded" else None
+        derived = report_from_run(planned, runs) if planned and absent and status == "succeeded" else None
         if derived is None:
             return Collected(task_id, "failed", problems=[str(exc)])
         report, ran = derived
@@ -221,7 +216,7 @@ def collect(task_id: str, workdir: Path, status: str, history_path: Optional[Pat
         checks.append("report says verified")
     else:
         problems.append("the report says it is not verified")
-    found.evidence = execution_evidence(history_path)
+    found.evidence = [call_id for call_id, _, _ in runs]
     if found.evidence:
         checks.append(f"{len(found.evidence)} code_run call(s) exited 0")
     else:
