@@ -115,6 +115,7 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         return (f"{head}Your {call.name} call could not be read, so nothing ran. "
                 + code_block_form(call.name, call.script_hint, call.kind, mode))
     last = backing.last_run
+    block = script_from_blocks("code_run", backing.reply) if backing.can_run else None  # a script that ran nowhere
     misread = unbacked_numbers(backing.reply, last[2]) if last is not None and last[1] and not refused else []
     if last is not None and misread:
         return (f"{head}Your answer says {', '.join(misread)}, a number your last {last[0]} did not print (its output: "
@@ -125,12 +126,10 @@ def second_chance_note(backing: Backing, mode: str) -> str:
         fix = next((f"; {hint.format(*found.groups())}" for pattern, hint in FIXES
                     if (found := pattern.search(line))), "")
         failed = f"{head}Your last code_run failed: {line}{fix}."
-        block = script_from_blocks("code_run", backing.reply)
         if block is None:
             return f"{failed} Fix the script and run it again, then answer from the run that succeeds."
         return f"{failed} {_run_the_block(block, mode)}\nThen answer from the run that succeeds."
-    block = script_from_blocks("code_run", backing.reply) if last is None and backing.can_run else None
-    if block is not None:  # a plan with its script in a block, and no call (the held-out CSV sum and regex)
+    if last is None and block is not None:  # a plan with its script in a block, and no call (held-out CSV sum, regex)
         return (f"{head}Nothing ran yet. {_run_the_block(block, mode)}\nThen answer from its output (if the code "
                 "itself is what the task asks for, say so).")
     if refused and last is None:
