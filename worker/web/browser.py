@@ -63,7 +63,9 @@ class TaskBrowser:
         self.running: dict[int, str] = {}
 
     async def connect(self) -> Browser:
-        if self.browser is not None and self.browser.is_connected():
+        # is_connected() stays True until Playwright's loop reads the pipe's end, so a browser killed a moment
+        # ago would look alive: its first process (bubblewrap's, or Chromium's) must be running too
+        if self.browser is not None and self.browser.is_connected() and self.launch.pid() is not None:
             return self.browser
         if self.browser is not None:  # it died: whatever is left of it goes before a new one starts
             self.launch.kill()
