@@ -20,6 +20,7 @@ from worker.distill import Ran
 from worker.evidence import execution_of
 from worker.history import History, ToolResultLine
 from worker.model import ChatMessage, ContextOverflow, LLMClient, Model, ModelError, Reply, ToolCall, ToolSchema
+from worker.model.transport import Abort
 from worker.modelconfig import resolve_model
 from worker.record import Stop, TaskRecord
 from worker.taskcheck import run_check
@@ -53,7 +54,8 @@ class Worker:
         self._cancelled = threading.Event()
         self._notes: list[str] = []  # a person's notes for the next request (tell), guarded by _notes_lock
         self._notes_lock = threading.Lock()
-        self._kill: list[Callable[[], object]] = []  # code_run registers a killer for each running process group
+        self._abort = Abort()  # cuts the model request in flight when the task is cancelled
+        self._kill: list[Callable[[], object]] = [self._abort]  # code_run adds a killer per running process group
         self._executions: list[Execution] = []  # every tool run, in order: the consolidation gate's evidence
         self._ran: list[Ran] = []  # the same runs with their arguments: what ga distils a task from (worker/distill.py)
         self._last_run: Optional[tuple[str, bool, str]] = None  # (tool, ok, output) of the last run backing an answer
@@ -71,7 +73,8 @@ class Worker:
             self._notes.append(text)
 
     def cancel(self) -> None:
-        """Stop at the next step and kill running code_run process groups (safe from any thread)."""
+        """Stop at the next step, cut the model request in flight and kill running code_run process groups (safe
+        from any thread)."""
         self._cancelled.set()
         for kill in list(self._kill):
             kill()
@@ -89,7 +92,7 @@ class Worker:
             self._ctx = ToolContext(self.task_id, self.workdir, self.settings, memory.view, runtime.interactive,
                                     runtime.ask, env=dict(self.env), kill=self._kill, cancelled=self._cancelled,
                                     account=self.account, model_config=self.model.config)
-            with closing(self._ctx):
+            with closing(self._ctx), self._abort:
                 result = self._loop(memory)
             result.memory_generation = memory.finish(result, self._executions, self._ran, self.task)
             result.memory = memory.outcome
@@ -118,6 +121,8 @@ class Worker:
                 return self._result("failed", "", turn, f"the request does not fit the model's context window {exc}; "
                                     f"set (or lower) context_window for {_model_name(self.model)} in models.yaml")
             except ModelError as exc:
+                if self._cancelled.is_set():  # the cancel cut the request
+                    return self._result("failed", "", turn - 1, "cancelled", stop=Stop.cancelled)
                 return self._result("failed", "", turn, f"model error: {exc}",
                                     stop=Stop.rate_limited if exc.status == 429 else None)
             self.account.add(reply.usage)

@@ -7,7 +7,7 @@ GovernedModel and FailoverModel, replay's ReplayModel) is a `Model`, so the loop
 and never looks inside a wrapper (the protocols: protocol.py). One request walks three modules here:
 
     client.py     LLMClient: the request (tool modes, the protocol anchors, `stop`), retries, the Reply
-    transport.py  one POST, bounded in time and size (httpcore2)
+    transport.py  one POST, bounded in time and size (httpcore2), cut at once when its task is cancelled
     replies.py    what came back: the completion envelope, tool calls however written, the guards
 
 and, only when they are used, streaming.py (server-sent events put back into a completion) and

@@ -54,7 +54,7 @@ from worker.model.replies import (
 )
 from worker.model.streaming import StreamAssembler, StreamCut
 from worker.model.textproto import protocol_block, to_text_messages
-from worker.model.transport import BadURL, ReplyTooLarge, answers, post, proxy_for
+from worker.model.transport import BadURL, ReplyTooLarge, RequestAborted, answers, post, proxy_for
 from worker.modelconfig import ModelConfig
 from worker.usage import Usage
 
@@ -257,6 +257,8 @@ class LLMClient:
             return parse_completion(stream.completion(finish="repetition"), "application/json")
         except BadURL as exc:
             raise ModelError(self._clean(cfg.url_problem(exc))) from None
+        except RequestAborted as exc:
+            raise ModelError(f"model '{cfg.name}': {exc}") from None
         except ReplyTooLarge as exc:
             size = f"{exc.announced:,} bytes announced" if exc.announced else "more was coming"
             raise ModelError(self._clean(

@@ -58,6 +58,55 @@ class BadURL(ValueError):
     """The endpoint URL cannot be requested; str() says why."""
 
 
+class RequestAborted(Exception):
+    """The thread's Abort was called: its request was cut (or never sent)."""
+
+
+class Abort:
+    """Cuts a thread's model requests from any thread, for a task cancelled mid-reply: without it a cancel waits
+    for the reply in flight, up to request_timeout. Calling it shuts the socket of the request in flight, so its
+    wait ends at once and the server sees the client go (llama.cpp stops generating); every later request of
+    the thread is refused unsent. `with abort:` makes it the thread's. Direct connections only: a request through
+    a proxy runs to its deadline."""
+
+    def __init__(self) -> None:
+        self.cut = threading.Event()
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._outer: list[Optional["Abort"]] = []
+
+    def __call__(self) -> None:
+        self.cut.set()
+        with self._lock:
+            for sock in self._sockets:
+                _shut(sock)
+
+    def __enter__(self) -> "Abort":
+        self._outer.append(getattr(_local, "abort", None))
+        _local.abort = self
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        _local.abort = self._outer.pop()
+
+    def hold(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.cut.is_set():
+                raise RequestAborted("the request was cut: its task was cancelled")
+            self._sockets.add(sock)
+
+    def release(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.discard(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 @dataclass
 class HttpReply:
     status: int
@@ -238,10 +287,21 @@ class _Connection:
                  sink: Optional[Callable[[bytes], None]]) -> HttpReply:
         """Send the request and read its reply; the connection goes back to the idle list when both ends keep it."""
         self.deadline = deadline
+        abort: Optional[Abort] = getattr(_local, "abort", None)
         try:
-            reply, reusable = self._exchange(head, payload, max_bytes, sink)
+            if abort is None:
+                reply, reusable = self._exchange(head, payload, max_bytes, sink)
+            else:
+                abort.hold(self.sock)
+                try:
+                    reply, reusable = self._exchange(head, payload, max_bytes, sink)
+                finally:
+                    abort.release(self.sock)
+                reusable = reusable and not abort.cut.is_set()  # it may have been shut as the reply ended
         except BaseException:
             self.close()
+            if abort is not None and abort.cut.is_set():
+                raise RequestAborted("the request was cut: its task was cancelled") from None
             raise
         if reusable:
             _keep(self)
