@@ -29,9 +29,16 @@ NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when n
 # words of the system prompt's rule line that small models send back as their whole answer
 PARROTS = {"done", "ask_user", "ask user", "call ask_user", "the answer", "the answer itself", "final answer"}
 BLOCKED = {"blocked", "unclear", "blocked or unclear", "blocked or unclear ask_user", "i am blocked", "i m blocked"}
-# what ga itself writes into a history: a reply made only of these says nothing (small models copy them)
+# sentences of ga's own notes, named once so that a copy of one without its "[ga]" is still recognised
+EMPTY_REPLY = "Your reply was empty."
+ANSWER_OR_CALL = "Reply with the final answer itself, or call a tool."
+NOTHING_RAN_YET = "Nothing ran yet."
+RAN_NOWHERE = "The script in your reply's code block ran nowhere."
+# what ga itself writes into a history: a reply made only of these says nothing (small models copy them; live on
+# SOP-20 row 14 the 1.5B model answered with the plan note's first sentence alone)
 GA_MARKS = re.compile("|".join([re.escape(UNREADABLE_MARK).replace(re.escape("{name}"), r"[\w-]+"),
-                                r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER)]))
+                                r"\[ga\][^\n]*", r"\[turn \d+\][^\n]*", re.escape(PLACEHOLDER),
+                                *map(re.escape, (EMPTY_REPLY, ANSWER_OR_CALL, NOTHING_RAN_YET, RAN_NOWHERE))]))
 LONE_BLOCK_WORDS = 30  # a code block with at most this many other characters is "a lone code block"
 NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])-?\d+(?:\.\d+)?(?![\w])")
 RUN_STATUS = re.compile(r"^exit code -?\d+\n")  # code_run's first line: its exit code is no number it printed
@@ -56,10 +63,9 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
     example = (" For example, to run a script write it in a fenced block and then "
                f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
     if not stripped:
-        return f"[ga] Your reply was empty. Reply with the final answer itself, or call a tool.{example}"
+        return f"[ga] {EMPTY_REPLY} {ANSWER_OR_CALL}{example}"
     if not re.sub(r"[\W_]+", "", GA_MARKS.sub("", stripped)):
-        return (f'[ga] "{_short(stripped)}" repeats a note ga wrote, and is not an answer. Reply with the final '
-                f"answer itself, or call a tool.{example}")
+        return f'[ga] "{_short(stripped)}" repeats a note ga wrote, and is not an answer. {ANSWER_OR_CALL}{example}'
     words = " ".join(re.sub(r"[^\w\s]", " ", stripped.lower()).split())
     if words in BLOCKED:
         return (f'[ga] "{_short(stripped)}" is not an answer. If something stops you, call ask_user with your '
@@ -130,7 +136,7 @@ def second_chance_note(backing: Backing, mode: str) -> str:
             return f"{failed} Fix the script and run it again, then answer from the run that succeeds."
         return f"{failed} {_run_the_block(block, mode)}\nThen answer from the run that succeeds."
     if last is None and block is not None:  # a plan with its script in a block, and no call (held-out CSV sum, regex)
-        return (f"{head}Nothing ran yet. {_run_the_block(block, mode)}\nThen answer from its output (if the code "
+        return (f"{head}{NOTHING_RAN_YET} {_run_the_block(block, mode)}\nThen answer from its output (if the code "
                 "itself is what the task asks for, say so).")
     if refused and last is None:
         return f"{head}Nothing you ran backs it: run a script that computes the answer, then reply with its result."
@@ -142,7 +148,7 @@ def second_chance_note(backing: Backing, mode: str) -> str:
 def _run_the_block(block: tuple[str, str], mode: str) -> str:
     """The block's script shown as the whole call: small models copy a call, they seldom add one to a block."""
     kind, script = block
-    return f"The script in your reply's code block ran nowhere. {shape('code_run', script, kind, mode)}"
+    return f"{RAN_NOWHERE} {shape('code_run', script, kind, mode)}"
 
 
 def unbacked_numbers(answer: str, output: str) -> list[str]:

@@ -329,10 +329,12 @@ def test_a_tool_call_in_function_syntax_inside_a_python_block_is_a_call(tmp_path
 
 @pytest.mark.parametrize("mode", ["native", "text"])
 @pytest.mark.parametrize("copied", ["[an unreadable ask_user call was here: see the error in its result]",
-                                    "[ga] Your reply was empty. Reply with the final answer itself, or call a tool."],
-                         ids=["unreadable-mark", "ga-note"])
+                                    "[ga] Your reply was empty. Reply with the final answer itself, or call a tool.",
+                                    "The script in your reply's code block ran nowhere."],
+                         ids=["unreadable-mark", "ga-note", "note-sentence"])
 def test_a_reply_that_copies_a_mark_of_ga_is_corrected_not_taken(tmp_path, settings, mode, copied):
-    # seen live on SOP-20 (1.5B): after an unreadable call, the model's next reply was ga's own marker, verbatim
+    # seen live on SOP-20 (1.5B): after an unreadable call, the model's next reply was ga's own marker, verbatim;
+    # on row 14 its answer was the first sentence of ga's plan note, without the note's "[ga]"
     result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=[{"content": copied}, {"content": "7"}])
     corrections = [m["content"] for m in requests[1]["messages"] if m["role"] == "user"]
     assert "repeats a note ga wrote, and is not an answer" in corrections[-1]
