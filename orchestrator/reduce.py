@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from orchestrator.views.progress import Display
 
 MAX_LEVELS = 6
-ENTRY_STATUS = re.compile(r"### .*? \((succeeded|unverified|failed|needs_input|limit)\)\n")
+STATUSES = "succeeded|unverified|failed|needs_input|limit"
+ENTRY_STATUS = re.compile(rf"### .*? \(({STATUSES})\)\n")
+HEAD = re.compile(rf"^### (\S+) \(({STATUSES})\)$", re.M)  # _entry's head, as an answer copies it
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
                "unverified (answered, but nothing backs the answer; the reason says why), or failed. Do not "
                "present an unverified or failed answer as established.")
@@ -85,9 +87,13 @@ class Reducer:
                                      + "\n\n".join(cut_head_tail(e, self.budget_chars) for e in entries) + "\n</results>")
         record = self._run([final])["reduce"]
         status, reason = backed_by_inputs(record, statuses)
+        answer, restored = restore_heads(record.answer, {r.task_id: r.status for r in results})
+        if restored:
+            status = "unverified" if status == "succeeded" else status
+            reason = f"ga restored the status its answer misstated: {', '.join(restored)}; {reason}"
         output = self.dir / self.cfg.output
-        atomic_write_text(output, record.answer + "\n")
-        summary = ReduceResult(status=status, reason=reason, answer=record.answer, path=str(output),
+        atomic_write_text(output, answer + "\n")
+        summary = ReduceResult(status=status, reason=reason, answer=answer, path=str(output),
                                levels=level, usage=self.usage, memory_generation=record.memory_generation,
                                reused=self.reused)
         atomic_write_text(self.dir / "result.json", summary.model_dump_json(indent=2) + "\n")
@@ -149,6 +155,22 @@ def backed_by_inputs(record: TaskRecord, inputs: list[str]) -> tuple[Status, str
             and all(status == "succeeded" for status in inputs):
         return "succeeded", f"backed by its {len(inputs)} succeeded input(s)"
     return record.status, record.reason
+
+
+def restore_heads(answer: str, statuses: dict[str, str]) -> tuple[str, list[str]]:
+    """`answer` with each copied `### <task> (<status>)` head saying its task's real status, and what was
+    restored. The heads are ga's labels, not the model's to change: live, the 1.5B reduce headed an
+    unverified fib "(succeeded)" in the file the user reads."""
+    restored: list[str] = []
+
+    def real(found: re.Match[str]) -> str:
+        task, said = found.group(1), found.group(2)
+        if task not in statuses or statuses[task] == said:
+            return found.group(0)
+        restored.append(f"{task} {statuses[task]} (it said {said})")
+        return f"### {task} ({statuses[task]})"
+
+    return HEAD.sub(real, answer), restored
 
 
 def _statuses_of(group: list[str]) -> list[str]:
