@@ -190,7 +190,8 @@ def remove_tree(path: Path | str) -> None:
 # only regular files are read or written, reads never block on a FIFO, and a read takes at most a cap.
 
 class Unsafe(OSError):
-    """A path in a task's writable area that ga refuses to touch (a symlink, a FIFO, a device, a hard link)."""
+    """A path where ga writes (a task's directory, a run's, the memory store) that it refuses to touch: a symlink,
+    a FIFO, a device, a hard link."""
 
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -198,10 +199,10 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _refusal(name: str, exc: OSError) -> OSError:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        return Unsafe(f"{name}: a symbolic link or not a directory; ga never follows links in a task's directory "
-                      "(remove it)")
+        return Unsafe(f"{name}: a symbolic link or not a directory; ga never follows links where it "
+                      "writes (remove it)")
     if exc.errno == errno.ENXIO:  # a FIFO opened to write with no reader
-        return Unsafe(f"{name}: not a regular file; ga only writes regular files in a task's directory")
+        return Unsafe(f"{name}: not a regular file; ga only writes regular files")
     return exc
 
 
@@ -221,7 +222,7 @@ def open_dir(dir_fd: Optional[int], relpath: Path | str, create: bool = False) -
     try:
         for part in Path(relpath).parts:
             if part in ("/", ".."):
-                raise Unsafe(f"{relpath}: must be a relative path below the task's directory")
+                raise Unsafe(f"{relpath}: must be a relative path below the directory ga writes")
             if create:
                 try:
                     os.mkdir(part, 0o755, dir_fd=fd)
@@ -261,7 +262,7 @@ def open_file(dir_fd: int, relpath: Path | str, flags: int = os.O_RDONLY, mode: 
                else "a hard link to another file" if writing and info.st_nlink > 1 and not linked_ok else "")
     if problem:
         os.close(fd)
-        raise Unsafe(f"{relpath}: {problem}; ga only touches regular files in a task's directory (remove it)")
+        raise Unsafe(f"{relpath}: {problem}; ga only touches regular files where it writes (remove it)")
     os.set_blocking(fd, True)  # O_NONBLOCK was for the open only: a script given this fd as stdout gets a plain one
     if flags & os.O_TRUNC:
         os.ftruncate(fd, 0)
