@@ -2,7 +2,8 @@
 
 - A reply that is not an answer gets a short correction, as a malformed call does: an empty reply, a word
   parroted from the system prompt's rule line ("Done", "Blocked"), a copy of ga's own marks in the history
-  (an unreadable call's marker, a "[ga]" note), or a lone code block that ran nowhere.
+  (an unreadable call's marker, a "[ga]" note), a call to a tool that does not exist, or a lone code block
+  that ran nowhere.
 - A malformed call gets its error with the exact shape to send, built from the model's own script; the same
   tool malformed again in a row gets the simpler code-block form (worker/model/callshape.py).
 - The second chance (`worker.second_chance`): a note that names the fix: the failed run's error line (with what
@@ -23,7 +24,7 @@ from worker.context.compress import PLACEHOLDER
 from worker.model import ToolCall
 from worker.model.callshape import call_text, code_block_form, is_script_tool, shape
 from worker.model.codeblocks import blocks, script_from_blocks
-from worker.model.replies import UNREADABLE_MARK
+from worker.model.replies import UNREADABLE_MARK, invented_call
 
 NOTHING_RAN = "no tool ran"  # the reason of an answer no tool run backs, when no tool ran at all
 # words of the system prompt's rule line that small models send back as their whole answer
@@ -73,6 +74,11 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
     if words in PARROTS:
         return (f'[ga] "{_short(stripped)}" is not an answer. Reply with the result itself (the value, text or '
                 f"change the task asks for), or call a tool to get it.{example}")
+    invented = invented_call(stripped)
+    if invented:
+        return (f"[ga] You have no tool named {_short(invented)}, so nothing ran. To compute the answer, write a script "
+                f"in a fenced block and then {call_text('code_run', {'type': 'python'}, mode)}. If that JSON is "
+                "itself your answer, say so in a sentence with it.")
     found = blocks(stripped)
     if len(found) == 1 and len(re.sub(r"```.*?```", "", stripped, flags=re.S).strip()) <= LONE_BLOCK_WORDS:
         kind, code = found[0]

@@ -339,3 +339,24 @@ def test_a_reply_that_copies_a_mark_of_ga_is_corrected_not_taken(tmp_path, setti
     corrections = [m["content"] for m in requests[1]["messages"] if m["role"] == "user"]
     assert "repeats a note ga wrote, and is not an answer" in corrections[-1]
     assert result.answer == "7"
+
+
+# replies of the live 0.5B model on the held-out set: its whole answer a call to a tool it made up (h5, h6)
+INVENTED = ['{"name": "sum_of_ids", "arguments": {"status": "ok"}}',
+            '```json\n{"name": "average", "arguments": {"numbers": [2, 4, 6, 8]}}\n```']
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+@pytest.mark.parametrize("invented", INVENTED, ids=["bare", "fenced"])
+def test_a_reply_that_calls_a_tool_that_does_not_exist_is_corrected_not_taken(tmp_path, settings, mode, invented):
+    result, requests, _ = replay_run(tmp_path, settings, "", mode, turns=[{"content": invented}, {"content": "7"}])
+    correction = [m["content"] for m in requests[1]["messages"] if m["role"] == "user"][-1]
+    assert correction.startswith("[ga] You have no tool named ") and "nothing ran" in correction
+    assert result.answer == "7"
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+def test_an_answer_that_is_json_data_stays_an_answer(tmp_path, settings, mode):
+    data = '{"name": "Ada", "born": 1815}'
+    result, _, _ = replay_run(tmp_path, settings, "", mode, turns=[{"content": data}])
+    assert result.answer == data

@@ -223,6 +223,7 @@ NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"']*)["']""")
 ARGS_FIELD = re.compile(r"""["'](?:arguments|parameters|script)["']\s*:""")
 FENCE_LANGS = {"", "json", "tool_call", "tool_use", "javascript", "js"}
 CALL_FENCE_LANGS = {"", "python", "py", "python3"}  # a block that is one call in function syntax, file_read(path=...)
+CALL_KEYS = {"name", "arguments", "parameters", "type", "id"}  # the keys of an object that is a call and no more
 INVALID_NAME = "invalid_tool_call"  # the name recorded for a call whose name could not be read
 
 
@@ -284,6 +285,21 @@ def cut_invented_results(content: str) -> tuple[str, bool]:
     if not found:
         return content, False
     return content[:found.start()].rstrip(), True
+
+
+def invented_call(content: str) -> str:
+    """The tool a reply made of nothing but one call-shaped object calls (`{"name": ..., "arguments": {...}}`, bare
+    or as its one fenced block), or "". extract_calls takes the calls to known tools, so such a reply names a tool
+    that does not exist (the live 0.5B answered `{"name": "sum_of_ids", "arguments": {"status": "ok"}}`)."""
+    body = content.strip()
+    fenced = FENCE.fullmatch(body)
+    if fenced and fenced.group(1).lower() in FENCE_LANGS:
+        body = fenced.group(2).strip()
+    value = read_value(body, repair=False).value if body.startswith("{") else None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not CALL_KEYS.issuperset(value) \
+            or not {"arguments", "parameters"} & value.keys():
+        return ""
+    return value["name"]
 
 
 def extract_calls(content: str, known: Iterable[str]) -> Extracted:
