@@ -61,8 +61,8 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
     """The correction for a reply that carries no call and is no answer, or "". `again`: the reply before was
     corrected too; this one then also shows how a call is written (never the same words a second time)."""
     stripped = (text or "").strip()
-    example = (" For example, to run a script write it in a fenced block and then "
-               f"{call_text('code_run', {'type': 'python'}, mode)}." if again else "")
+    run_a_script = f"write the script in a fenced block and then {call_text('code_run', {'type': 'python'}, mode)}"
+    example = f" For example, to run a script, {run_a_script}." if again else ""
     if not stripped:
         return f"[ga] {EMPTY_REPLY} {ANSWER_OR_CALL}{example}"
     if not re.sub(r"[\W_]+", "", GA_MARKS.sub("", stripped)):
@@ -76,9 +76,8 @@ def not_an_answer(text: str, mode: str, again: bool = False) -> str:
                 f"change the task asks for), or call a tool to get it.{example}")
     invented = invented_call(stripped)
     if invented:
-        return (f"[ga] You have no tool named {_short(invented)}, so nothing ran. To compute the answer, write a script "
-                f"in a fenced block and then {call_text('code_run', {'type': 'python'}, mode)}. If that JSON is "
-                "itself your answer, say so in a sentence with it.")
+        return (f"[ga] You have no tool named {_short(invented)}, so nothing ran. To compute the answer, {run_a_script}. "
+                "If that JSON is itself your answer, say so in a sentence with it.")
     found = blocks(stripped)
     if len(found) == 1 and len(re.sub(r"```.*?```", "", stripped, flags=re.S).strip()) <= LONE_BLOCK_WORDS:
         kind, code = found[0]
