@@ -251,12 +251,15 @@ TRIPLE = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": ""
           '    print(len(f.read().split()))\n""",\n    "timeout": 60\n  }\n}\n```')
 EMPTY_ARGUMENT = ("```python\nprint(len(open('alpha.txt').read().split()))\n```\n\n"
                   '```json\n{"name": "code_run", "arguments": {"script": "", "type": "python"}}\n```')
+# the live 1.5B held-out JSON filter: the triple-quoted script indented as Python source would be (IndentationError)
+INDENTED = ('```json\n{\n  "name": "code_run",\n  "arguments": {\n    "script": """\n      with open("alpha.txt") as f:\n'
+            '        print(len(f.read().split()))\n    """,\n    "type": "python",\n    "timeout": 60,\n    "cwd": ""\n  }\n}\n```')
 UNREADABLE = ('```json\n{"name": "code_run", "arguments": {"script": `import csv\nrows = list(csv.reader(open("alpha.txt")))'
               '\nprint(len(rows))`, "timeout": 60}}\n```')  # a script in backquotes: no reader takes it
 
 
 @pytest.mark.parametrize("mode", ["native", "text"])
-@pytest.mark.parametrize("reply", [TRIPLE, EMPTY_ARGUMENT], ids=["triple-quoted", "empty-argument"])
+@pytest.mark.parametrize("reply", [TRIPLE, EMPTY_ARGUMENT, INDENTED], ids=["triple-quoted", "empty-argument", "indented"])
 def test_a_call_as_small_models_write_it_runs(tmp_path, settings, mode, reply):
     result, requests, history = replay_run(tmp_path, settings, "", mode,
                                            turns=[{"content": reply}, {"echo_last_tool_result": True}])
