@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol, get_args
 
 from configs import Settings
 from memory_shared.fsutil import atomic_write_text
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.views.progress import Display
 
 MAX_LEVELS = 6
-STATUSES = "succeeded|unverified|failed|needs_input|limit"
+STATUSES = "|".join(get_args(Status))  # a task status, as a head names it
 ENTRY_STATUS = re.compile(rf"### .*? \(({STATUSES})\)\n")
 HEAD = re.compile(rf"^### (\S+) \(({STATUSES})\)$", re.M)  # _entry's head, as an answer copies it
 STATUS_NOTE = ("Each result is headed by its task's status: succeeded (backed by a successful tool run or check), "
